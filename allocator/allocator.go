@@ -1,0 +1,184 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+// Config is what the allocator needs; every field but KeyPrefix may change
+// at run time through Apply.
+type Config struct {
+	// KeyPrefix prefixes every key ("" = DefaultPrefix, "voice:").
+	KeyPrefix string
+	// LeaseTTL is how long an allocation lives without a renewal: the window
+	// for its media socket to arrive, and how long a call outlives a socket
+	// that vanished without a release. Default 60s.
+	LeaseTTL time.Duration
+	// CallInfoTTL bounds how long call info outlives its last renewal.
+	// Default 1h.
+	CallInfoTTL time.Duration
+	// DrainingTTL is how long a drain flag lasts. Default 6m.
+	DrainingTTL time.Duration
+	// Tiers is the tier config allocation walks.
+	Tiers TierConfig
+}
+
+func (c Config) withDefaults() Config {
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 60 * time.Second
+	}
+	if c.CallInfoTTL <= 0 {
+		c.CallInfoTTL = time.Hour
+	}
+	if c.DrainingTTL <= 0 {
+		c.DrainingTTL = 6 * time.Minute
+	}
+	return c
+}
+
+// Allocator owns edge's Redis data model: it allocates, releases, renews and
+// drains with one Lua script (one round trip) each, and registers pods.
+// It is safe for concurrent use.
+type Allocator struct {
+	rdb     redis.UniversalClient
+	keys    Keys
+	scripts map[string]*script
+	metrics *metrics
+	current atomic.Pointer[settings]
+}
+
+// settings is the run-time part of Config with the tier table already laid
+// out as script arguments.
+type settings struct {
+	cfg       Config
+	tierArgs  []any // N, then name, type, max_concurrent per tier, then M, chain
+	poolsArgs []any // N, then tier, type per tier (status.lua)
+}
+
+// New returns an allocator on rdb. Metrics are registered on reg (nil: not
+// registered anywhere).
+func New(rdb redis.UniversalClient, cfg Config, reg prometheus.Registerer) (*Allocator, error) {
+	keys := NewKeys(cfg.KeyPrefix)
+	scripts, err := loadScripts(keys)
+	if err != nil {
+		return nil, fmt.Errorf("load allocator scripts: %w", err)
+	}
+	a := &Allocator{rdb: rdb, keys: keys, scripts: scripts, metrics: newMetrics(reg)}
+	a.Apply(cfg)
+	return a, nil
+}
+
+// Keys is the key schema the allocator writes.
+func (a *Allocator) Keys() Keys { return a.keys }
+
+// Apply swaps in new TTLs and tiers; calls in flight finish on the old ones.
+// KeyPrefix cannot change after New and is ignored.
+func (a *Allocator) Apply(cfg Config) {
+	cfg = cfg.withDefaults()
+	cfg.KeyPrefix = a.keys.Prefix()
+	s := &settings{cfg: cfg}
+	names := cfg.Tiers.derivedChain() // every tier, in a stable order
+	s.tierArgs = append(s.tierArgs, len(names))
+	s.poolsArgs = append(s.poolsArgs, len(names))
+	for _, name := range names {
+		t := cfg.Tiers.Tiers[name]
+		s.tierArgs = append(s.tierArgs, name, string(t.Type), t.MaxConcurrent)
+		s.poolsArgs = append(s.poolsArgs, name, string(t.Type))
+	}
+	s.tierArgs = append(s.tierArgs, len(cfg.Tiers.DefaultChain))
+	for _, step := range cfg.Tiers.DefaultChain {
+		s.tierArgs = append(s.tierArgs, step)
+	}
+	a.current.Store(s)
+}
+
+// Config is the configuration in effect.
+func (a *Allocator) Config() Config { return a.current.Load().cfg }
+
+// Request asks for a pod for one call.
+type Request struct {
+	CallID     string
+	MerchantID string // optional
+}
+
+// Allocation is a call's pod.
+type Allocation struct {
+	CallID     string
+	PodName    string
+	SourcePool string // "pool:<tier>" or "merchant:<id>"
+	// Shared is true when the pod takes several calls (a shared tier).
+	Shared bool
+	// WasExisting is true when the call already had this pod (a retry or a
+	// concurrent duplicate).
+	WasExisting bool
+	// Warning is a note for the log, e.g. an unreadable merchant config that
+	// made allocation fall back to the default chain.
+	Warning string
+}
+
+// Allocate gives the call a pod in one Redis round trip. It returns a
+// *NoCapacityError (errors.Is ErrNoCapacity) when the chain has no room,
+// ErrInvalidID for ids unfit for key names, and a wrapped Redis error
+// otherwise. A failure leaves nothing behind in Redis.
+func (a *Allocator) Allocate(ctx context.Context, req Request) (Allocation, error) {
+	if err := ValidateID("call_sid", req.CallID); err != nil {
+		return Allocation{}, err
+	}
+	if req.MerchantID != "" {
+		if err := ValidateID("merchant_id", req.MerchantID); err != nil {
+			return Allocation{}, err
+		}
+	}
+	s := a.current.Load()
+	args := make([]any, 0, 4+len(s.tierArgs))
+	args = append(args, req.CallID, req.MerchantID, s.cfg.LeaseTTL.Milliseconds(), s.cfg.CallInfoTTL.Milliseconds())
+	args = append(args, s.tierArgs...)
+	r, err := a.run(ctx, "allocate", []string{a.keys.Call(req.CallID)}, args...)
+	if err != nil {
+		a.metrics.allocations.WithLabelValues("", "error").Inc()
+		return Allocation{}, fmt.Errorf("allocate %s: %w", req.CallID, err)
+	}
+	rep := reply(r)
+	switch rep.str(0) {
+	case "ok":
+		al := Allocation{
+			CallID:      req.CallID,
+			PodName:     rep.str(1),
+			SourcePool:  rep.str(2),
+			WasExisting: rep.int(3) == 1,
+			Shared:      rep.str(4) == string(Shared),
+			Warning:     rep.str(5),
+		}
+		result := "success"
+		if al.WasExisting {
+			result = "existing"
+		}
+		a.metrics.allocations.WithLabelValues(al.SourcePool, result).Inc()
+		return al, nil
+	case "none":
+		reason := Reason(rep.str(1))
+		a.metrics.allocations.WithLabelValues("", string(reason)).Inc()
+		return Allocation{Warning: rep.str(2)}, &NoCapacityError{Reason: reason, Chain: rep.strs(3)}
+	default:
+		return Allocation{}, fmt.Errorf("allocate %s: unexpected script reply %v", req.CallID, r)
+	}
+}
+
+// parseSeconds reads a unix-seconds field written by the scripts.
+func parseSeconds(s string) time.Time {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(n, 0)
+}
+
+// isNil reports a missing key or field.
+func isNil(err error) bool { return errors.Is(err, redis.Nil) }

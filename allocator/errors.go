@@ -1,0 +1,48 @@
+package allocator
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Outcomes callers branch on, compared with errors.Is.
+var (
+	// ErrNoCapacity: no pod in the call's whole chain could take it. The
+	// error is a *NoCapacityError that says why.
+	ErrNoCapacity = errors.New("no capacity")
+	// ErrCallNotFound: no live allocation for this call id.
+	ErrCallNotFound = errors.New("call not found")
+	// ErrPodNotFound: the pod is not registered with edge.
+	ErrPodNotFound = errors.New("pod not found")
+	// ErrInvalidID: an id is not safe to use in a key name.
+	ErrInvalidID = errors.New("invalid id")
+	// ErrInvalidConfig: a tier or merchant config does not validate.
+	ErrInvalidConfig = errors.New("invalid config")
+	// ErrPodBusy: the pod has calls, so it cannot change tier now.
+	ErrPodBusy = errors.New("pod busy")
+)
+
+// Reason tells apart the ways a chain can have no room for a call.
+type Reason string
+
+const (
+	// ReasonNoPods: no pod is assigned to any pool of the chain.
+	ReasonNoPods Reason = "no_pods"
+	// ReasonAllDraining: the chain's pods exist but all are draining.
+	ReasonAllDraining Reason = "all_draining"
+	// ReasonAtCapacity: every pod of the chain is busy.
+	ReasonAtCapacity Reason = "at_capacity"
+)
+
+// NoCapacityError is the ErrNoCapacity outcome with its reason.
+type NoCapacityError struct {
+	Reason Reason
+	Chain  []string
+}
+
+func (e *NoCapacityError) Error() string {
+	return fmt.Sprintf("no capacity (%s) in chain %v", e.Reason, e.Chain)
+}
+
+// Is makes errors.Is(err, ErrNoCapacity) true.
+func (e *NoCapacityError) Is(target error) bool { return target == ErrNoCapacity }

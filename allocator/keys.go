@@ -1,0 +1,163 @@
+package allocator
+
+import (
+	"fmt"
+	"strings"
+)
+
+// DefaultPrefix is the predecessor's key prefix. A deployment on Redis Cluster
+// uses a hash-tagged prefix such as "{voice}:" so that every key of edge lands
+// in one slot and the scripts may touch keys they derive at run time.
+const DefaultPrefix = "voice:"
+
+// Keys is the whole Redis key schema of edge: every key any part of edge reads
+// or writes is built here and nowhere else. The names and types of the keys
+// marked "seeds" are the predecessor's and keep their meaning, so that a
+// predecessor deployment can switch to edge on the same Redis; the ones marked
+// "edge" are additions.
+//
+// The Lua scripts get the same functions, generated from these methods (see
+// luaKeyBuilders), so the schema has a single source.
+type Keys struct {
+	prefix string
+}
+
+// NewKeys returns the schema under prefix ("" means DefaultPrefix).
+func NewKeys(prefix string) Keys {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return Keys{prefix: prefix}
+}
+
+// Prefix is the prefix every key starts with.
+func (k Keys) Prefix() string { return k.prefix }
+
+// TierConfig (seeds) STRING: the canonical tier config JSON envelope
+// {"tiers":{...},"default_chain":[...]}. Bootstrapped with SETNX, read by
+// every replica, written by operators through the admin API.
+func (k Keys) TierConfig() string { return k.prefix + "tier:config" }
+
+// PoolAvailable (seeds) SET of pod names for an exclusive tier (SPOP to
+// allocate), or ZSET of pod name -> calls in progress for a shared tier.
+func (k Keys) PoolAvailable(tier string) string { return k.prefix + "pool:" + tier + ":available" }
+
+// PoolAssigned (seeds) SET of every pod assigned to a tier, busy or not.
+func (k Keys) PoolAssigned(tier string) string { return k.prefix + "pool:" + tier + ":assigned" }
+
+// MerchantPods (seeds) SET of a merchant's dedicated pods that are free.
+func (k Keys) MerchantPods(merchant string) string {
+	return k.prefix + "merchant:" + merchant + ":pods"
+}
+
+// MerchantAssigned (seeds) SET of every pod dedicated to a merchant.
+func (k Keys) MerchantAssigned(merchant string) string {
+	return k.prefix + "merchant:" + merchant + ":assigned"
+}
+
+// MerchantConfig (seeds) HASH of merchant id -> JSON
+// {"tier":"gold","pool":"acme","fallback":["standard","basic"]}.
+func (k Keys) MerchantConfig() string { return k.prefix + "merchant:config" }
+
+// MerchantPools (edge) SET of merchant ids that have a dedicated pool, so
+// status and sweeps can find every merchant pool without scanning keys.
+func (k Keys) MerchantPools() string { return k.prefix + "merchant:pools" }
+
+// PodTier (seeds) STRING: the tier a pod belongs to, "gold" or
+// "merchant:<id>". Its existence is what makes a pod known to edge.
+func (k Keys) PodTier(pod string) string { return k.prefix + "pod:tier:" + pod }
+
+// PodInfo (seeds) HASH: status ("available", "allocated", "draining"),
+// allocated_call_sid, allocated_at, released_at, source_pool. For an exclusive
+// pod allocated_call_sid names the call that owns it: release and renew are
+// fenced on it.
+func (k Keys) PodInfo(pod string) string { return k.prefix + "pod:" + pod }
+
+// PodDraining (seeds) STRING "true" with the draining TTL: the pod takes no
+// new calls and is not returned to its pool.
+func (k Keys) PodDraining(pod string) string { return k.prefix + "pod:draining:" + pod }
+
+// PodMetadata (seeds) HASH of pod name -> JSON {"name":...,"tier":...} (edge
+// adds "address"). Its fields are the list of every registered pod.
+func (k Keys) PodMetadata() string { return k.prefix + "pod:metadata" }
+
+// Lease (seeds) STRING: the call id holding the pod, with the lease TTL. On an
+// exclusive pod it is the call's lease; on a shared pod it says that some call
+// is live (the per-call leases are in PodCalls).
+func (k Keys) Lease(pod string) string { return k.prefix + "lease:" + pod }
+
+// PodCalls (edge) ZSET of call id -> lease expiry (unix ms) of the calls on a
+// shared pod: one lease per call, so a slot whose call died without a release
+// can be found and reclaimed.
+func (k Keys) PodCalls(pod string) string { return k.prefix + "pod:calls:" + pod }
+
+// Call (seeds) HASH: pod_name, source_pool, merchant_id, allocated_at (unix
+// seconds); edge adds pool_type ("exclusive" or "shared"). Expires after the
+// call info TTL, which renewals push forward while the call's socket lives.
+func (k Keys) Call(callID string) string { return k.prefix + "call:" + callID }
+
+// LeaderLock (edge) STRING: holder identity and fencing token of the Redis
+// leader lock, used when pods come from a static list (no Kubernetes Lease).
+func (k Keys) LeaderLock() string { return k.prefix + "leader:lock" }
+
+// LeaderFence (edge) STRING counter: incremented on every leadership
+// acquisition, the fencing token of the Redis leader lock.
+func (k Keys) LeaderFence() string { return k.prefix + "leader:fence" }
+
+// luaKeyBuilders renders the key functions as Lua, as a table K. Each builder
+// is derived from the Go method by calling it with a placeholder argument, so
+// the scripts cannot drift from this file.
+func (k Keys) luaKeyBuilders() string {
+	const arg = "\x00"
+	oneArg := []struct {
+		name string
+		fn   func(string) string
+	}{
+		{"pool_available", k.PoolAvailable},
+		{"pool_assigned", k.PoolAssigned},
+		{"merchant_pods", k.MerchantPods},
+		{"merchant_assigned", k.MerchantAssigned},
+		{"pod_tier", k.PodTier},
+		{"pod_info", k.PodInfo},
+		{"pod_draining", k.PodDraining},
+		{"lease", k.Lease},
+		{"pod_calls", k.PodCalls},
+		{"call", k.Call},
+	}
+	noArg := []struct {
+		name string
+		fn   func() string
+	}{
+		{"tier_config", k.TierConfig},
+		{"merchant_config", k.MerchantConfig},
+		{"merchant_pools", k.MerchantPools},
+		{"pod_metadata", k.PodMetadata},
+	}
+	var b strings.Builder
+	b.WriteString("local K = {}\n")
+	for _, f := range oneArg {
+		before, after, _ := strings.Cut(f.fn(arg), arg)
+		fmt.Fprintf(&b, "K.%s = function(a) return %s .. a .. %s end\n", f.name, luaQuote(before), luaQuote(after))
+	}
+	for _, f := range noArg {
+		fmt.Fprintf(&b, "K.%s = function() return %s end\n", f.name, luaQuote(f.fn()))
+	}
+	return b.String()
+}
+
+// luaQuote quotes s as a Lua string literal; every byte outside printable
+// ASCII, quotes and backslashes are written as decimal escapes.
+func luaQuote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			fmt.Fprintf(&b, "\\%03d", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	b.WriteByte('"')
+	return b.String()
+}

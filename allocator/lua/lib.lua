@@ -1,0 +1,66 @@
+-- lib.lua: helpers shared by every script. The script loader prepends the
+-- generated key builders (table K, from keys.go), then this file, then the
+-- script itself, so one chunk holds all three.
+
+-- Redis' own clock, so that every replica writes lease expiries on one clock.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The pools behind a tier value ("gold" or "merchant:<id>"): available key,
+-- assigned key, and the source_pool label the seeds store ("pool:gold",
+-- "merchant:<id>").
+local function pools_of(tier)
+  local merchant = string.match(tier, '^merchant:(.+)$')
+  if merchant then
+    return K.merchant_pods(merchant), K.merchant_assigned(merchant), tier
+  end
+  return K.pool_available(tier), K.pool_assigned(tier), 'pool:' .. tier
+end
+
+-- The tier value behind a source_pool label ("pool:gold" -> "gold").
+local function tier_of_source(source)
+  return string.match(source, '^pool:(.+)$') or source
+end
+
+-- Whether a pod's available pool is a ZSET (shared tier). An absent key
+-- answers false: an empty exclusive pool and an empty shared pool look alike,
+-- and only the callers that know better pass the type in.
+local function is_zset(key)
+  return redis.call('TYPE', key)['ok'] == 'zset'
+end
+
+local function is_draining(pod)
+  return redis.call('EXISTS', K.pod_draining(pod)) == 1
+end
+
+-- The call that holds an exclusive pod by a live lease, or nil. A lease whose
+-- call info names another pod is a leftover and holds nothing.
+local function live_owner(pod)
+  local call = redis.call('GET', K.lease(pod))
+  if call and redis.call('HGET', K.call(call), 'pod_name') == pod then
+    return call
+  end
+  return nil
+end
+
+-- Live per-call leases on a shared pod (expired ones are the sweep's work).
+local function live_calls(pod, now)
+  return redis.call('ZCOUNT', K.pod_calls(pod), now, '+inf')
+end
+
+-- Whether a pod serves any call right now.
+local function is_busy(pod, now)
+  return live_owner(pod) ~= nil or live_calls(pod, now) > 0
+end
+
+local function remove_from_pool(key, pod)
+  local t = redis.call('TYPE', key)['ok']
+  if t == 'set' then
+    return redis.call('SREM', key, pod)
+  elseif t == 'zset' then
+    return redis.call('ZREM', key, pod)
+  end
+  return 0
+end

@@ -1,0 +1,70 @@
+-- release.lua: end a call's allocation, fenced on the call still owning its pod.
+--
+-- KEYS[1] -> call info hash (K.call(call_id))
+-- ARGV[1] -> call id
+--
+-- Returns:
+--   {"not_found"}                                      no live allocation
+--   {"released", pod, to_pool (0|1), was_draining (0|1)}
+--   {"stale", pod}   the call info was left over, but the pod no longer
+--                    belongs to this call (its lease ran out and the pod was
+--                    recovered, maybe to serve another call): nothing is
+--                    returned to any pool, only the call info is removed.
+--
+-- Runs once per allocation: the call info is deleted here, so a duplicate or
+-- late release answers "not_found" and changes nothing.
+
+local call_key, call_id = KEYS[1], ARGV[1]
+local info = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type')
+local pod, source, kind = info[1], info[2] or '', info[3]
+if not pod then
+  return {'not_found'}
+end
+redis.call('DEL', call_key)
+
+local tier = tier_of_source(source)
+local avail = pools_of(tier)
+local draining = is_draining(pod)
+local now = now_ms()
+local state = draining and 'draining' or 'available'
+
+-- A call allocated by the predecessor has no pool_type: find it from the pool.
+local legacy = not kind
+if legacy then
+  kind = is_zset(avail) and 'shared' or 'exclusive'
+end
+
+if kind == 'shared' then
+  local calls = K.pod_calls(pod)
+  if redis.call('ZREM', calls, call_id) == 0 and not legacy then
+    return {'stale', pod}
+  end
+  local score = redis.call('ZSCORE', avail, pod)
+  if score and tonumber(score) > 0 then
+    redis.call('ZINCRBY', avail, -1, pod)
+  end
+  if redis.call('ZCARD', calls) == 0 then
+    redis.call('DEL', K.lease(pod))
+    redis.call('HSET', K.pod_info(pod), 'status', state, 'allocated_call_sid', '',
+      'allocated_at', '', 'released_at', tostring(math.floor(now / 1000)))
+  end
+  local to_pool = (score and not draining) and 1 or 0
+  return {'released', pod, to_pool, draining and 1 or 0}
+end
+
+if redis.call('HGET', K.pod_info(pod), 'allocated_call_sid') ~= call_id then
+  return {'stale', pod}
+end
+if redis.call('GET', K.lease(pod)) == call_id then
+  redis.call('DEL', K.lease(pod))
+end
+local to_pool = 0
+-- Only back into the pool it came from, and only if the pod is still
+-- registered there: a pod removed meanwhile must not come back as a ghost.
+if not draining and redis.call('GET', K.pod_tier(pod)) == tier then
+  redis.call('SADD', avail, pod)
+  to_pool = 1
+end
+redis.call('HSET', K.pod_info(pod), 'status', state, 'allocated_call_sid', '',
+  'allocated_at', '', 'released_at', tostring(math.floor(now / 1000)))
+return {'released', pod, to_pool, draining and 1 or 0}

@@ -1,0 +1,45 @@
+-- status.lua: counts per pool, read only.
+--
+-- ARGV[1] -> number of tiers N, then N pairs: tier value, pool type
+--            (merchant pools are added from K.merchant_pools())
+--
+-- Returns one array per pool:
+--   {tier, type, assigned, available, draining, calls}
+-- calls counts calls in progress: live leases on exclusive pods, live
+-- per-call leases on shared pods. Cost is O(pods): it is for status pages and
+-- metrics scrapes, not the call path.
+
+local now = now_ms()
+local pools, i = {}, 2
+for _ = 1, tonumber(ARGV[1]) do
+  pools[#pools + 1] = {ARGV[i], ARGV[i + 1]}
+  i = i + 2
+end
+for _, m in ipairs(redis.call('SMEMBERS', K.merchant_pools())) do
+  pools[#pools + 1] = {'merchant:' .. m, 'exclusive'}
+end
+
+local out = {}
+for _, p in ipairs(pools) do
+  local tier, kind = p[1], p[2]
+  local avail, assigned_key = pools_of(tier)
+  local members = redis.call('SMEMBERS', assigned_key)
+  local draining, calls = 0, 0
+  for _, pod in ipairs(members) do
+    if is_draining(pod) then draining = draining + 1 end
+    if kind == 'shared' then
+      calls = calls + live_calls(pod, now)
+    elseif live_owner(pod) then
+      calls = calls + 1
+    end
+  end
+  local available = 0
+  local t = redis.call('TYPE', avail)['ok']
+  if t == 'zset' then
+    available = redis.call('ZCARD', avail)
+  elseif t == 'set' then
+    available = redis.call('SCARD', avail)
+  end
+  out[#out + 1] = {tier, kind, #members, available, draining, calls}
+end
+return out

@@ -1,0 +1,37 @@
+-- unregister.lua: forget a pod: out of every pool, its keys deleted, and the
+-- calls it served ended (their call info removed, so their releases answer
+-- "not_found" and nothing returns the pod).
+--
+-- KEYS[1] -> the pod's tier key (K.pod_tier(pod))
+-- ARGV[1] -> pod name
+--
+-- Returns {"removed", tier or "", calls ended} or {"not_found"}.
+
+local pod = ARGV[1]
+local tier = redis.call('GET', KEYS[1])
+local known = tier or redis.call('HEXISTS', K.pod_metadata(), pod) == 1
+if tier then
+  local avail, assigned = pools_of(tier)
+  remove_from_pool(avail, pod)
+  redis.call('SREM', assigned, pod)
+end
+
+local ended = 0
+local function end_call(call_id)
+  if call_id and call_id ~= '' and redis.call('HGET', K.call(call_id), 'pod_name') == pod then
+    redis.call('DEL', K.call(call_id))
+    ended = ended + 1
+  end
+end
+end_call(redis.call('HGET', K.pod_info(pod), 'allocated_call_sid'))
+end_call(redis.call('GET', K.lease(pod)))
+for _, call_id in ipairs(redis.call('ZRANGE', K.pod_calls(pod), 0, -1)) do
+  end_call(call_id)
+end
+
+redis.call('DEL', KEYS[1], K.pod_info(pod), K.lease(pod), K.pod_draining(pod), K.pod_calls(pod))
+redis.call('HDEL', K.pod_metadata(), pod)
+if not known then
+  return {'not_found'}
+end
+return {'removed', tier or '', ended}

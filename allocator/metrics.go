@@ -1,0 +1,52 @@
+package allocator
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// metrics are the allocator's Prometheus series; the names of the first
+// three are the predecessor's, so its dashboards keep working.
+type metrics struct {
+	allocations   *prometheus.CounterVec // source_pool, result
+	releases      *prometheus.CounterVec // result
+	drains        prometheus.Counter
+	scriptSeconds *prometheus.HistogramVec // script
+	scriptErrors  *prometheus.CounterVec   // script
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
+	return &metrics{
+		allocations: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "allocations_total",
+			Help: "Allocations by source pool and result (success, existing, no_pods, all_draining, at_capacity, error).",
+		}, []string{"source_pool", "result"}),
+		releases: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "releases_total",
+			Help: "Releases by result (released, not_found, stale, error).",
+		}, []string{"result"}),
+		drains: f.NewCounter(prometheus.CounterOpts{
+			Name: "drains_total",
+			Help: "Pods drained (repeat drains included).",
+		}),
+		scriptSeconds: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "edge_redis_script_duration_seconds",
+			Help:    "Round-trip time of the allocator's Redis scripts.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}, []string{"script"}),
+		scriptErrors: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_redis_script_errors_total",
+			Help: "Allocator Redis scripts that failed (Redis unreachable, timeout, script error).",
+		}, []string{"script"}),
+	}
+}
+
+func (m *metrics) observeScript(name string, d time.Duration, err error) {
+	m.scriptSeconds.WithLabelValues(name).Observe(d.Seconds())
+	if err != nil {
+		m.scriptErrors.WithLabelValues(name).Inc()
+	}
+}

@@ -1,0 +1,131 @@
+package allocator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// PodInfo is what Redis knows of one pod.
+type PodInfo struct {
+	Name     string    `json:"pod_name"`
+	Tier     string    `json:"tier"`
+	Status   string    `json:"status"`
+	Draining bool      `json:"is_draining"`
+	CallID   string    `json:"allocated_call_sid,omitempty"`
+	Since    time.Time `json:"allocated_at,omitzero"`
+	Released time.Time `json:"released_at,omitzero"`
+	Source   string    `json:"source_pool,omitempty"`
+	// Lease is the call id in the pod's lease key ("" when none is live).
+	Lease string `json:"lease,omitempty"`
+	// Calls are the calls holding a per-call lease (shared pods).
+	Calls []string `json:"calls,omitempty"`
+}
+
+// PodInfo reads one pod's state in one round trip (a pipeline of reads).
+func (a *Allocator) PodInfo(ctx context.Context, pod string) (PodInfo, error) {
+	if err := ValidateID("pod_name", pod); err != nil {
+		return PodInfo{}, err
+	}
+	var tier, lease *redis.StringCmd
+	var info *redis.MapStringStringCmd
+	var draining *redis.IntCmd
+	var calls *redis.StringSliceCmd
+	_, err := a.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		tier = p.Get(ctx, a.keys.PodTier(pod))
+		info = p.HGetAll(ctx, a.keys.PodInfo(pod))
+		draining = p.Exists(ctx, a.keys.PodDraining(pod))
+		lease = p.Get(ctx, a.keys.Lease(pod))
+		calls = p.ZRange(ctx, a.keys.PodCalls(pod), 0, -1)
+		return nil
+	})
+	if err != nil && !isNil(err) {
+		return PodInfo{}, fmt.Errorf("read pod %s: %w", pod, err)
+	}
+	if isNil(tier.Err()) {
+		return PodInfo{}, fmt.Errorf("read pod %s: %w", pod, ErrPodNotFound)
+	}
+	h := info.Val()
+	return PodInfo{
+		Name:     pod,
+		Tier:     tier.Val(),
+		Status:   h["status"],
+		Draining: draining.Val() == 1,
+		CallID:   h["allocated_call_sid"],
+		Since:    parseSeconds(h["allocated_at"]),
+		Released: parseSeconds(h["released_at"]),
+		Source:   h["source_pool"],
+		Lease:    lease.Val(),
+		Calls:    calls.Val(),
+	}, nil
+}
+
+// CallInfo is a live allocation as stored in its call info.
+type CallInfo struct {
+	CallID     string    `json:"call_sid"`
+	PodName    string    `json:"pod_name"`
+	SourcePool string    `json:"source_pool"`
+	MerchantID string    `json:"merchant_id,omitempty"`
+	Since      time.Time `json:"allocated_at,omitzero"`
+	Shared     bool      `json:"shared"`
+}
+
+// Call reads a call's live allocation (one round trip); ErrCallNotFound when
+// it has none.
+func (a *Allocator) Call(ctx context.Context, callID string) (CallInfo, error) {
+	if err := ValidateID("call_sid", callID); err != nil {
+		return CallInfo{}, err
+	}
+	h, err := a.rdb.HGetAll(ctx, a.keys.Call(callID)).Result()
+	if err != nil {
+		return CallInfo{}, fmt.Errorf("read call %s: %w", callID, err)
+	}
+	if h["pod_name"] == "" {
+		return CallInfo{}, fmt.Errorf("read call %s: %w", callID, ErrCallNotFound)
+	}
+	return CallInfo{
+		CallID:     callID,
+		PodName:    h["pod_name"],
+		SourcePool: h["source_pool"],
+		MerchantID: h["merchant_id"],
+		Since:      parseSeconds(h["allocated_at"]),
+		Shared:     h["pool_type"] == string(Shared),
+	}, nil
+}
+
+// PoolStatus counts one pool.
+type PoolStatus struct {
+	Tier      string   `json:"tier"`
+	Type      TierType `json:"type"`
+	Assigned  int      `json:"assigned"`
+	Available int      `json:"available"`
+	Draining  int      `json:"draining"`
+	// Calls in progress: live leases (exclusive) or live per-call leases
+	// (shared).
+	Calls int `json:"calls_in_progress"`
+}
+
+// Status counts every configured tier and merchant pool in one round trip.
+// It costs O(pods) inside Redis: for status pages and scrapes, not calls.
+func (a *Allocator) Status(ctx context.Context) ([]PoolStatus, error) {
+	r, err := a.run(ctx, "status", nil, a.current.Load().poolsArgs...)
+	if err != nil {
+		return nil, fmt.Errorf("pool status: %w", err)
+	}
+	out := make([]PoolStatus, 0, len(r))
+	for _, row := range r {
+		f, _ := row.([]any)
+		rep := reply(f)
+		out = append(out, PoolStatus{
+			Tier:      rep.str(0),
+			Type:      TierType(rep.str(1)),
+			Assigned:  int(rep.int(2)),
+			Available: int(rep.int(3)),
+			Draining:  int(rep.int(4)),
+			Calls:     int(rep.int(5)),
+		})
+	}
+	return out, nil
+}

@@ -1,0 +1,45 @@
+package allocator
+
+import (
+	"context"
+	"fmt"
+)
+
+// Released is the outcome of a release.
+type Released struct {
+	PodName string
+	// ReleasedToPool: the pod is free for a new call (exclusive) or has one
+	// more free slot (shared).
+	ReleasedToPool bool
+	WasDraining    bool
+	// Stale: the call info was left over but its pod had already been
+	// recovered (its lease ran out); nothing was returned to any pool.
+	Stale bool
+}
+
+// Release ends the call's allocation in one round trip. It is fenced and
+// happens once: it frees only what the call still holds, and a second release
+// of the same call returns ErrCallNotFound and changes nothing.
+func (a *Allocator) Release(ctx context.Context, callID string) (Released, error) {
+	if err := ValidateID("call_sid", callID); err != nil {
+		return Released{}, err
+	}
+	r, err := a.run(ctx, "release", []string{a.keys.Call(callID)}, callID)
+	if err != nil {
+		a.metrics.releases.WithLabelValues("error").Inc()
+		return Released{}, fmt.Errorf("release %s: %w", callID, err)
+	}
+	rep := reply(r)
+	outcome := rep.str(0)
+	a.metrics.releases.WithLabelValues(outcome).Inc()
+	switch outcome {
+	case "not_found":
+		return Released{}, fmt.Errorf("release %s: %w", callID, ErrCallNotFound)
+	case "stale":
+		return Released{PodName: rep.str(1), Stale: true}, nil
+	case "released":
+		return Released{PodName: rep.str(1), ReleasedToPool: rep.int(2) == 1, WasDraining: rep.int(3) == 1}, nil
+	default:
+		return Released{}, fmt.Errorf("release %s: unexpected script reply %v", callID, r)
+	}
+}

@@ -1,0 +1,94 @@
+package allocator
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+// scriptNames lists every script; each is lua/<name>.lua.
+var scriptNames = []string{
+	"allocate", "release", "renew", "drain", "register", "unregister", "status",
+}
+
+// script is one Lua state change, run with EVALSHA (EVAL on NOSCRIPT, e.g.
+// after a Redis restart) through go-redis.
+type script struct {
+	name string
+	*redis.Script
+}
+
+// loadScripts builds every script as: the key builders generated from keys,
+// then lib.lua, then the script's own file.
+func loadScripts(keys Keys) (map[string]*script, error) {
+	lib, err := luaFiles.ReadFile("lua/lib.lua")
+	if err != nil {
+		return nil, err
+	}
+	prelude := keys.luaKeyBuilders() + string(lib)
+	out := make(map[string]*script, len(scriptNames))
+	for _, name := range scriptNames {
+		body, err := luaFiles.ReadFile("lua/" + name + ".lua")
+		if err != nil {
+			return nil, err
+		}
+		out[name] = &script{name: name, Script: redis.NewScript(prelude + "\n" + string(body))}
+	}
+	return out, nil
+}
+
+// run runs a script and returns its reply as a slice, timing it.
+func (a *Allocator) run(ctx context.Context, name string, keys []string, args ...any) ([]any, error) {
+	s := a.scripts[name]
+	start := time.Now()
+	reply, err := s.Run(ctx, a.rdb, keys, args...).Slice()
+	a.metrics.observeScript(name, time.Since(start), err)
+	if err != nil {
+		return nil, fmt.Errorf("redis script %s: %w", name, err)
+	}
+	return reply, nil
+}
+
+// Preload loads every script into Redis (SCRIPT LOAD), so that the first
+// calls need no EVAL fallback. Optional: scripts load themselves on demand.
+func (a *Allocator) Preload(ctx context.Context) error {
+	for _, name := range scriptNames {
+		if err := a.scripts[name].Load(ctx, a.rdb).Err(); err != nil {
+			return fmt.Errorf("load script %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// reply decodes a script's array reply by position.
+type reply []any
+
+func (r reply) str(i int) string {
+	if i >= len(r) {
+		return ""
+	}
+	s, _ := r[i].(string)
+	return s
+}
+
+func (r reply) int(i int) int64 {
+	if i >= len(r) {
+		return 0
+	}
+	n, _ := r[i].(int64)
+	return n
+}
+
+func (r reply) strs(from int) []string {
+	var out []string
+	for i := from; i < len(r); i++ {
+		out = append(out, r.str(i))
+	}
+	return out
+}
