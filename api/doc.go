@@ -1,0 +1,6 @@
+// Package api is edge's HTTP surface: the generic allocation endpoint on the
+// public listener, and the predecessor-compatible release, drain, status and
+// pod endpoints, health, readiness and metrics on the admin listener. The
+// whole surface is listed in routes.go; errors become HTTP statuses in one
+// place, errors.go.
+package api

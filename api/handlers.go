@@ -1,0 +1,174 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+)
+
+// Handlers serves the endpoints the predecessor had.
+type Handlers struct {
+	Calls *Calls
+	Alloc Allocator
+	Log   *slog.Logger
+	// MaxBody returns the request body limit in bytes (64 KiB by default).
+	MaxBody func() int64
+	// IsLeader reports whether this replica runs the leader loops (status
+	// only); nil means unknown.
+	IsLeader func() bool
+}
+
+// allocateRequest is the generic allocation body. reseller_id is the name
+// the predecessor's code reads; merchant_id the one its documents use.
+type allocateRequest struct {
+	CallSID    string `json:"call_sid"`
+	MerchantID string `json:"merchant_id"`
+	ResellerID string `json:"reseller_id"`
+	Provider   string `json:"provider"`
+	Flow       string `json:"flow"`
+	Template   string `json:"template"`
+}
+
+type allocateResponse struct {
+	Success     bool   `json:"success"`
+	PodName     string `json:"pod_name"`
+	WSURL       string `json:"ws_url"`
+	SourcePool  string `json:"source_pool"`
+	WasExisting bool   `json:"was_existing"`
+}
+
+func (h *Handlers) allocate(w http.ResponseWriter, r *http.Request) {
+	var body allocateRequest
+	if err := h.decode(w, r, &body); err != nil {
+		writeError(w, r, h.Log, err)
+		return
+	}
+	if body.MerchantID == "" {
+		body.MerchantID = body.ResellerID
+	}
+	res, err := h.Calls.Allocate(r.Context(), CallRequest{
+		CallID: body.CallSID, MerchantID: body.MerchantID,
+		Provider: body.Provider, Flow: body.Flow, Template: body.Template,
+	})
+	if res.Warning != "" {
+		h.Log.Warn("allocation warning", "call_sid", body.CallSID, "warning", res.Warning)
+	}
+	if err != nil {
+		writeError(w, r, h.Log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, allocateResponse{
+		Success: true, PodName: res.PodName, WSURL: res.WSURL,
+		SourcePool: res.SourcePool, WasExisting: res.WasExisting,
+	})
+}
+
+func (h *Handlers) release(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		CallSID string `json:"call_sid"`
+	}
+	if err := h.decode(w, r, &body); err != nil {
+		writeError(w, r, h.Log, err)
+		return
+	}
+	rel, err := h.Alloc.Release(r.Context(), body.CallSID)
+	if err != nil {
+		writeError(w, r, h.Log, err)
+		return
+	}
+	resp := map[string]any{
+		"success": true, "pod_name": rel.PodName,
+		"released_to_pool": rel.ReleasedToPool, "was_draining": rel.WasDraining,
+	}
+	if rel.Stale {
+		resp["stale"] = true
+		resp["message"] = "the call's lease had expired and its pod was already recovered; nothing returned to the pool"
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (h *Handlers) drain(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		PodName string `json:"pod_name"`
+	}
+	if err := h.decode(w, r, &body); err != nil {
+		writeError(w, r, h.Log, err)
+		return
+	}
+	d, err := h.Alloc.Drain(r.Context(), body.PodName)
+	if err != nil {
+		writeError(w, r, h.Log, err)
+		return
+	}
+	msg := fmt.Sprintf("Pod %s is draining. No active call.", d.PodName)
+	if d.HasActiveCall {
+		msg = fmt.Sprintf("Pod %s is draining with active call in progress. Will complete when call ends.", d.PodName)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"success": true, "pod_name": d.PodName, "has_active_call": d.HasActiveCall,
+		"was_draining": d.WasDraining, "message": msg,
+	})
+}
+
+func (h *Handlers) status(w http.ResponseWriter, r *http.Request) {
+	pools, err := h.Alloc.Status(r.Context())
+	if err != nil {
+		writeError(w, r, h.Log, err)
+		return
+	}
+	tiers := make(map[string]any, len(pools))
+	total := 0
+	for _, p := range pools {
+		tiers[p.Tier] = p
+		total += p.Calls
+	}
+	resp := map[string]any{"success": true, "tiers": tiers, "active_calls": total}
+	if h.IsLeader != nil {
+		resp["is_leader"] = h.IsLeader()
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (h *Handlers) podInfo(w http.ResponseWriter, r *http.Request) {
+	info, err := h.Alloc.PodInfo(r.Context(), r.PathValue("name"))
+	if err != nil {
+		writeError(w, r, h.Log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "pod": info})
+}
+
+// decode reads a JSON body under the size limit, whatever its Content-Type
+// (the predecessor did not look at it either). Unknown fields are
+// accepted (callers of the predecessor send more than it read); a second
+// value or trailing garbage is not.
+func (h *Handlers) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	limit := int64(64 << 10)
+	if h.MaxBody != nil {
+		limit = h.MaxBody()
+	}
+	return DecodeJSON(http.MaxBytesReader(w, r.Body, limit), v)
+}
+
+// DecodeJSON decodes exactly one JSON value from body, mapping an oversized
+// body to ErrBodyTooLarge and anything malformed to ErrBadRequest.
+func DecodeJSON(body io.Reader, v any) error {
+	dec := json.NewDecoder(body)
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("trailing data after the JSON body")
+	}
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return fmt.Errorf("%w: limit is %d bytes", ErrBodyTooLarge, tooLarge.Limit)
+	case errors.Is(err, io.EOF):
+		return fmt.Errorf("%w: empty body", ErrBadRequest)
+	case err != nil:
+		return fmt.Errorf("%w: malformed JSON: %v", ErrBadRequest, err)
+	}
+	return nil
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/config"
+	"github.com/edge-voice/edge/internal/fakeagent"
+)
+
+// startEmbeddedRedis runs an in-process Redis (miniredis) on loopback. Keys
+// expire on the wall clock, as on a real Redis.
+func startEmbeddedRedis() (addr string, stop func(), err error) {
+	m := miniredis.NewMiniRedis()
+	m.ClockTTL(true)
+	if err := m.StartAddr("127.0.0.1:0"); err != nil {
+		return "", nil, err
+	}
+	return m.Addr(), m.Close, nil
+}
+
+// startFakeAgents starts built-in fake voice agents (WebSocket echo servers
+// on loopback) when the config lists no pods: two in the first exclusive
+// tier of the default chain and one in the first shared tier, so that a
+// fresh edge can take calls at once.
+func (a *app) startFakeAgents(ctx context.Context, cfg *config.Config) error {
+	if cfg.Pods.Source != config.SourceStatic || len(cfg.Pods.Static) > 0 {
+		return nil
+	}
+	var exclusive, shared string
+	for _, step := range cfg.Tiers.DefaultChain {
+		switch t, ok := cfg.Tiers.Tiers[step]; {
+		case !ok:
+		case t.Type == allocator.Exclusive && exclusive == "":
+			exclusive = step
+		case t.Type == allocator.Shared && shared == "":
+			shared = step
+		}
+	}
+	tiers := []string{exclusive, exclusive, shared}
+	for i, tier := range tiers {
+		if tier == "" {
+			tier = exclusive + shared
+		}
+		ag, err := fakeagent.Listen("127.0.0.1:0", a.log.With("fake_agent", i))
+		if err != nil {
+			return fmt.Errorf("start fake agent: %w", err)
+		}
+		a.add(ag)
+		a.fakePods = append(a.fakePods, config.StaticPod{
+			Name: fmt.Sprintf("fake-agent-%d", i), Address: ag.Addr(), Tier: tier,
+		})
+	}
+	a.log.Info("no pods configured: started built-in fake voice agents (WebSocket echo)", "pods", a.fakePods)
+	return nil
+}
+
+// printQuickStart logs commands ready to paste against this edge.
+func (a *app) printQuickStart() {
+	pub := localURL("http", a.publicAddr)
+	adm := localURL("http", a.adminAddr)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n  allocate a pod:  curl -s -X POST %s/api/v1/allocate -H 'Content-Type: application/json' -d '{\"call_sid\":\"CA-demo-1\",\"merchant_id\":\"demo\"}'\n", pub)
+	fmt.Fprintf(&b, "  release it:      curl -s -X POST %s/api/v1/release -H 'Content-Type: application/json' -d '{\"call_sid\":\"CA-demo-1\"}'\n", adm)
+	fmt.Fprintf(&b, "  pool status:     curl -s %s/api/v1/status\n", adm)
+	for _, hint := range a.quickStart {
+		b.WriteString("  " + hint + "\n")
+	}
+	a.log.Info("edge is ready" + b.String())
+}

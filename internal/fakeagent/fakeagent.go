@@ -1,0 +1,120 @@
+// Package fakeagent is a stand-in voice agent: a WebSocket server on loopback
+// that echoes every message back on any path. edge's embedded default runs a
+// few as static pods, and tests and benchmarks use them as pods.
+package fakeagent
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// Agent is one fake voice agent.
+type Agent struct {
+	ln    net.Listener
+	srv   *http.Server
+	log   *slog.Logger
+
+	// Sockets counts media sockets accepted; Paths records their request
+	// paths (with query), for tests to check what the proxy sent.
+	Sockets atomic.Int64
+	mu      sync.Mutex
+	paths   []string
+}
+
+// Listen opens the agent's listener on addr ("127.0.0.1:0" for any port).
+func Listen(addr string, log *slog.Logger) (*Agent, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &Agent{ln: ln, log: log}
+	a.srv = &http.Server{Handler: a, ReadHeaderTimeout: 5 * time.Second}
+	return a, nil
+}
+
+// Addr is the agent's host:port.
+func (a *Agent) Addr() string { return a.ln.Addr().String() }
+
+// Paths returns the request paths of the sockets accepted so far.
+func (a *Agent) Paths() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.paths...)
+}
+
+// Run serves until ctx ends, then closes the listener and open sockets.
+func (a *Agent) Run(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- a.srv.Serve(a.ln) }()
+	select {
+	case <-ctx.Done():
+		a.srv.Close()
+		<-errc
+		return nil
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	}
+}
+
+// Close stops the agent at once.
+func (a *Agent) Close() error { return a.srv.Close() }
+
+// ServeHTTP accepts a WebSocket on any path and echoes until it closes.
+func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		Subprotocols:    requestedSubprotocols(r),
+		CompressionMode: websocket.CompressionDisabled,
+	})
+	if err != nil {
+		return
+	}
+	a.Sockets.Add(1)
+	a.mu.Lock()
+	a.paths = append(a.paths, r.URL.RequestURI())
+	a.mu.Unlock()
+	c.SetReadLimit(1 << 20)
+	ctx := r.Context()
+	for {
+		typ, msg, err := c.Read(ctx)
+		if err != nil {
+			status := websocket.CloseStatus(err)
+			if status == -1 {
+				status = websocket.StatusNormalClosure
+			}
+			c.Close(status, "")
+			return
+		}
+		if err := c.Write(ctx, typ, msg); err != nil {
+			return
+		}
+	}
+}
+
+// requestedSubprotocols echoes the client's offer, so any subprotocol the
+// proxy forwards is accepted.
+func requestedSubprotocols(r *http.Request) []string {
+	var out []string
+	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
