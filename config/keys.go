@@ -1,0 +1,159 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// keyShape is what a known key accepts below itself.
+type keyShape int
+
+const (
+	leafKey keyShape = iota // the key only
+	openKey                 // the key and any path below it (maps, raw values)
+)
+
+// knownKeys lists every key of Config, read from its koanf tags, plus the
+// raw keys the allocator parses.
+var knownKeys = sync.OnceValue(func() map[string]keyShape {
+	keys := map[string]keyShape{"tiers": leafKey, "default_chain": leafKey}
+	var walk func(t reflect.Type, prefix string)
+	walk = func(t reflect.Type, prefix string) {
+		for _, f := range reflect.VisibleFields(t) {
+			name := koanfName(f)
+			if name == "" {
+				continue
+			}
+			path := prefix + name
+			switch {
+			case f.Type.Kind() == reflect.Struct:
+				walk(f.Type, path+".")
+			case f.Type.Kind() == reflect.Map:
+				keys[path] = openKey
+			default:
+				keys[path] = leafKey
+			}
+		}
+	}
+	walk(reflect.TypeFor[Config](), "")
+	return keys
+})
+
+// knownKey reports whether key (dotted, lower-case) names a setting.
+func knownKey(key string) bool {
+	keys := knownKeys()
+	if _, ok := keys[key]; ok {
+		return true
+	}
+	for i := strings.LastIndexByte(key, '.'); i > 0; i = strings.LastIndexByte(key[:i], '.') {
+		if shape, ok := keys[key[:i]]; ok && shape == openKey {
+			return true
+		}
+	}
+	return false
+}
+
+// koanfName is a field's key, "" for fields that are not keys.
+func koanfName(f reflect.StructField) string {
+	if !f.IsExported() || f.Anonymous {
+		return ""
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("koanf"), ",")
+	if name == "-" {
+		return ""
+	}
+	if name == "" {
+		name = strings.ToLower(f.Name)
+	}
+	return name
+}
+
+// durationHook decodes Go duration strings and refuses bare numbers: in
+// YAML "lease_ttl: 60" would otherwise be 60ns.
+func durationHook(from, to reflect.Type, data any) (any, error) {
+	if to != durationType {
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.String:
+		s := strings.TrimSpace(data.(string))
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a duration such as \"30s\" or \"6m\"", s)
+		}
+		return d, nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		if reflect.ValueOf(data).IsZero() {
+			return time.Duration(0), nil
+		}
+		return nil, fmt.Errorf("%v has no unit: write a duration such as \"%vs\"", data, data)
+	}
+	return data, nil
+}
+
+// numberHook parses numbers and booleans given as strings (as the
+// environment and flags give every value), with an error that shows the value.
+func numberHook(from, to reflect.Type, data any) (any, error) {
+	if from.Kind() != reflect.String || to == durationType {
+		return data, nil
+	}
+	s := strings.TrimSpace(data.(string))
+	switch to.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, err := strconv.ParseInt(s, 10, to.Bits())
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a whole number", s)
+		}
+		return n, nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		n, err := strconv.ParseUint(s, 10, to.Bits())
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a whole number >= 0", s)
+		}
+		return n, nil
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not true or false", s)
+		}
+		return b, nil
+	}
+	return data, nil
+}
+
+// jsonHook decodes a string holding JSON into a list, map or struct field:
+// how the environment and --set give pods.static and the like. An empty
+// string is an empty list or map.
+func jsonHook(from, to reflect.Type, data any) (any, error) {
+	if from.Kind() != reflect.String {
+		return data, nil
+	}
+	switch to.Kind() {
+	case reflect.Slice, reflect.Map, reflect.Struct:
+	default:
+		return data, nil
+	}
+	s := strings.TrimSpace(data.(string))
+	switch {
+	case s == "" && to.Kind() == reflect.Slice:
+		return []any{}, nil
+	case s == "":
+		return map[string]any{}, nil
+	case s[0] != '[' && s[0] != '{':
+		return data, nil
+	}
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return nil, fmt.Errorf("not valid JSON: %v", err)
+	}
+	return v, nil
+}

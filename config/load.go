@@ -1,0 +1,254 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/posflag"
+	"github.com/knadh/koanf/v2"
+	"github.com/spf13/pflag"
+)
+
+// ErrHelp is returned by Load when args ask for help (-h, --help). Print
+// Usage and exit 0.
+var ErrHelp = pflag.ErrHelp
+
+// envPrefix starts every environment variable Load reads.
+const envPrefix = "EDGE_"
+
+// flagKeys are the dedicated flags, each a shorthand for one key.
+var flagKeys = []struct{ flag, key, usage string }{
+	{"listen-public", "listen.public", "public listener address (webhooks, media sockets)"},
+	{"listen-admin", "listen.admin", "admin listener address (release, drain, metrics)"},
+	{"redis-url", "redis.url", "Redis URL; empty: embedded in-process Redis (dev only)"},
+	{"public-base-url", "public_base_url", "ws:// or wss:// base of media URLs; empty: derived from --listen-public"},
+	{"log-level", "log.level", "debug, info, warn or error"},
+}
+
+// Load builds the Config from defaults, the file named by --config, EDGE_*
+// variables of environ (os.Environ() form, "KEY=value") and the flags in args
+// (without the program name), each layer over the one before, and validates
+// it. The error names each bad key and value; with -h or --help it is
+// ErrHelp.
+func Load(args []string, environ []string) (*Config, error) {
+	fl, err := parseFlags(args)
+	if err != nil {
+		return nil, err
+	}
+	var file []byte
+	if fl.path != "" {
+		if file, err = os.ReadFile(fl.path); err != nil {
+			return nil, fmt.Errorf("read config file: %w", err)
+		}
+	}
+	return load(fl, environ, file)
+}
+
+// Check loads and validates the config that --config path and environ give,
+// starting nothing: `edge check-config`.
+func Check(path string, environ []string) error {
+	var args []string
+	if path != "" {
+		args = []string{"--config", path}
+	}
+	_, err := Load(args, environ)
+	return err
+}
+
+// Usage is the flags' help text.
+func Usage() string { return newFlagSet().FlagUsages() }
+
+// flags is parsed args, kept so the Watcher can reload with the same ones.
+type flags struct {
+	fs   *pflag.FlagSet
+	path string         // --config
+	sets map[string]any // --set, flat keys
+}
+
+func newFlagSet() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("edge", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are returned, help is Usage()
+	fs.SortFlags = false
+	fs.String("config", "", "YAML config `file`, polled for changes")
+	defaults := flatten(Default())
+	for _, f := range flagKeys {
+		fs.String(f.flag, defaults[f.key], f.usage)
+	}
+	fs.StringArray("set", nil, "set any key, e.g. --set allocator.lease_ttl=45s (repeatable, later wins)")
+	return fs
+}
+
+func parseFlags(args []string) (*flags, error) {
+	fs := newFlagSet()
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil, ErrHelp
+		}
+		return nil, fmt.Errorf("parse flags: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("parse flags: unexpected argument %q", fs.Arg(0))
+	}
+	path, _ := fs.GetString("config")
+	pairs, _ := fs.GetStringArray("set")
+	sets := make(map[string]any, len(pairs))
+	for _, kv := range pairs {
+		key, val, ok := strings.Cut(kv, "=")
+		key = strings.TrimSpace(key)
+		if !ok || key == "" {
+			return nil, fmt.Errorf("parse flags: --set %q: want key.path=value", kv)
+		}
+		if !knownKey(key) {
+			return nil, fmt.Errorf("parse flags: --set: unknown key %q", key)
+		}
+		sets[key] = val
+	}
+	return &flags{fs: fs, path: path, sets: sets}, nil
+}
+
+// envKeys maps EDGE_* variables to flat keys: EDGE_REDIS__URL -> redis.url.
+func envKeys(environ []string) (map[string]any, error) {
+	out := make(map[string]any)
+	var errs []error
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		rest, edge := strings.CutPrefix(name, envPrefix)
+		if !ok || !edge || rest == "" {
+			continue
+		}
+		key := strings.ToLower(strings.ReplaceAll(rest, "__", "."))
+		switch {
+		case knownKey(key):
+			out[key] = val
+		case strings.Contains(rest, "__"):
+			// Only edge's own variables nest with "__"; Kubernetes service
+			// variables (EDGE_SERVICE_HOST, EDGE_PORT_8080_TCP) never do.
+			errs = append(errs, fmt.Errorf("environment %s: unknown key %q", name, key))
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// load layers file (nil: no file), environ and fl over the defaults.
+func load(fl *flags, environ []string, file []byte) (*Config, error) {
+	k := koanf.New(".")
+	if file != nil {
+		if err := k.Load(rawBytes(file), yaml.Parser()); err != nil {
+			return nil, fmt.Errorf("config file %s: %w", fl.path, err)
+		}
+	}
+	env, err := envKeys(environ)
+	if err != nil {
+		return nil, err
+	}
+	flagLayer := posflag.ProviderWithFlag(fl.fs, ".", nil, func(f *pflag.Flag) (string, any) {
+		for _, fk := range flagKeys {
+			if fk.flag == f.Name {
+				return fk.key, f.Value.String()
+			}
+		}
+		return "", nil // --config, --set: not keys
+	})
+	for _, layer := range []struct {
+		name string
+		p    koanf.Provider
+	}{
+		{"environment", confmap.Provider(env, ".")},
+		{"--set", confmap.Provider(fl.sets, ".")},
+		{"flags", flagLayer},
+	} {
+		if err := k.Load(layer.p, nil); err != nil {
+			return nil, fmt.Errorf("%s: %w", layer.name, err)
+		}
+	}
+
+	cfg := Default()
+	// tiers and default_chain are raw: the allocator parses them.
+	rawTiers, rawChain := k.Get("tiers"), k.Get("default_chain")
+	k.Delete("tiers")
+	k.Delete("default_chain")
+	if err := decode(k, cfg, fl.path); err != nil {
+		return nil, err
+	}
+	if cfg.Tiers, err = parseTiers(rawTiers, rawChain); err != nil {
+		return nil, err
+	}
+	cfg.normalize()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// decode unmarshals k over cfg's defaults. Only the file can bring unknown
+// keys this far (environment and --set are checked against knownKey), so an
+// unknown key is reported against it.
+func decode(k *koanf.Koanf, cfg *Config, path string) error {
+	err := k.UnmarshalWithConf("", cfg, koanf.UnmarshalConf{
+		DecoderConfig: &mapstructure.DecoderConfig{
+			DecodeHook:       mapstructure.ComposeDecodeHookFunc(durationHook, numberHook, jsonHook),
+			ErrorUnused:      true,
+			WeaklyTypedInput: true,
+			TagName:          "koanf",
+		},
+	})
+	if err == nil {
+		return nil
+	}
+	// mapstructure wraps a tree of *DecodeError; flatten it into one error
+	// per key, without its "decoding failed" banner.
+	var errs []error
+	var walk func(error)
+	walk = func(e error) {
+		switch e := e.(type) {
+		case *mapstructure.DecodeError:
+			errs = append(errs, describeDecodeError(e, path)...)
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				walk(inner)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		case nil:
+		default:
+			errs = append(errs, e)
+		}
+	}
+	walk(err)
+	if len(errs) == 0 {
+		return fmt.Errorf("decode config: %w", err)
+	}
+	return errors.Join(errs...)
+}
+
+func describeDecodeError(e *mapstructure.DecodeError, file string) []error {
+	msg := e.Unwrap().Error()
+	unused, ok := strings.CutPrefix(msg, "has invalid keys: ")
+	if !ok {
+		return []error{fmt.Errorf("%s: %s", e.Name(), msg)}
+	}
+	var errs []error
+	for key := range strings.SplitSeq(unused, ", ") {
+		if e.Name() != "" {
+			key = e.Name() + "." + key
+		}
+		errs = append(errs, fmt.Errorf("config file %s: unknown key %q", file, key))
+	}
+	return errs
+}
+
+// rawBytes is a koanf.Provider of bytes already read, so the Watcher loads
+// exactly the bytes it hashed.
+type rawBytes []byte
+
+func (b rawBytes) ReadBytes() ([]byte, error) { return b, nil }
+
+func (b rawBytes) Read() (map[string]any, error) {
+	return nil, errors.New("rawBytes provider needs a parser")
+}

@@ -1,0 +1,119 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+)
+
+// Listen holds the two listener addresses (restart: a bound socket stays).
+type Listen struct {
+	// Public serves provider webhooks, the generic allocate API and the
+	// /ws/pod/ media proxy. Default ":8080". Port 0 picks a free port.
+	Public string `koanf:"public"`
+	// Admin serves release, drain, status, config, /metrics and the health
+	// probes. Default ":9090".
+	Admin string `koanf:"admin"`
+}
+
+func defaultListen() Listen {
+	return Listen{Public: ":8080", Admin: ":9090"}
+}
+
+// Validate checks both addresses are host:port and differ.
+func (l Listen) Validate() error {
+	pubHost, pub, errPub := hostPort("listen.public", l.Public, 0)
+	admHost, adm, errAdm := hostPort("listen.admin", l.Admin, 0)
+	errs := []error{errPub, errAdm}
+	if errPub == nil && errAdm == nil && pub != 0 && pub == adm &&
+		(pubHost == admHost || wildcard(pubHost) || wildcard(admHost)) {
+		errs = append(errs, invalid("listen.admin", l.Admin, fmt.Sprintf("must not share port %d with listen.public", pub)))
+	}
+	return errors.Join(errs...)
+}
+
+// wildcard reports a listen host that binds every interface.
+func wildcard(host string) bool {
+	ip, err := netip.ParseAddr(host)
+	return host == "" || err == nil && ip.IsUnspecified()
+}
+
+// Log configures the process logger.
+type Log struct {
+	// Level is "debug", "info", "warn" or "error". Default "info". Runtime:
+	// wire SlogLevel into a slog.LevelVar from Watcher.OnChange.
+	Level string `koanf:"level"`
+	// Format is "text" or "json". Default "text".
+	Format string `koanf:"format" reload:"restart"`
+}
+
+func defaultLog() Log {
+	return Log{Level: "info", Format: "text"}
+}
+
+// SlogLevel is Level as a slog.Level; an invalid level reads as info.
+func (l Log) SlogLevel() slog.Level {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(l.Level)); err != nil {
+		return slog.LevelInfo
+	}
+	return lv
+}
+
+// Validate checks level and format are known names.
+func (l Log) Validate() error {
+	var errs []error
+	switch l.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, invalid("log.level", l.Level, "must be debug, info, warn or error"))
+	}
+	switch l.Format {
+	case "text", "json":
+	default:
+		errs = append(errs, invalid("log.format", l.Format, "must be text or json"))
+	}
+	return errors.Join(errs...)
+}
+
+// HTTP holds limits and timeouts shared by both listeners.
+type HTTP struct {
+	// MaxBodyBytes bounds a request body (webhooks are small forms).
+	// Default 65536.
+	MaxBodyBytes int64 `koanf:"max_body_bytes"`
+	// ReadHeaderTimeout bounds reading request headers (http.Server field,
+	// so restart). Default 5s.
+	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout" reload:"restart"`
+	// RequestTimeout bounds handling one non-WebSocket request (an
+	// allocation included). Default 10s.
+	RequestTimeout time.Duration `koanf:"request_timeout"`
+	// ShutdownTimeout is how long a stopping edge waits for open media
+	// sockets (live calls) before closing them. Default 1h: calls are long,
+	// and Kubernetes' terminationGracePeriodSeconds should match.
+	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+}
+
+func defaultHTTP() HTTP {
+	return HTTP{
+		MaxBodyBytes:      64 << 10,
+		ReadHeaderTimeout: 5 * time.Second,
+		RequestTimeout:    10 * time.Second,
+		ShutdownTimeout:   time.Hour,
+	}
+}
+
+// Validate checks every limit is positive.
+func (h HTTP) Validate() error {
+	var errs []error
+	if h.MaxBodyBytes <= 0 {
+		errs = append(errs, invalid("http.max_body_bytes", h.MaxBodyBytes, "must be > 0"))
+	}
+	errs = append(errs,
+		positive("http.read_header_timeout", h.ReadHeaderTimeout),
+		positive("http.request_timeout", h.RequestTimeout),
+		positive("http.shutdown_timeout", h.ShutdownTimeout),
+	)
+	return errors.Join(errs...)
+}
