@@ -1,8 +1,14 @@
 package allocator
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Outcomes callers branch on, compared with errors.Is.
@@ -20,7 +26,28 @@ var (
 	ErrInvalidConfig = errors.New("invalid config")
 	// ErrPodBusy: the pod has calls, so it cannot change tier now.
 	ErrPodBusy = errors.New("pod busy")
+	// ErrUnavailable: Redis did not answer (refused, reset, timed out); the
+	// request may be retried.
+	ErrUnavailable = errors.New("redis unavailable")
 )
+
+// unavailable marks connectivity failures with ErrUnavailable, keeping the
+// cause. Script errors and other replies from Redis stay as they are.
+func unavailable(err error) error {
+	var ne net.Error
+	var oe *net.OpError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ne), errors.As(err, &oe), errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, redis.ErrPoolTimeout),
+		errors.Is(err, redis.ErrClosed):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}
 
 // Reason tells apart the ways a chain can have no room for a call.
 type Reason string

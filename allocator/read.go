@@ -42,7 +42,7 @@ func (a *Allocator) PodInfo(ctx context.Context, pod string) (PodInfo, error) {
 		return nil
 	})
 	if err != nil && !isNil(err) {
-		return PodInfo{}, fmt.Errorf("read pod %s: %w", pod, err)
+		return PodInfo{}, fmt.Errorf("read pod %s: %w", pod, unavailable(err))
 	}
 	if isNil(tier.Err()) {
 		return PodInfo{}, fmt.Errorf("read pod %s: %w", pod, ErrPodNotFound)
@@ -80,7 +80,7 @@ func (a *Allocator) Call(ctx context.Context, callID string) (CallInfo, error) {
 	}
 	h, err := a.rdb.HGetAll(ctx, a.keys.Call(callID)).Result()
 	if err != nil {
-		return CallInfo{}, fmt.Errorf("read call %s: %w", callID, err)
+		return CallInfo{}, fmt.Errorf("read call %s: %w", callID, unavailable(err))
 	}
 	if h["pod_name"] == "" {
 		return CallInfo{}, fmt.Errorf("read call %s: %w", callID, ErrCallNotFound)

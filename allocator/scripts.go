@@ -50,7 +50,7 @@ func (a *Allocator) run(ctx context.Context, name string, keys []string, args ..
 	reply, err := s.Run(ctx, a.rdb, keys, args...).Slice()
 	a.metrics.observeScript(name, time.Since(start), err)
 	if err != nil {
-		return nil, fmt.Errorf("redis script %s: %w", name, err)
+		return nil, fmt.Errorf("redis script %s: %w", name, unavailable(err))
 	}
 	return reply, nil
 }

@@ -54,6 +54,8 @@ func FailureOf(err error) Failure {
 		return Failure{http.StatusUnauthorized, "unauthorized", "unauthorized"}
 	case errors.Is(err, ErrShuttingDown):
 		return Failure{http.StatusServiceUnavailable, "shutting_down", "shutting down"}
+	case errors.Is(err, allocator.ErrUnavailable):
+		return Failure{http.StatusServiceUnavailable, "redis_unavailable", "pool state unavailable, retry"}
 	case errors.Is(err, context.DeadlineExceeded):
 		return Failure{http.StatusServiceUnavailable, "timeout", "backend timeout"}
 	default:

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -177,12 +178,28 @@ func (s *Server) signal(kill bool) {
 	if cmd == nil {
 		return
 	}
+	cmd.Process.Signal(syscall.SIGCONT) // a paused server cannot exit
 	if kill {
 		cmd.Process.Kill()
 	} else {
 		cmd.Process.Signal(os.Interrupt)
 	}
 	<-done
+}
+
+// Pause freezes the server (SIGSTOP): connections stay open but nothing is
+// answered, as with a hung or partitioned Redis. Resume undoes it.
+func (s *Server) Pause() { s.sendSignal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT), its data intact.
+func (s *Server) Resume() { s.sendSignal(syscall.SIGCONT) }
+
+func (s *Server) sendSignal(sig os.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		s.cmd.Process.Signal(sig)
+	}
 }
 
 // Restart starts the server again on the same address, empty (nothing is

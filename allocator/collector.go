@@ -1,0 +1,80 @@
+package allocator
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// PoolCollector exports the pool gauges computed from Redis, so that every
+// replica reports the same numbers (the predecessor kept active_calls per
+// replica and it drifted): active_calls, pool_available_pods{tier},
+// pool_assigned_pods{tier}, pool_draining_pods{tier} and
+// pool_calls_in_progress{tier}. One Status round trip per scrape at most
+// every MinInterval.
+type PoolCollector struct {
+	a           *Allocator
+	MinInterval time.Duration
+
+	mu      sync.Mutex
+	at      time.Time
+	last    []PoolStatus
+	lastErr error
+
+	active, available, assigned, draining, calls, up *prometheus.Desc
+}
+
+// NewPoolCollector returns a collector over a's pools.
+func NewPoolCollector(a *Allocator) *PoolCollector {
+	return &PoolCollector{
+		a:           a,
+		MinInterval: 5 * time.Second,
+		active:      prometheus.NewDesc("active_calls", "Calls in progress, counted in Redis (live leases).", nil, nil),
+		available:   prometheus.NewDesc("pool_available_pods", "Pods in a pool's available set.", []string{"tier"}, nil),
+		assigned:    prometheus.NewDesc("pool_assigned_pods", "Pods assigned to a pool.", []string{"tier"}, nil),
+		draining:    prometheus.NewDesc("pool_draining_pods", "Assigned pods flagged draining.", []string{"tier"}, nil),
+		calls:       prometheus.NewDesc("pool_calls_in_progress", "Calls in progress per pool.", []string{"tier"}, nil),
+		up:          prometheus.NewDesc("edge_pool_status_up", "1 if the last pool status read from Redis succeeded.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *PoolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.active, c.available, c.assigned, c.draining, c.calls, c.up} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
+	pools, err := c.read()
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
+	total := 0
+	for _, p := range pools {
+		total += p.Calls
+		ch <- prometheus.MustNewConstMetric(c.available, prometheus.GaugeValue, float64(p.Available), p.Tier)
+		ch <- prometheus.MustNewConstMetric(c.assigned, prometheus.GaugeValue, float64(p.Assigned), p.Tier)
+		ch <- prometheus.MustNewConstMetric(c.draining, prometheus.GaugeValue, float64(p.Draining), p.Tier)
+		ch <- prometheus.MustNewConstMetric(c.calls, prometheus.GaugeValue, float64(p.Calls), p.Tier)
+	}
+	ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(total))
+}
+
+func (c *PoolCollector) read() ([]PoolStatus, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.at.IsZero() && time.Since(c.at) < c.MinInterval {
+		return c.last, c.lastErr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c.last, c.lastErr = c.a.Status(ctx)
+	c.at = time.Now()
+	return c.last, c.lastErr
+}

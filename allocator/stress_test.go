@@ -1,0 +1,155 @@
+package allocator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/internal/testredis"
+)
+
+// 64 workers run allocate/release cycles against a small pool; every
+// allocate races a duplicate of itself and every release races a duplicate
+// of itself. The predecessor gave two pods to 50 of 50 duplicate pairs and
+// returned pods twice under duplicate releases; edge must never.
+func TestConcurrentDuplicatesKeepInvariants(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	a := newAllocator(t, rdb)
+	pods := map[string]string{
+		"gold-0": "gold", "gold-1": "gold",
+		"std-0": "standard", "std-1": "standard", "std-2": "standard",
+		"shared-0": "basic", "shared-1": "basic",
+	}
+	for pod, tier := range pods {
+		register(t, a, tier, pod)
+	}
+	limit := map[string]int64{}
+	for pod, tier := range pods {
+		limit[pod] = 1
+		if tier == "basic" {
+			limit[pod] = 3
+		}
+	}
+
+	const workers, cycles = 64, 60
+	var (
+		inUse              sync.Map // pod -> *atomic.Int64, calls the workers hold
+		allocated, refused atomic.Int64
+		violations         = make(chan string, 100)
+	)
+	counter := func(pod string) *atomic.Int64 {
+		v, _ := inUse.LoadOrStore(pod, new(atomic.Int64))
+		return v.(*atomic.Int64)
+	}
+	report := func(format string, args ...any) {
+		select {
+		case violations <- fmt.Sprintf(format, args...):
+		default:
+		}
+	}
+
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range cycles {
+				call := fmt.Sprintf("CA-%d-%d", w, c)
+				// Allocate twice at once: one pod for the call, or none.
+				var dup allocator.Allocation
+				var dupErr error
+				done := make(chan struct{})
+				go func() {
+					dup, dupErr = a.Allocate(ctx, allocator.Request{CallID: call})
+					close(done)
+				}()
+				al, err := a.Allocate(ctx, allocator.Request{CallID: call})
+				<-done
+				switch {
+				case err == nil && dupErr == nil:
+					if al.PodName != dup.PodName {
+						report("call %s got two pods: %s and %s", call, al.PodName, dup.PodName)
+					}
+					if al.WasExisting == dup.WasExisting {
+						report("call %s: exactly one of the duplicates must be new (got %v and %v)", call, al.WasExisting, dup.WasExisting)
+					}
+				case errors.Is(err, allocator.ErrNoCapacity) && errors.Is(dupErr, allocator.ErrNoCapacity):
+					refused.Add(1)
+					continue
+				case err == nil || dupErr == nil:
+					// One got a pod, its twin was refused before it: allowed,
+					// the refused one ran first and wrote nothing.
+					if err != nil {
+						al = dup
+					}
+					if !errors.Is(err, allocator.ErrNoCapacity) && !errors.Is(dupErr, allocator.ErrNoCapacity) {
+						report("call %s: unexpected errors %v / %v", call, err, dupErr)
+						continue
+					}
+				default:
+					report("call %s: allocate failed: %v / %v", call, err, dupErr)
+					continue
+				}
+				allocated.Add(1)
+				if n := counter(al.PodName).Add(1); n > limit[al.PodName] {
+					report("pod %s holds %d calls, limit %d", al.PodName, n, limit[al.PodName])
+				}
+				time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond) // the call
+				counter(al.PodName).Add(-1)
+
+				// Release twice at once: exactly one succeeds.
+				var dupRel error
+				done = make(chan struct{})
+				go func() {
+					_, dupRel = a.Release(ctx, call)
+					close(done)
+				}()
+				_, rel := a.Release(ctx, call)
+				<-done
+				if (rel == nil) == (dupRel == nil) {
+					report("call %s: duplicate releases gave %v and %v, want one success and one not found", call, rel, dupRel)
+				}
+				for _, e := range []error{rel, dupRel} {
+					if e != nil && !errors.Is(e, allocator.ErrCallNotFound) {
+						report("call %s: release error %v", call, e)
+					}
+				}
+			}
+		}()
+	}
+	// Check the live invariants over all keys while the workers run.
+	stop := make(chan struct{})
+	checked := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				checked <- n
+				return
+			default:
+				checkLive(t, rdb, a, pods)
+				n++
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	snapshots := <-checked
+	close(violations)
+	for v := range violations {
+		t.Error(v)
+	}
+	checkQuiescent(t, rdb, a, pods)
+	t.Logf("%d calls allocated, %d refused for capacity, %d live snapshots checked", allocated.Load(), refused.Load(), snapshots)
+	if allocated.Load() < workers*cycles/10 {
+		t.Errorf("only %d allocations succeeded: the test exercised too little", allocated.Load())
+	}
+}

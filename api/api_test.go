@@ -1,0 +1,250 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/api"
+	"github.com/edge-voice/edge/internal/testredis"
+)
+
+type env struct {
+	rdb           *redis.Client
+	srv           *testredis.Server
+	alloc         *allocator.Allocator
+	public, admin *httptest.Server
+	token         string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{srv: testredis.Start(t)}
+	opts := e.srv.Options()
+	opts.ReadTimeout, opts.DialTimeout, opts.MaxRetries = 300*time.Millisecond, 300*time.Millisecond, -1
+	e.rdb = redis.NewClient(opts)
+	t.Cleanup(func() { e.rdb.Close() })
+	var err error
+	e.alloc, err = allocator.New(e.rdb, allocator.Config{Tiers: allocator.TierConfig{
+		Tiers:        map[string]allocator.Tier{"gold": {Type: allocator.Exclusive, Target: 1}, "basic": {Type: allocator.Shared, Target: 1, MaxConcurrent: 2}},
+		DefaultChain: []string{"gold", "basic"},
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	calls := &api.Calls{Alloc: e.alloc, BaseURL: func() string { return "wss://edge.example.com" }}
+	ready := &api.Readiness{}
+	ready.Add("redis", func(ctx context.Context) error { return e.rdb.Ping(ctx).Err() })
+	s := &api.Surface{
+		Handlers:   &api.Handlers{Calls: calls, Alloc: e.alloc, Log: log},
+		Ready:      ready,
+		AdminToken: func() string { return e.token },
+	}
+	e.public = httptest.NewServer(s.Public())
+	e.admin = httptest.NewServer(s.Admin())
+	t.Cleanup(e.public.Close)
+	t.Cleanup(e.admin.Close)
+	return e
+}
+
+func (e *env) register(t *testing.T, tier string, pods ...string) {
+	t.Helper()
+	for _, p := range pods {
+		if _, err := e.alloc.RegisterPod(context.Background(), allocator.Pod{Name: p, Tier: tier}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// post sends body and decodes the JSON answer.
+func post(t *testing.T, url, body string, header ...string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	return do(t, req)
+}
+
+func get(t *testing.T, url string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	return do(t, req)
+}
+
+func do(t *testing.T, req *http.Request) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s %s: status %d, body %q is not JSON", req.Method, req.URL.Path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, out
+}
+
+func TestAllocateReleaseDrain(t *testing.T) {
+	e := newEnv(t)
+	e.register(t, "gold", "agent-0")
+	e.register(t, "basic", "agent-1")
+
+	status, body := post(t, e.public.URL+"/api/v1/allocate", `{"call_sid":"CA1","reseller_id":"acme","provider":"plivo","flow":"v1","template":"survey"}`)
+	want := map[string]any{
+		"success": true, "pod_name": "agent-0", "source_pool": "pool:gold", "was_existing": false,
+		"ws_url": "wss://edge.example.com/ws/pod/agent-0/agent/voice/breeze-buddy/plivo/callback/survey",
+	}
+	if status != 200 || !sameJSON(body, want) {
+		t.Fatalf("allocate: %d %v, want 200 %v", status, body, want)
+	}
+	status, body = post(t, e.public.URL+"/api/v1/allocate", `{"call_sid":"CA1"}`)
+	if status != 200 || body["was_existing"] != true || body["pod_name"] != "agent-0" ||
+		body["ws_url"] != "wss://edge.example.com/ws/pod/agent-0/agent/voice/breeze-buddy/twilio/callback/order-confirmation/v2" {
+		t.Fatalf("repeat allocate with defaults: %d %v", status, body)
+	}
+	_, body = post(t, e.public.URL+"/api/v1/allocate", `{"call_sid":"CA2","provider":"exotel"}`)
+	if !strings.HasSuffix(body["ws_url"].(string), "/exotel/callback/template/v2") {
+		t.Fatalf("exotel default template: %v", body["ws_url"])
+	}
+
+	status, body = post(t, e.admin.URL+"/api/v1/drain", `{"pod_name":"agent-0"}`)
+	if status != 200 || body["has_active_call"] != true {
+		t.Fatalf("drain: %d %v", status, body)
+	}
+	status, body = post(t, e.admin.URL+"/api/v1/release", `{"call_sid":"CA1"}`)
+	if status != 200 || body["released_to_pool"] != false || body["was_draining"] != true || body["pod_name"] != "agent-0" {
+		t.Fatalf("release on a draining pod: %d %v", status, body)
+	}
+	if status, _ = post(t, e.admin.URL+"/api/v1/release", `{"call_sid":"CA1"}`); status != 404 {
+		t.Fatalf("second release: %d, want 404", status)
+	}
+	if status, body = post(t, e.admin.URL+"/api/v1/drain", `{"pod_name":"nobody"}`); status != 404 || body["code"] != "pod_not_found" {
+		t.Fatalf("drain unknown pod: %d %v", status, body)
+	}
+	if status, body = get(t, e.admin.URL+"/api/v1/pod/agent-0"); status != 200 || body["pod"].(map[string]any)["is_draining"] != true {
+		t.Fatalf("pod info: %d %v", status, body)
+	}
+	status, body = get(t, e.admin.URL+"/api/v1/status")
+	tiers, _ := body["tiers"].(map[string]any)
+	if status != 200 || len(tiers) != 2 || body["active_calls"] != 1.0 {
+		t.Fatalf("status: %d %v", status, body)
+	}
+}
+
+func TestNoCapacityReasons(t *testing.T) {
+	e := newEnv(t)
+	if status, body := post(t, e.public.URL+"/api/v1/allocate", `{"call_sid":"CA1"}`); status != 503 || body["code"] != "no_pods" {
+		t.Fatalf("empty pools: %d %v", status, body)
+	}
+	e.register(t, "gold", "agent-0")
+	post(t, e.admin.URL+"/api/v1/drain", `{"pod_name":"agent-0"}`)
+	if status, body := post(t, e.public.URL+"/api/v1/allocate", `{"call_sid":"CA1"}`); status != 503 || body["code"] != "all_draining" {
+		t.Fatalf("all draining: %d %v", status, body)
+	}
+}
+
+// Bad input gets a clear error and changes nothing in Redis.
+func TestBadInputChangesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.register(t, "gold", "agent-0")
+	ctx := context.Background()
+	before := e.rdb.DBSize(ctx).Val()
+	cases := map[string]struct {
+		url, body  string
+		wantStatus int
+	}{
+		"body over 64 KiB":        {"/api/v1/allocate", `{"call_sid":"CA1","flow":"` + strings.Repeat("v", 70<<10) + `"}`, 413},
+		"malformed JSON":          {"/api/v1/allocate", `{"call_sid":`, 400},
+		"two JSON values":         {"/api/v1/allocate", `{"call_sid":"CA1"}{}`, 400},
+		"empty body":              {"/api/v1/allocate", ``, 400},
+		"missing call_sid":        {"/api/v1/allocate", `{"merchant_id":"acme"}`, 400},
+		"call_sid with a colon":   {"/api/v1/allocate", `{"call_sid":"CA:1"}`, 400},
+		"merchant with a space":   {"/api/v1/allocate", `{"call_sid":"CA1","merchant_id":"a b"}`, 400},
+		"template with a slash":   {"/api/v1/allocate", `{"call_sid":"CA1","template":"../x"}`, 400},
+		"call_sid too long":       {"/api/v1/allocate", `{"call_sid":"` + strings.Repeat("a", 129) + `"}`, 400},
+		"call_sid is a number":    {"/api/v1/allocate", `{"call_sid":42}`, 400},
+		"release without call":    {"/api/v1/release", `{}`, 400},
+		"drain with a wildcard":   {"/api/v1/drain", `{"pod_name":"agent-*"}`, 400},
+		"release unknown call":    {"/api/v1/release", `{"call_sid":"CA-unknown"}`, 404},
+		"provider with uppercase": {"/api/v1/allocate", `{"call_sid":"CA1","provider":"a/b"}`, 400},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			base := e.public.URL
+			if !strings.HasSuffix(tc.url, "allocate") {
+				base = e.admin.URL
+			}
+			status, body := post(t, base+tc.url, tc.body)
+			if status != tc.wantStatus || body["success"] != false || body["error"] == "" {
+				t.Fatalf("%d %v, want %d with an error message", status, body, tc.wantStatus)
+			}
+		})
+	}
+	if after := e.rdb.DBSize(ctx).Val(); after != before {
+		t.Fatalf("keys: %d before, %d after rejected requests", before, after)
+	}
+}
+
+func TestAdminToken(t *testing.T) {
+	e := newEnv(t)
+	e.token = "s3cret"
+	if status, _ := get(t, e.admin.URL+"/api/v1/status"); status != 401 {
+		t.Fatalf("no token: %d, want 401", status)
+	}
+	if status, _ := post(t, e.admin.URL+"/api/v1/release", `{"call_sid":"CA1"}`, "Authorization", "Bearer wrong"); status != 401 {
+		t.Fatalf("wrong token: %d, want 401", status)
+	}
+	if status, _ := get(t, e.admin.URL+"/healthz"); status != 200 {
+		t.Fatalf("healthz must stay open for probes: %d", status)
+	}
+	req, _ := http.NewRequest(http.MethodGet, e.admin.URL+"/api/v1/status", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	if status, _ := do(t, req); status != 200 {
+		t.Fatalf("right token: %d", status)
+	}
+}
+
+// Redis down: allocation answers 503 within the timeout, readiness fails;
+// both recover when Redis is back.
+func TestRedisDown(t *testing.T) {
+	e := newEnv(t)
+	e.register(t, "gold", "agent-0")
+	e.srv.Pause()
+	start := time.Now()
+	status, body := post(t, e.public.URL+"/api/v1/allocate", `{"call_sid":"CA1"}`)
+	if status != 503 || body["code"] != "redis_unavailable" || time.Since(start) > 2*time.Second {
+		t.Fatalf("redis paused: %d %v after %v", status, body, time.Since(start))
+	}
+	for _, path := range []string{"/readyz", "/api/v1/ready"} {
+		if status, _ := get(t, e.admin.URL+path); status != 503 {
+			t.Fatalf("%s with redis paused: %d, want 503", path, status)
+		}
+	}
+	e.srv.Resume()
+	if status, _ := get(t, e.admin.URL+"/readyz"); status != 200 {
+		t.Fatalf("readyz after resume: %d", status)
+	}
+	if status, body := post(t, e.public.URL+"/api/v1/allocate", `{"call_sid":"CA2"}`); status != 200 {
+		t.Fatalf("allocate after resume: %d %v", status, body)
+	}
+}
+
+func sameJSON(got, want map[string]any) bool {
+	a, _ := json.Marshal(got)
+	b, _ := json.Marshal(want)
+	return string(a) == string(b)
+}
