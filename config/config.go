@@ -50,6 +50,8 @@ type Config struct {
 	HTTP HTTP `koanf:"http"`
 	// Reload configures the Watcher.
 	Reload Reload `koanf:"reload" reload:"restart"`
+	// Proxy configures the /ws/pod/ media proxy.
+	Proxy Proxy `koanf:"proxy"`
 }
 
 // Default returns the defaults: what edge runs with given no file, no
@@ -66,6 +68,7 @@ func Default() *Config {
 		Leader:    defaultLeader(),
 		HTTP:      defaultHTTP(),
 		Reload:    defaultReload(),
+		Proxy:     defaultProxy(),
 	}
 }
 
@@ -85,6 +88,7 @@ func (c *Config) Validate() error {
 		c.Leader.Validate(),
 		c.HTTP.Validate(),
 		c.Reload.Validate(),
+		c.Proxy.Validate(),
 	)
 }
 
