@@ -1,0 +1,123 @@
+package plugins
+
+import (
+	"context"
+	"errors"
+
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/edge-voice/edge/plugins/internal/pb"
+)
+
+// Interface guards: both adapters stay in step with the contract.
+var (
+	_ Provider          = (*grpcClient)(nil)
+	_ pb.ProviderServer = (*grpcServer)(nil)
+	_ plugin.GRPCPlugin = (*providerPlugin)(nil)
+)
+
+// providerPlugin is the go-plugin glue: it serves impl in a plugin and
+// hands edge a client.
+type providerPlugin struct {
+	plugin.NetRPCUnsupportedPlugin
+	impl Provider
+}
+
+func (p *providerPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
+	pb.RegisterProviderServer(s, &grpcServer{impl: p.impl})
+	return nil
+}
+
+func (p *providerPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
+	return &grpcClient{c: pb.NewProviderClient(c)}, nil
+}
+
+// grpcServer runs in the plugin process and calls the implementation.
+type grpcServer struct {
+	pb.UnimplementedProviderServer
+	impl Provider
+}
+
+func (s *grpcServer) Describe(ctx context.Context, _ *pb.DescribeRequest) (*pb.Description, error) {
+	d, err := s.impl.Describe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &pb.Description{Name: d.Name}
+	for _, r := range d.Routes {
+		out.Routes = append(out.Routes, &pb.Route{Method: r.Method, Path: r.Path})
+	}
+	return out, nil
+}
+
+func (s *grpcServer) Configure(ctx context.Context, req *pb.ConfigureRequest) (*pb.ConfigureResponse, error) {
+	c, err := s.impl.Configure(ctx, Settings(req.GetSettings()))
+	if err != nil {
+		return nil, err
+	}
+	return &pb.ConfigureResponse{Verifies: c.Verifies, Warnings: c.Warnings}, nil
+}
+
+func (s *grpcServer) Webhook(ctx context.Context, req *pb.WebhookRequest) (*pb.WebhookResponse, error) {
+	res, err := s.impl.Webhook(ctx, requestFromPB(req))
+	if err != nil {
+		return nil, err
+	}
+	if res == nil || (res.Allocate == nil) == (res.Answer == nil) {
+		return nil, errors.New("webhook result must hold exactly one of Allocate and Answer")
+	}
+	return webhookResultToPB(res), nil
+}
+
+func (s *grpcServer) Answer(ctx context.Context, req *pb.AnswerRequest) (*pb.HTTPResponse, error) {
+	resp, err := s.impl.Answer(ctx, answerReqFromPB(req))
+	if err != nil {
+		return nil, err
+	}
+	if resp == nil {
+		return nil, errors.New("answer is nil")
+	}
+	return responseToPB(resp), nil
+}
+
+// grpcClient runs in edge and is the Provider the host calls.
+type grpcClient struct {
+	c pb.ProviderClient
+}
+
+func (c *grpcClient) Describe(ctx context.Context) (Description, error) {
+	d, err := c.c.Describe(ctx, &pb.DescribeRequest{})
+	if err != nil {
+		return Description{}, err
+	}
+	out := Description{Name: d.GetName()}
+	for _, r := range d.GetRoutes() {
+		out.Routes = append(out.Routes, Route{Method: r.GetMethod(), Path: r.GetPath()})
+	}
+	return out, nil
+}
+
+func (c *grpcClient) Configure(ctx context.Context, s Settings) (Configured, error) {
+	r, err := c.c.Configure(ctx, &pb.ConfigureRequest{Settings: s})
+	if err != nil {
+		return Configured{}, err
+	}
+	return Configured{Verifies: r.GetVerifies(), Warnings: r.GetWarnings()}, nil
+}
+
+func (c *grpcClient) Webhook(ctx context.Context, req *Request) (*WebhookResult, error) {
+	r, err := c.c.Webhook(ctx, requestToPB(req))
+	if err != nil {
+		return nil, err
+	}
+	return webhookResultFromPB(r), nil
+}
+
+func (c *grpcClient) Answer(ctx context.Context, req *AnswerRequest) (*Response, error) {
+	r, err := c.c.Answer(ctx, answerReqToPB(req))
+	if err != nil {
+		return nil, err
+	}
+	return responseFromPB(r), nil
+}

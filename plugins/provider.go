@@ -1,0 +1,165 @@
+package plugins
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+)
+
+// Provider is what a provider plugin implements. Every method gets the
+// host's deadline in ctx. Errors are for the unexpected (the host answers
+// 500); a rejected webhook is an answer (WebhookResult.Answer), not an error.
+type Provider interface {
+	// Describe names the provider and its extra routes.
+	Describe(ctx context.Context) (Description, error)
+	// Configure hands over the settings from edge's config. It is called
+	// after every start of the plugin process and again on config reloads,
+	// so it must replace, not merge.
+	Configure(ctx context.Context, s Settings) (Configured, error)
+	// Webhook verifies and parses one request. Verify before anything else:
+	// nothing may change for a rejected webhook.
+	Webhook(ctx context.Context, req *Request) (*WebhookResult, error)
+	// Answer renders an allocation or a failure for the provider.
+	Answer(ctx context.Context, req *AnswerRequest) (*Response, error)
+}
+
+// Description names a provider and the routes it adds.
+type Description struct {
+	// Name is the provider's name in URLs and config: [a-z0-9_-], at most
+	// 32 bytes. It serves POST /api/v1/{Name}/allocate.
+	Name string
+	// Routes are extra routes under /providers/{Name}/.
+	Routes []Route
+}
+
+// Route is one extra route, at /providers/{name}/{Path}.
+type Route struct {
+	Method string // "" for any method
+	Path   string // without a leading slash, e.g. "status"
+}
+
+// RouteAllocate is Request.Route for the predecessor's
+// /api/v1/{name}/allocate.
+const RouteAllocate = "allocate"
+
+// Settings are a provider's settings from edge's config, secrets included.
+// Keys edge sets for every provider:
+//
+//	auth_tokens  comma-separated tokens or credentials, newest first (rotation)
+type Settings map[string]string
+
+// Configured is what a provider reports after Configure.
+type Configured struct {
+	// Verifies is true when webhooks are authenticated with these settings.
+	// edge warns loudly at start when it is false.
+	Verifies bool
+	Warnings []string
+}
+
+// Request is one webhook as the provider sent it.
+type Request struct {
+	// Route is RouteAllocate or the Path of a declared Route.
+	Route  string
+	Method string
+	// URL is the full public URL the provider called (scheme://host/path?query),
+	// rebuilt from edge's configured webhook base: what providers sign.
+	URL      string
+	Header   http.Header
+	RawQuery string
+	Body     []byte
+	// RemoteIP is the caller's IP address as edge sees it.
+	RemoteIP string
+}
+
+// Query parses RawQuery (invalid pairs are dropped, as net/http does).
+func (r *Request) Query() url.Values {
+	q, _ := url.ParseQuery(r.RawQuery)
+	return q
+}
+
+// WebhookResult is a parsed webhook: exactly one of Allocate or Answer.
+type WebhookResult struct {
+	// Allocate asks edge to allocate a pod for the call.
+	Allocate *AllocationRequest
+	// Template, with Allocate, is the success answer with slots; edge
+	// renders it and does not call Answer for a success. Optional.
+	Template *Template
+	// Answer is sent as it is: a rejection or an acknowledgement.
+	Answer *Response
+}
+
+// AllocationRequest is what a webhook asks of edge. Empty Flow and
+// Template take edge's defaults.
+type AllocationRequest struct {
+	CallID     string
+	MerchantID string
+	Flow       string
+	Template   string
+	// Extras are provider-specific values (caller number, ...), for logs.
+	Extras map[string]string
+}
+
+// AnswerRequest is an outcome to render: exactly one of Allocation or
+// Failure.
+type AnswerRequest struct {
+	Request    AllocationRequest
+	Allocation *Allocation
+	Failure    *Failure
+}
+
+// Allocation is a successful allocation.
+type Allocation struct {
+	CallID      string
+	PodName     string
+	WSURL       string // the media WebSocket URL the provider must open
+	SourcePool  string
+	WasExisting bool // a retry of a webhook already allocated
+}
+
+// FailureKind is why an allocation failed.
+type FailureKind int
+
+// Failure kinds. Unknown kinds from a newer host read as FailureInternal.
+const (
+	FailureInternal FailureKind = iota
+	FailureNoCapacity
+	FailureInvalidRequest
+)
+
+func (k FailureKind) String() string {
+	switch k {
+	case FailureNoCapacity:
+		return "no_capacity"
+	case FailureInvalidRequest:
+		return "invalid_request"
+	default:
+		return "internal"
+	}
+}
+
+// No capacity reasons (Failure.Reason), as the allocator names them.
+const (
+	ReasonNoPods      = "no_pods"
+	ReasonAllDraining = "all_draining"
+	ReasonAtCapacity  = "at_capacity"
+)
+
+// Failure is a failed allocation.
+type Failure struct {
+	Kind FailureKind
+	// Reason refines FailureNoCapacity (ReasonNoPods, ...).
+	Reason string
+	// Message is safe to show the caller (never a cause's details).
+	Message string
+	// Status is the HTTP status edge's generic API answers for this
+	// failure (503, 400, 500): a provider may use it as it is.
+	Status int
+}
+
+// Response is an HTTP answer.
+type Response struct {
+	Status      int
+	ContentType string
+	Header      http.Header // more headers; may be nil
+	Body        []byte
+}
