@@ -68,7 +68,9 @@ func (k Keys) MerchantPools() string { return k.prefix + "merchant:pools" }
 func (k Keys) PodTier(pod string) string { return k.prefix + "pod:tier:" + pod }
 
 // PodInfo (seeds) HASH: status ("available", "allocated", "draining"),
-// allocated_call_sid, allocated_at, released_at, source_pool. For an exclusive
+// allocated_call_sid, allocated_at, released_at, source_pool; edge adds
+// unready ("1" while the pod source reports the pod not ready: it takes no
+// new calls but keeps its calls). For an exclusive
 // pod allocated_call_sid names the call that owns it: release and renew are
 // fenced on it.
 func (k Keys) PodInfo(pod string) string { return k.prefix + "pod:" + pod }
@@ -104,6 +106,10 @@ func (k Keys) LeaderLock() string { return k.prefix + "leader:lock" }
 // acquisition, the fencing token of the Redis leader lock.
 func (k Keys) LeaderFence() string { return k.prefix + "leader:fence" }
 
+// MerchantTargets (edge) HASH of merchant pool id -> target pod count: the
+// dedicated pools that tier assignment fills before the default chain.
+func (k Keys) MerchantTargets() string { return k.prefix + "merchant:targets" }
+
 // luaKeyBuilders renders the key functions as Lua, as a table K. Each builder
 // is derived from the Go method by calling it with a placeholder argument, so
 // the scripts cannot drift from this file.
@@ -132,6 +138,8 @@ func (k Keys) luaKeyBuilders() string {
 		{"merchant_config", k.MerchantConfig},
 		{"merchant_pools", k.MerchantPools},
 		{"pod_metadata", k.PodMetadata},
+		{"merchant_targets", k.MerchantTargets},
+		{"leader_lock", k.LeaderLock},
 	}
 	var b strings.Builder
 	b.WriteString("local K = {}\n")

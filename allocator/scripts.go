@@ -15,6 +15,7 @@ var luaFiles embed.FS
 // scriptNames lists every script; each is lua/<name>.lua.
 var scriptNames = []string{
 	"allocate", "release", "renew", "drain", "register", "unregister", "status",
+	"sync", "sweep", "rebalance", "leader_acquire", "leader_renew", "leader_release",
 }
 
 // script is one Lua state change, run with EVALSHA (EVAL on NOSCRIPT, e.g.

@@ -1,0 +1,39 @@
+package allocator
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// AcquireLeaderLock takes the Redis leader lock for identity if it is free,
+// with a new fencing token. It returns the lock value ("<identity>/<token>")
+// to renew and release with, and to pass as the fence of the pool manager's
+// scripts; ok false (with the holder's value) when another replica holds it.
+func (a *Allocator) AcquireLeaderLock(ctx context.Context, identity string, ttl time.Duration) (value string, ok bool, err error) {
+	r, err := a.run(ctx, "leader_acquire", []string{a.keys.LeaderLock(), a.keys.LeaderFence()}, identity, ttl.Milliseconds())
+	if err != nil {
+		return "", false, fmt.Errorf("acquire leader lock: %w", err)
+	}
+	rep := reply(r)
+	return rep.str(1), rep.int(0) == 1, nil
+}
+
+// RenewLeaderLock extends the lock while value still holds it; false means
+// leadership is lost.
+func (a *Allocator) RenewLeaderLock(ctx context.Context, value string, ttl time.Duration) (bool, error) {
+	n, err := a.scripts["leader_renew"].Run(ctx, a.rdb, []string{a.keys.LeaderLock()}, value, ttl.Milliseconds()).Int()
+	if err != nil {
+		return false, fmt.Errorf("renew leader lock: %w", err)
+	}
+	return n == 1, nil
+}
+
+// ReleaseLeaderLock gives the lock up if value still holds it, so that
+// another replica takes over without waiting for the TTL.
+func (a *Allocator) ReleaseLeaderLock(ctx context.Context, value string) error {
+	if err := a.scripts["leader_release"].Run(ctx, a.rdb, []string{a.keys.LeaderLock()}, value).Err(); err != nil {
+		return fmt.Errorf("release leader lock: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+-- sweep.lua: the zombie sweep over a batch of pods (one round trip per batch).
+-- Everything it reads and writes is read inside this script, so a Redis error
+-- fails the whole batch and is never taken for "missing" (the predecessor's
+-- zombie storm: a failed ZSCORE read as absent reset a busy pod to score 0).
+--
+-- Exclusive and merchant pods that are assigned, not draining, not unready,
+-- not available and hold no live lease go back to their pool; their
+-- allocated_call_sid is cleared, so a late release or renew of the dead call
+-- answers "stale". A shared pod's expired per-call leases are dropped and its
+-- score set to its live calls; one missing from its set is re-added with that
+-- load unless draining or unready.
+--
+-- KEYS[1] -> K.pod_metadata()
+-- ARGV[1] -> fence: "" or the Redis leader lock value this leader holds
+-- ARGV[2] -> N, then N x (tier name, type)
+-- then the pod names
+--
+-- Returns {"fenced"} or {"ok", recovered, slots reclaimed, shared re-added,
+-- calls expired, skipped (pool type mismatch), recovered pod names...}
+
+if ARGV[1] ~= '' and redis.call('GET', K.leader_lock()) ~= ARGV[1] then
+  return {'fenced'}
+end
+local n = tonumber(ARGV[2])
+local kinds = {}
+for i = 0, n - 1 do
+  kinds[ARGV[3 + 2 * i]] = ARGV[4 + 2 * i]
+end
+
+-- A pool whose Redis type contradicts its tier's type (the type was changed
+-- at run time) is left alone rather than failing the batch with WRONGTYPE.
+local types = {}
+local function pool_type_ok(avail, kind)
+  local t = types[avail]
+  if not t then
+    t = redis.call('TYPE', avail)['ok']
+    types[avail] = t
+  end
+  return t == 'none' or (kind == 'shared') == (t == 'zset')
+end
+
+local now = now_ms()
+local recovered, reclaimed, readded, expired, skipped = {}, 0, 0, 0, 0
+for i = 3 + 2 * n, #ARGV do
+  local pod = ARGV[i]
+  local tier = redis.call('GET', K.pod_tier(pod))
+  local kind = tier and (string.sub(tier, 1, 9) == 'merchant:' and 'exclusive' or kinds[tier])
+  if kind then
+    local avail, assigned = pools_of(tier)
+    if not pool_type_ok(avail, kind) then
+      skipped = skipped + 1
+    else
+      local draining = is_draining(pod)
+      local unready = redis.call('HGET', K.pod_info(pod), 'unready') == '1'
+      if unready then
+        -- A release may have put it back meanwhile (release does not know
+        -- readiness): take it out again.
+        remove_from_pool(avail, pod)
+      end
+      if kind == 'shared' then
+        local calls = K.pod_calls(pod)
+        local gone = redis.call('ZREMRANGEBYSCORE', calls, '-inf', '(' .. now)
+        expired = expired + gone
+        local live = redis.call('ZCARD', calls)
+        -- No per-call lease ever, but a lease key: calls allocated by the
+        -- predecessor, which counted them only in the score. Keep it.
+        local legacy = live == 0 and gone == 0 and redis.call('EXISTS', K.lease(pod)) == 1
+        if live == 0 and gone > 0 then
+          redis.call('DEL', K.lease(pod))
+          redis.call('HSET', K.pod_info(pod), 'status', draining and 'draining' or 'available',
+            'allocated_call_sid', '', 'allocated_at', '')
+        end
+        local score = redis.call('ZSCORE', avail, pod)
+        if score then
+          score = tonumber(score)
+          if score ~= live and not legacy then
+            redis.call('ZADD', avail, 'XX', live, pod)
+            if score > live then
+              reclaimed = reclaimed + (score - live)
+            end
+          end
+        elseif not draining and not unready and redis.call('SISMEMBER', assigned, pod) == 1 then
+          redis.call('ZADD', avail, live, pod)
+          readded = readded + 1
+        end
+      elseif not draining and not unready
+          and redis.call('SISMEMBER', assigned, pod) == 1
+          and redis.call('SISMEMBER', avail, pod) == 0
+          and not live_owner(pod) then
+        redis.call('DEL', K.lease(pod))
+        redis.call('SADD', avail, pod)
+        redis.call('HSET', K.pod_info(pod), 'status', 'available', 'allocated_call_sid', '',
+          'allocated_at', '')
+        recovered[#recovered + 1] = pod
+      end
+    end
+  end
+end
+local out = {'ok', #recovered, reclaimed, readded, expired, skipped}
+for _, pod in ipairs(recovered) do
+  out[#out + 1] = pod
+end
+return out

@@ -1,0 +1,131 @@
+-- sync.lua: make Redis agree with what the pod source says about a batch of
+-- pods (the pool manager's watcher and reconciler; one round trip per batch).
+-- A ready pod that edge does not know yet gets its tier here (tier
+-- assignment), atomically, so two racing events cannot overshoot a target.
+--
+-- KEYS[1] -> K.pod_metadata()
+-- ARGV[1] -> fence: "" (Kubernetes Lease) or the Redis leader lock value this
+--            leader holds; the batch is refused when the lock holds another
+-- ARGV[2] -> overflow tier: where a new pod goes when every target is met
+--            (the last tier of the default chain)
+-- ARGV[3] -> N, then N x (tier name, type, target), in assignment order (the
+--            default chain, then the other tiers); merchant pools come before
+--            them, by id, with their targets from K.merchant_targets()
+-- then 4 per pod: op ("ready"|"unready"), pod, tier ("" = assign one), address
+--
+-- Returns {"fenced"} or {"ok", then 2 per pod: outcome, tier}, outcome one of
+--   added | moved | unchanged   ready pod is in its tier's pools
+--   busy       the pod should move (explicit tier changed, or its tier left the
+--              config) but serves calls: it stays until a later sync
+--   unready    taken out of its available pool, calls kept
+--   unknown    unready pod that edge never registered: nothing to do
+--   bad_tier   the explicit tier is not configured
+
+if ARGV[1] ~= '' and redis.call('GET', K.leader_lock()) ~= ARGV[1] then
+  return {'fenced'}
+end
+local overflow = ARGV[2]
+local n = tonumber(ARGV[3])
+local order, kinds, targets = {}, {}, {}
+for i = 0, n - 1 do
+  local name = ARGV[4 + 3 * i]
+  order[#order + 1] = name
+  kinds[name] = ARGV[5 + 3 * i]
+  targets[name] = tonumber(ARGV[6 + 3 * i])
+end
+
+local function kind_of(tier)
+  if string.sub(tier, 1, 9) == 'merchant:' then
+    return 'exclusive'
+  end
+  return kinds[tier]
+end
+
+-- Merchant pools with a target, sorted by id (deterministic), read once.
+local merchants
+local function merchant_pools()
+  if not merchants then
+    merchants = {}
+    local flat = redis.call('HGETALL', K.merchant_targets())
+    for i = 1, #flat, 2 do
+      local t = tonumber(flat[i + 1])
+      if t and t > 0 then
+        merchants[#merchants + 1] = {flat[i], t}
+      end
+    end
+    table.sort(merchants, function(a, b) return a[1] < b[1] end)
+  end
+  return merchants
+end
+
+-- Tier assignment: the first pool below its target, else the overflow tier.
+local function choose()
+  for _, m in ipairs(merchant_pools()) do
+    if redis.call('SCARD', K.merchant_assigned(m[1])) < m[2] then
+      return 'merchant:' .. m[1]
+    end
+  end
+  for _, name in ipairs(order) do
+    if redis.call('SCARD', K.pool_assigned(name)) < targets[name] then
+      return name
+    end
+  end
+  return overflow
+end
+
+local function place(pod, tier, addr, now)
+  local avail, assigned = pools_of(tier)
+  redis.call('SET', K.pod_tier(pod), tier)
+  redis.call('HSET', KEYS[1], pod,
+    '{"name":"' .. pod .. '","tier":"' .. tier .. '","address":"' .. addr .. '"}')
+  redis.call('SADD', assigned, pod)
+  local merchant = string.match(tier, '^merchant:(.+)$')
+  if merchant then
+    redis.call('SADD', K.merchant_pools(), merchant)
+  end
+  redis.call('HSETNX', K.pod_info(pod), 'status', 'available')
+  redis.call('HDEL', K.pod_info(pod), 'unready')
+  if not is_draining(pod) then
+    if kind_of(tier) == 'shared' then
+      redis.call('ZADD', avail, 'NX', live_calls(pod, now), pod)
+    elseif not live_owner(pod) then
+      redis.call('SADD', avail, pod)
+    end
+  end
+end
+
+local now = now_ms()
+local out = {'ok'}
+for i = 4 + 3 * n, #ARGV, 4 do
+  local op, pod, want, addr = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local prev = redis.call('GET', K.pod_tier(pod))
+  local outcome, tier
+  if op == 'unready' then
+    if prev then
+      redis.call('HSET', K.pod_info(pod), 'unready', '1')
+      remove_from_pool((pools_of(prev)), pod)
+      outcome, tier = 'unready', prev
+    else
+      outcome, tier = 'unknown', ''
+    end
+  elseif want ~= '' and not kind_of(want) then
+    outcome, tier = 'bad_tier', want
+  elseif prev and kind_of(prev) and (want == '' or want == prev) then
+    place(pod, prev, addr, now)
+    outcome, tier = 'unchanged', prev
+  elseif prev and is_busy(pod, now) then
+    outcome, tier = 'busy', prev
+  else
+    if prev then
+      local prev_avail, prev_assigned = pools_of(prev)
+      remove_from_pool(prev_avail, pod)
+      redis.call('SREM', prev_assigned, pod)
+    end
+    tier = want ~= '' and want or choose()
+    place(pod, tier, addr, now)
+    outcome = prev and 'moved' or 'added'
+  end
+  out[#out + 1] = outcome
+  out[#out + 1] = tier
+end
+return out
