@@ -106,12 +106,10 @@ func NewClient(o ClientOptions) (*plugin.Client, error) {
 	return plugin.NewClient(cfg), nil
 }
 
-// Dispense connects to a started client and returns the provider.
-func Dispense(c *plugin.Client) (Provider, error) {
-	rpc, err := c.Client()
-	if err != nil {
-		return nil, err
-	}
+// Dispense returns the provider of a connected plugin: the
+// ClientProtocol of a started *plugin.Client, or of go-plugin's
+// TestPluginGRPCConn in tests.
+func Dispense(rpc plugin.ClientProtocol) (Provider, error) {
 	raw, err := rpc.Dispense(pluginName)
 	if err != nil {
 		return nil, err

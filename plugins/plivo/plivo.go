@@ -1,0 +1,158 @@
+// Package plivo is the Plivo provider: a form webhook verified with
+// X-Plivo-Signature-V3 in, Plivo XML <Stream> out. edge runs it as a plugin
+// process (`edge plugin plivo`).
+package plivo
+
+import (
+	"context"
+	"encoding/xml"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/edge-voice/edge/plugins"
+)
+
+// Settings keys (providers.plugins.plivo.* in edge's config).
+const (
+	// SettingAuthTokens: comma-separated auth tokens (rotation). Empty: no
+	// verification (edge warns at start).
+	SettingAuthTokens = "auth_tokens"
+	// SettingContentType is the <Stream contentType>; default
+	// "audio/x-mulaw;rate=8000".
+	SettingContentType = "content_type"
+	// SettingFailureMode: "speak" (default: HTTP 200 <Speak> + <Hangup/>) or
+	// "fallback" (the failure's HTTP status, 503 for no capacity).
+	SettingFailureMode = "failure_mode"
+	// SettingSpeakMessage is what <Speak> says on a failure.
+	SettingSpeakMessage = "speak_message"
+)
+
+// Defaults.
+const (
+	DefaultContentType  = "audio/x-mulaw;rate=8000"
+	DefaultSpeakMessage = "Sorry, no agent is available right now. Please try again later."
+)
+
+type settings struct {
+	tokens      []string
+	contentType string
+	fallback    bool
+	speak       string
+}
+
+// Provider is the Plivo provider; use New.
+type Provider struct {
+	s atomic.Pointer[settings]
+}
+
+// New returns a Plivo provider with default settings (no verification).
+func New() *Provider {
+	p := &Provider{}
+	p.s.Store(&settings{contentType: DefaultContentType, speak: DefaultSpeakMessage})
+	return p
+}
+
+// Describe implements plugins.Provider.
+func (p *Provider) Describe(context.Context) (plugins.Description, error) {
+	return plugins.Description{Name: "plivo", Routes: []plugins.Route{{Method: http.MethodPost, Path: "hangup"}}}, nil
+}
+
+// Configure implements plugins.Provider.
+func (p *Provider) Configure(_ context.Context, s plugins.Settings) (plugins.Configured, error) {
+	next := &settings{
+		tokens: plugins.SplitList(s[SettingAuthTokens]), contentType: s[SettingContentType], speak: s[SettingSpeakMessage],
+	}
+	if next.contentType == "" {
+		next.contentType = DefaultContentType
+	}
+	if next.speak == "" {
+		next.speak = DefaultSpeakMessage
+	}
+	var warnings []string
+	switch s[SettingFailureMode] {
+	case "", "speak":
+	case "fallback":
+		next.fallback = true
+	default:
+		warnings = append(warnings, `failure_mode must be "speak" or "fallback"; using "speak"`)
+	}
+	p.s.Store(next)
+	return plugins.Configured{Verifies: len(next.tokens) > 0, Warnings: warnings}, nil
+}
+
+// Webhook implements plugins.Provider.
+func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.WebhookResult, error) {
+	s := p.s.Load()
+	if req.Method != http.MethodPost {
+		return plugins.Reject(http.StatusMethodNotAllowed, "method_not_allowed", "Plivo webhooks are POST"), nil
+	}
+	form, err := plugins.ParseForm(req.Body)
+	if err != nil {
+		return plugins.RejectBadRequest(err.Error()), nil
+	}
+	if len(s.tokens) > 0 && !Verify(s.tokens, req.Method, req.URL, form, req.Header.Get(NonceHeader), req.Header.Get(SignatureHeader)) {
+		return plugins.RejectForbidden("missing or invalid " + SignatureHeader), nil
+	}
+	if req.Route == "hangup" {
+		return &plugins.WebhookResult{Answer: &plugins.Response{Status: http.StatusNoContent}}, nil
+	}
+	callID := form.Get("CallUUID")
+	if callID == "" {
+		return plugins.RejectBadRequest("CallUUID is missing"), nil
+	}
+	ar := plugins.CallQuery(req.Query(), callID)
+	ar.Extras = map[string]string{"from": form.Get("From"), "to": form.Get("To")}
+	tmpl, err := plugins.NewTemplate(plugins.EscapeXML, func(a plugins.Allocation) (*plugins.Response, error) {
+		return streamAnswer(s, a)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &plugins.WebhookResult{Allocate: ar, Template: tmpl}, nil
+}
+
+// Answer implements plugins.Provider.
+func (p *Provider) Answer(_ context.Context, req *plugins.AnswerRequest) (*plugins.Response, error) {
+	s := p.s.Load()
+	if req.Allocation != nil {
+		return streamAnswer(s, *req.Allocation)
+	}
+	status := http.StatusOK
+	if s.fallback && req.Failure != nil && req.Failure.Status != 0 {
+		status = req.Failure.Status
+	}
+	resp, err := plugins.XMLAnswer(status, plivoSpeakHangup{Speak: s.speak, Hangup: &struct{}{}})
+	if err == nil {
+		resp.ContentType = "text/xml"
+	}
+	return resp, err
+}
+
+type plivoStream struct {
+	XMLName xml.Name `xml:"Response"`
+	Stream  struct {
+		Bidirectional bool   `xml:"bidirectional,attr"`
+		KeepCallAlive bool   `xml:"keepCallAlive,attr"`
+		ContentType   string `xml:"contentType,attr"`
+		URL           string `xml:",chardata"`
+	} `xml:"Stream"`
+}
+
+type plivoSpeakHangup struct {
+	XMLName xml.Name  `xml:"Response"`
+	Speak   string    `xml:"Speak"`
+	Hangup  *struct{} `xml:"Hangup"`
+}
+
+// streamAnswer is <Response><Stream ...>wss://...</Stream></Response>: the
+// URL is the element's text.
+func streamAnswer(s *settings, a plugins.Allocation) (*plugins.Response, error) {
+	var doc plivoStream
+	doc.Stream.Bidirectional, doc.Stream.KeepCallAlive = true, true
+	doc.Stream.ContentType, doc.Stream.URL = s.contentType, a.WSURL
+	resp, err := plugins.XMLAnswer(http.StatusOK, doc)
+	if err == nil {
+		resp.ContentType = "text/xml"
+	}
+	return resp, err
+}

@@ -1,0 +1,194 @@
+// Package plugintest is the conformance suite for provider plugins, in the
+// manner of testing/fstest.TestFS: any provider runs it against its
+// implementation, which is served and called through the real gRPC
+// adapters of package plugins (go-plugin's TestPluginGRPCConn).
+//
+//	func TestConformance(t *testing.T) {
+//		plugintest.Run(t, acme.New(), plugintest.Suite{Settings: ..., Valid: ..., Invalid: ...})
+//	}
+package plugintest
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/edge-voice/edge/plugins"
+)
+
+// Suite describes what the provider under test must accept and refuse.
+type Suite struct {
+	// Settings configure the provider (with verification on, if it has any).
+	Settings plugins.Settings
+	// Valid are webhooks that must ask for an allocation of CallID.
+	Valid []Valid
+	// Invalid are webhooks that must be refused with Status (403 for a
+	// forged signature, 400 for a missing call id, ...).
+	Invalid []Invalid
+}
+
+// Valid is a webhook that must be allocated.
+type Valid struct {
+	Name    string
+	Request *plugins.Request
+	CallID  string
+}
+
+// Invalid is a webhook that must be refused.
+type Invalid struct {
+	Name    string
+	Request *plugins.Request
+	Status  int
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
+
+// Connect serves impl through the real gRPC adapters and returns the
+// host-side client; the connection closes with the test.
+func Connect(t testing.TB, impl plugins.Provider) plugins.Provider {
+	t.Helper()
+	client, _ := plugin.TestPluginGRPCConn(t, false, plugins.PluginSet(impl))
+	t.Cleanup(func() { client.Close() })
+	p, err := plugins.Dispense(client)
+	if err != nil {
+		t.Fatalf("dispense: %v", err)
+	}
+	return p
+}
+
+// Run checks impl against the contract and s.
+func Run(t *testing.T, impl plugins.Provider, s Suite) {
+	p := Connect(t, impl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	t.Run("describe", func(t *testing.T) {
+		d, err := p.Describe(ctx)
+		if err != nil {
+			t.Fatalf("Describe: %v", err)
+		}
+		if !nameRE.MatchString(d.Name) {
+			t.Errorf("name %q: want [a-z0-9_-], 1 to 32 bytes", d.Name)
+		}
+		seen := map[string]bool{}
+		for _, r := range d.Routes {
+			if r.Path == "" || strings.HasPrefix(r.Path, "/") || strings.Contains(r.Path, "..") {
+				t.Errorf("route %q: want a relative path below /providers/%s/", r.Path, d.Name)
+			}
+			if seen[r.Method+" "+r.Path] {
+				t.Errorf("route %s %s declared twice", r.Method, r.Path)
+			}
+			seen[r.Method+" "+r.Path] = true
+		}
+	})
+	if _, err := p.Configure(ctx, s.Settings); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+
+	for _, v := range s.Valid {
+		t.Run("valid/"+v.Name, func(t *testing.T) { checkValid(ctx, t, p, v) })
+	}
+	for _, inv := range s.Invalid {
+		t.Run("invalid/"+inv.Name, func(t *testing.T) {
+			res, err := p.Webhook(ctx, inv.Request)
+			if err != nil {
+				t.Fatalf("Webhook: %v (a refusal is an answer, not an error)", err)
+			}
+			if res.Allocate != nil || res.Answer == nil {
+				t.Fatalf("got an allocation request %+v, want a %d answer", res.Allocate, inv.Status)
+			}
+			if res.Answer.Status != inv.Status {
+				t.Errorf("status %d, want %d (body %s)", res.Answer.Status, inv.Status, res.Answer.Body)
+			}
+		})
+	}
+	t.Run("failures", func(t *testing.T) { checkFailures(ctx, t, p) })
+	t.Run("garbage", func(t *testing.T) {
+		for _, body := range [][]byte{nil, []byte("%zz"), []byte("{"), bytes.Repeat([]byte{0xff}, 64)} {
+			res, err := p.Webhook(ctx, &plugins.Request{Route: plugins.RouteAllocate, Method: "POST", URL: "http://127.0.0.1/x", Body: body, Header: http.Header{}})
+			if err != nil {
+				t.Fatalf("Webhook(%q): %v", body, err)
+			}
+			if res.Allocate != nil {
+				t.Errorf("Webhook(%q) asked for an allocation", body)
+			}
+		}
+	})
+}
+
+// hostile values check the provider's escaping: real media URLs never hold
+// these characters, but a provider must not rely on that.
+var hostile = plugins.Allocation{
+	CallID: "CA1", PodName: "pod-0", SourcePool: "pool:gold",
+	WSURL: `wss://edge.example/ws/pod/pod-0/a?b=1&c=<d>"e'`,
+}
+
+func checkValid(ctx context.Context, t *testing.T, p plugins.Provider, v Valid) {
+	res, err := p.Webhook(ctx, v.Request)
+	if err != nil {
+		t.Fatalf("Webhook: %v", err)
+	}
+	if res.Allocate == nil {
+		body := ""
+		if res.Answer != nil {
+			body = string(res.Answer.Body)
+		}
+		t.Fatalf("no allocation request; answer %s", body)
+	}
+	if res.Allocate.CallID != v.CallID {
+		t.Errorf("call id %q, want %q", res.Allocate.CallID, v.CallID)
+	}
+	again, err := p.Webhook(ctx, v.Request)
+	if err != nil || again.Allocate == nil || again.Allocate.CallID != v.CallID {
+		t.Errorf("a retry of the same webhook parsed differently: %+v, %v", again, err)
+	}
+	a := hostile
+	a.CallID = v.CallID
+	want, err := p.Answer(ctx, &plugins.AnswerRequest{Request: *res.Allocate, Allocation: &a})
+	if err != nil {
+		t.Fatalf("Answer: %v", err)
+	}
+	if want.Status != http.StatusOK || want.ContentType == "" {
+		t.Errorf("success answer: status %d, content type %q", want.Status, want.ContentType)
+	}
+	if bytes.Contains(want.Body, []byte("<d>")) {
+		t.Errorf("success answer pastes the URL unescaped: %s", want.Body)
+	}
+	if res.Template != nil {
+		got, err := res.Template.Render(a)
+		if err != nil {
+			t.Fatalf("template: %v", err)
+		}
+		if got.Status != want.Status || got.ContentType != want.ContentType || !bytes.Equal(got.Body, want.Body) {
+			t.Errorf("template renders\n%d %s %s\nbut Answer gives\n%d %s %s", got.Status, got.ContentType, got.Body, want.Status, want.ContentType, want.Body)
+		}
+	}
+}
+
+func checkFailures(ctx context.Context, t *testing.T, p plugins.Provider) {
+	for _, f := range []plugins.Failure{
+		{Kind: plugins.FailureNoCapacity, Reason: plugins.ReasonNoPods, Message: "no pods available", Status: 503},
+		{Kind: plugins.FailureNoCapacity, Reason: plugins.ReasonAllDraining, Message: "all pods are draining", Status: 503},
+		{Kind: plugins.FailureNoCapacity, Reason: plugins.ReasonAtCapacity, Message: "all pods are busy", Status: 503},
+		{Kind: plugins.FailureInvalidRequest, Message: `bad <id> & "x"`, Status: 400},
+		{Kind: plugins.FailureInternal, Message: "internal error", Status: 500},
+	} {
+		resp, err := p.Answer(ctx, &plugins.AnswerRequest{Request: plugins.AllocationRequest{CallID: "CA1"}, Failure: &f})
+		if err != nil {
+			t.Errorf("Answer(%v/%s): %v", f.Kind, f.Reason, err)
+			continue
+		}
+		if resp.Status < 200 || resp.Status > 599 || resp.Status == http.StatusNoContent {
+			t.Errorf("Answer(%v/%s): status %d", f.Kind, f.Reason, resp.Status)
+		}
+		if bytes.Contains(resp.Body, []byte("<id>")) {
+			t.Errorf("Answer(%v): message pasted unescaped: %s", f.Kind, resp.Body)
+		}
+	}
+}

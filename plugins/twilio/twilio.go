@@ -1,0 +1,116 @@
+// Package twilio is the Twilio provider: a form webhook verified with
+// X-Twilio-Signature in, TwiML <Connect><Stream> out. edge runs it as a
+// plugin process (`edge plugin twilio`); any program can serve it with
+// plugins.Serve(twilio.New()).
+package twilio
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/edge-voice/edge/plugins"
+)
+
+// Settings keys (providers.plugins.twilio.* in edge's config).
+const (
+	// SettingAuthTokens: comma-separated auth tokens; any one verifies
+	// (rotation). Empty: no verification (edge warns at start).
+	SettingAuthTokens = "auth_tokens"
+	// SettingFailureMode: "say" (default) answers a failure with HTTP 200
+	// <Say> + <Hangup/>; "fallback" answers it with its HTTP status (503 for
+	// no capacity) so that the number's fallback URL takes over.
+	SettingFailureMode = "failure_mode"
+	// SettingSayMessage is what <Say> speaks on a failure.
+	SettingSayMessage = "say_message"
+)
+
+// DefaultSayMessage is spoken when no pod can take the call.
+const DefaultSayMessage = "Sorry, no agent is available right now. Please try again later."
+
+type settings struct {
+	tokens   []string
+	fallback bool
+	say      string
+}
+
+// Provider is the Twilio provider. The zero value is not ready: use New.
+type Provider struct {
+	s atomic.Pointer[settings]
+}
+
+// New returns a Twilio provider with default settings (no verification).
+func New() *Provider {
+	p := &Provider{}
+	p.s.Store(&settings{say: DefaultSayMessage})
+	return p
+}
+
+// Describe implements plugins.Provider.
+func (p *Provider) Describe(context.Context) (plugins.Description, error) {
+	return plugins.Description{Name: "twilio", Routes: []plugins.Route{{Method: http.MethodPost, Path: "status"}}}, nil
+}
+
+// Configure implements plugins.Provider.
+func (p *Provider) Configure(_ context.Context, s plugins.Settings) (plugins.Configured, error) {
+	next := &settings{tokens: plugins.SplitList(s[SettingAuthTokens]), say: s[SettingSayMessage]}
+	if next.say == "" {
+		next.say = DefaultSayMessage
+	}
+	var warnings []string
+	switch s[SettingFailureMode] {
+	case "", "say":
+	case "fallback":
+		next.fallback = true
+	default:
+		warnings = append(warnings, `failure_mode must be "say" or "fallback"; using "say"`)
+	}
+	p.s.Store(next)
+	return plugins.Configured{Verifies: len(next.tokens) > 0, Warnings: warnings}, nil
+}
+
+// Webhook implements plugins.Provider: verify, then parse.
+func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.WebhookResult, error) {
+	s := p.s.Load()
+	if req.Method != http.MethodPost {
+		return plugins.Reject(http.StatusMethodNotAllowed, "method_not_allowed", "Twilio webhooks are POST"), nil
+	}
+	form, err := plugins.ParseForm(req.Body)
+	if err != nil {
+		return plugins.RejectBadRequest(err.Error()), nil
+	}
+	if len(s.tokens) > 0 && !Verify(s.tokens, req.URL, form, req.Header.Get(SignatureHeader)) {
+		return plugins.RejectForbidden("missing or invalid " + SignatureHeader), nil
+	}
+	if req.Route == "status" {
+		// Status callbacks are acknowledged; edge learns a call's end from
+		// its media socket, not from here.
+		return &plugins.WebhookResult{Answer: &plugins.Response{Status: http.StatusNoContent}}, nil
+	}
+	callID := form.Get("CallSid")
+	if callID == "" {
+		return plugins.RejectBadRequest("CallSid is missing"), nil
+	}
+	ar := plugins.CallQuery(req.Query(), callID)
+	ar.Extras = map[string]string{"from": form.Get("From"), "to": form.Get("To"), "account_sid": form.Get("AccountSid")}
+	tmpl, err := plugins.NewTemplate(plugins.EscapeXML, func(a plugins.Allocation) (*plugins.Response, error) {
+		return connectAnswer(*ar, a)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &plugins.WebhookResult{Allocate: ar, Template: tmpl}, nil
+}
+
+// Answer implements plugins.Provider.
+func (p *Provider) Answer(_ context.Context, req *plugins.AnswerRequest) (*plugins.Response, error) {
+	if req.Allocation != nil {
+		return connectAnswer(req.Request, *req.Allocation)
+	}
+	s := p.s.Load()
+	status := http.StatusOK
+	if s.fallback && req.Failure != nil && req.Failure.Status != 0 {
+		status = req.Failure.Status
+	}
+	return sayHangupAnswer(status, s.say)
+}
