@@ -28,6 +28,7 @@ type Agent struct {
 	Sockets atomic.Int64
 	mu      sync.Mutex
 	paths   []string
+	headers []http.Header
 }
 
 // Listen opens the agent's listener on addr ("127.0.0.1:0" for any port).
@@ -52,6 +53,13 @@ func (a *Agent) Paths() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return append([]string(nil), a.paths...)
+}
+
+// Headers returns the request headers of the sockets accepted so far.
+func (a *Agent) Headers() []http.Header {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]http.Header(nil), a.headers...)
 }
 
 // Run serves until ctx ends, then closes the listener and open sockets.
@@ -86,6 +94,7 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.Sockets.Add(1)
 	a.mu.Lock()
 	a.paths = append(a.paths, r.URL.RequestURI())
+	a.headers = append(a.headers, r.Header.Clone())
 	a.mu.Unlock()
 	c.SetReadLimit(1 << 20)
 	ctx := r.Context()

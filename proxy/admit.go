@@ -1,0 +1,256 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Refusals, each with its HTTP status and metric reason.
+var (
+	errUnknownPod   = errors.New("unknown pod")
+	errNoToken      = errors.New("missing media token")
+	errShuttingDown = errors.New("shutting down")
+	errOverloaded   = errors.New("too many media sockets")
+)
+
+// target is a parsed /ws/pod/<pod>[/<token>]/<rest> path.
+type target struct {
+	pod   string
+	token string // "" when the first segment is not a token
+	// uri is what the pod is asked for: /<rest>[?query], exactly what the
+	// nginx hop sent.
+	uri string
+}
+
+func parseTarget(r *http.Request) (target, bool) {
+	path, ok := strings.CutPrefix(r.URL.EscapedPath(), "/ws/pod/")
+	if !ok {
+		return target{}, false
+	}
+	pod, rest, _ := strings.Cut(path, "/")
+	if !validID(pod) {
+		return target{}, false
+	}
+	t := target{pod: pod}
+	if first, after, _ := strings.Cut(rest, "/"); strings.HasPrefix(first, TokenPrefix) {
+		t.token, rest = first, after
+	}
+	t.uri = "/" + rest
+	if r.URL.RawQuery != "" {
+		t.uri += "?" + r.URL.RawQuery
+	}
+	return t, true
+}
+
+// validID mirrors the allocator's id rule ([A-Za-z0-9_.-]{1,128}), so a pod
+// name is never looked up or logged unless it could be real.
+func validID(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *Proxy) refuse(w http.ResponseWriter, status int, reason string, err error, attrs ...any) {
+	p.metrics.refused.WithLabelValues(reason).Inc()
+	p.Log.Debug("media socket refused", append([]any{"reason", reason, "err", err}, attrs...)...)
+	http.Error(w, http.StatusText(status), status)
+}
+
+// serve admits a socket in order of cost: path and pod (memory), token
+// (an HMAC, constant-time), then one Redis read, then the pod dial.
+func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
+	t, ok := parseTarget(r)
+	if !ok {
+		p.refuse(w, http.StatusNotFound, "unknown_pod", errUnknownPod)
+		return
+	}
+	addr, ok := p.Lookup(t.pod)
+	if !ok {
+		p.refuse(w, http.StatusNotFound, "unknown_pod", errUnknownPod, "pod", t.pod)
+		return
+	}
+	if err := checkUpgrade(r); err != nil {
+		p.refuse(w, http.StatusBadRequest, "not_websocket", err, "pod", t.pod)
+		return
+	}
+	cfg := p.cfg()
+	var callID string
+	switch {
+	case t.token != "":
+		id, err := p.Signer.Verify(t.token, t.pod)
+		if err != nil {
+			reason := "bad_token"
+			if errors.Is(err, ErrExpiredToken) {
+				reason = "expired_token"
+			}
+			p.refuse(w, http.StatusForbidden, reason, err, "pod", t.pod)
+			return
+		}
+		callID = id
+	case cfg.RequireToken:
+		p.refuse(w, http.StatusForbidden, "bad_token", errNoToken, "pod", t.pod)
+		return
+	}
+	if p.draining() {
+		p.refuse(w, http.StatusServiceUnavailable, "shutting_down", errShuttingDown, "pod", t.pod)
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(r.Context(), cfg.DialTimeout)
+	defer cancel()
+	if err := p.checkAllocation(ctx, &callID, t.pod); err != nil {
+		if errors.Is(err, ErrNoAllocation) {
+			p.refuse(w, http.StatusForbidden, "no_allocation", err, "pod", t.pod, "call_sid", callID)
+		} else {
+			p.refuse(w, http.StatusServiceUnavailable, "redis_error", err, "pod", t.pod, "call_sid", callID)
+		}
+		return
+	}
+
+	up, err := dialUpstream(ctx, addr, t.uri, r)
+	if err != nil {
+		p.metrics.dialFailures.Inc()
+		p.refuse(w, http.StatusBadGateway, "upstream", err, "pod", t.pod, "call_sid", callID)
+		return
+	}
+	p.relay(w, up, t.pod, callID)
+}
+
+func (p *Proxy) draining() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closing
+}
+
+// checkAllocation confirms that *callID holds pod, finding the call first
+// when the socket came without a token.
+func (p *Proxy) checkAllocation(ctx context.Context, callID *string, pod string) error {
+	if *callID == "" {
+		id, err := p.Leases.PodCall(ctx, pod)
+		if err != nil {
+			return err
+		}
+		*callID = id
+	}
+	got, err := p.Leases.CallPod(ctx, *callID)
+	if err != nil {
+		return err
+	}
+	if got != pod {
+		return fmt.Errorf("call %s is on pod %s: %w", *callID, got, ErrNoAllocation)
+	}
+	return nil
+}
+
+// relay hijacks the client, answers it the pod's 101 and runs the two pumps
+// until the socket ends, then releases the call.
+func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID string) {
+	s := &socket{callID: callID, pod: pod, podConn: up.conn, started: time.Now()}
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		up.conn.Close()
+		p.refuse(w, http.StatusInternalServerError, "hijack", err)
+		return
+	}
+	s.client = conn
+	if err := p.admit(s); err != nil {
+		up.conn.Close()
+		fmt.Fprintf(conn, "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+		conn.Close()
+		p.metrics.refused.WithLabelValues(map[bool]string{true: "shutting_down", false: "overloaded"}[errors.Is(err, errShuttingDown)]).Inc()
+		return
+	}
+	defer p.handlers.Done()
+	if err := writeSwitching(brw.Writer, up.resp); err != nil {
+		conn.Close()
+		up.conn.Close()
+		p.release(s)
+		p.forget(s)
+		return
+	}
+	// Frames the client sent right behind its handshake sit in the server's
+	// read buffer.
+	var early []byte
+	if n := brw.Reader.Buffered(); n > 0 {
+		early, _ = brw.Reader.Peek(n)
+		early = append([]byte(nil), early...)
+	}
+	p.metrics.active.Inc()
+	p.Log.Debug("media socket open", "pod", pod, "call_sid", callID)
+
+	toPod := direction{name: "client_to_pod", src: conn, dst: up.conn, toPod: true, counter: p.metrics.dir["client_to_pod"]}
+	toClient := direction{name: "pod_to_client", src: up.conn, dst: conn, counter: p.metrics.dir["pod_to_client"]}
+	results := make(chan pumpResult, 1)
+	go func() { results <- p.pump(s, toClient, up.early) }()
+	fromClient := p.pump(s, toPod, early)
+	stopped := s.stopCode.Load() != 0
+	if stopped {
+		// Let the other pump write its close frame too.
+		select {
+		case fromPod := <-results:
+			results <- fromPod
+		case <-time.After(time.Second):
+		}
+	}
+	conn.Close()
+	up.conn.Close()
+	fromPod := <-results
+
+	p.metrics.active.Dec()
+	p.metrics.duration.Observe(time.Since(s.started).Seconds())
+	initiator, code := closeOrigin(s)
+	p.metrics.closes.WithLabelValues(initiator, code).Inc()
+	p.Log.Debug("media socket closed", "pod", pod, "call_sid", callID, "by", initiator, "code", code,
+		"duration", time.Since(s.started).Round(time.Millisecond), "bytes_in", fromClient.bytes, "bytes_out", fromPod.bytes)
+	// Release before forgetting the socket: a drain, or a test, that sees
+	// the socket gone knows its call is released.
+	p.release(s)
+	p.forget(s)
+}
+
+// closeOrigin says who ended the socket and with which code: edge's own
+// stop code, else the first close frame seen, else the side whose TCP
+// connection ended first with code "none" (a crash or a network failure).
+func closeOrigin(s *socket) (initiator, code string) {
+	if c := s.stopCode.Load(); c != 0 {
+		return "edge", fmt.Sprint(c)
+	}
+	if c := s.firstClose.Load(); c != 0 {
+		return sideName(s.firstCloser.Load()), fmt.Sprint(c)
+	}
+	return sideName(s.firstEnd.Load()), "none"
+}
+
+func sideName(side int32) string {
+	if side == sidePod {
+		return "pod"
+	}
+	return "client"
+}
+
+// release ends the call: the socket is gone, so is the call's media.
+func (p *Proxy) release(s *socket) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	outcome, err := p.Leases.Release(ctx, s.callID)
+	if err != nil {
+		if errors.Is(err, ErrNoAllocation) {
+			outcome = "not_found"
+		} else {
+			outcome = "error"
+			p.Log.Warn("release after media socket closed failed; the lease will expire", "call_sid", s.callID, "pod", s.pod, "err", err)
+		}
+	}
+	p.metrics.releases.WithLabelValues(outcome).Inc()
+}

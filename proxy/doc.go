@@ -1,0 +1,16 @@
+// Package proxy serves the media WebSockets at /ws/pod/<pod>/<token>/<rest>
+// and relays them to the pod, with the call's lease tied to the socket.
+//
+// It owns: admission (the per-call token, checked in constant time before
+// any Redis or network work, then one Redis read that the call still holds
+// the pod), the upstream WebSocket handshake to an address learned only from
+// the pod source, a byte relay that parses frame headers in passing (to
+// count messages, see close codes, bound message size and inject close
+// frames at a frame boundary), one batched lease renewal per interval for
+// every socket of the replica, release of the call when its socket ends, and
+// the drain of hijacked sockets on shutdown, which http.Server.Shutdown does
+// not track.
+//
+// It is a leaf: pod addresses, leases and releases come in through the
+// Leases interface and the Lookup func, wired in cmd/edge. See docs/media.md.
+package proxy

@@ -1,0 +1,159 @@
+package proxy
+
+import "encoding/binary"
+
+// frameScanner follows the WebSocket frame headers (RFC 6455 section 5.2) of
+// one direction of a relayed stream without copying payloads: the relay
+// forwards bytes as they come and the scanner only looks at them. It knows
+// when the stream is at a frame boundary (where edge may inject a close
+// frame), counts data messages, reads the status code of a close frame and
+// spots a frame larger than the limit.
+type frameScanner struct {
+	hdr    [14]byte
+	hdrLen int
+	// remaining payload bytes of the current frame.
+	remaining uint64
+	// payloadOff is how far into the current payload we are (for unmasking
+	// the close code).
+	payloadOff uint64
+	masked     bool
+	mask       [4]byte
+	isClose    bool
+	closeBuf   [2]byte
+	closeLen   int
+
+	// Messages counts complete data messages (frames with FIN whose opcode
+	// is text, binary or continuation).
+	Messages int64
+	// CloseCode is the status code of the first close frame seen (0: none
+	// yet; 1005 for a close frame without a code).
+	CloseCode int
+	// TooBig is set when a frame announced a payload over the limit.
+	TooBig bool
+}
+
+// atBoundary reports whether every byte scanned so far ends a whole frame.
+func (s *frameScanner) atBoundary() bool { return s.hdrLen == 0 && s.remaining == 0 }
+
+// scan follows p, the next bytes of the stream. limit bounds a frame's
+// payload (0: no limit).
+func (s *frameScanner) scan(p []byte, limit uint64) {
+	for len(p) > 0 {
+		if s.remaining > 0 {
+			n := uint64(len(p))
+			if n > s.remaining {
+				n = s.remaining
+			}
+			if s.isClose && s.closeLen < 2 {
+				s.captureClose(p[:n])
+			}
+			s.remaining -= n
+			s.payloadOff += n
+			p = p[n:]
+			if s.remaining == 0 {
+				s.endFrame()
+			}
+			continue
+		}
+		// Accumulate the header: 2 bytes, then the extended length and the
+		// mask key they announce.
+		s.hdr[s.hdrLen] = p[0]
+		s.hdrLen++
+		p = p[1:]
+		if s.hdrLen < 2 || s.hdrLen < headerLen(s.hdr[1]) {
+			continue
+		}
+		s.startFrame(limit)
+	}
+}
+
+// headerLen is the full header length given the second header byte.
+func headerLen(b1 byte) int {
+	n := 2
+	switch b1 & 0x7f {
+	case 126:
+		n += 2
+	case 127:
+		n += 8
+	}
+	if b1&0x80 != 0 {
+		n += 4
+	}
+	return n
+}
+
+func (s *frameScanner) startFrame(limit uint64) {
+	b0, b1 := s.hdr[0], s.hdr[1]
+	length := uint64(b1 & 0x7f)
+	off := 2
+	switch length {
+	case 126:
+		length = uint64(binary.BigEndian.Uint16(s.hdr[2:4]))
+		off = 4
+	case 127:
+		length = binary.BigEndian.Uint64(s.hdr[2:10])
+		off = 10
+	}
+	s.masked = b1&0x80 != 0
+	if s.masked {
+		copy(s.mask[:], s.hdr[off:off+4])
+	}
+	opcode := b0 & 0x0f
+	s.isClose = opcode == 0x8
+	s.closeLen = 0
+	if b0&0x80 != 0 && opcode <= 0x2 {
+		s.Messages++
+	}
+	if limit > 0 && length > limit {
+		s.TooBig = true
+	}
+	s.hdrLen = 0
+	s.remaining = length
+	s.payloadOff = 0
+	if length == 0 {
+		s.endFrame()
+	}
+}
+
+func (s *frameScanner) captureClose(p []byte) {
+	for i := 0; i < len(p) && s.closeLen < 2; i++ {
+		b := p[i]
+		if s.masked {
+			b ^= s.mask[(s.payloadOff+uint64(i))%4]
+		}
+		s.closeBuf[s.closeLen] = b
+		s.closeLen++
+	}
+}
+
+func (s *frameScanner) endFrame() {
+	if s.isClose && s.CloseCode == 0 {
+		s.CloseCode = 1005 // no status code present (RFC 6455 7.1.5)
+		if s.closeLen == 2 {
+			s.CloseCode = int(binary.BigEndian.Uint16(s.closeBuf[:]))
+		}
+	}
+	s.isClose = false
+}
+
+// closeFrame builds a close frame with code and a short reason; masked
+// frames (edge writing to the pod as a client) get a random-enough mask:
+// masking only defeats cache poisoning by script-controlled payloads, and
+// edge's payload is its own.
+func closeFrame(code int, reason string, mask *[4]byte) []byte {
+	if len(reason) > 123 {
+		reason = reason[:123]
+	}
+	payload := make([]byte, 2+len(reason))
+	binary.BigEndian.PutUint16(payload, uint16(code))
+	copy(payload[2:], reason)
+	f := []byte{0x88, byte(len(payload))}
+	if mask != nil {
+		f[1] |= 0x80
+		f = append(f, mask[:]...)
+		for i := range payload {
+			payload[i] ^= mask[i%4]
+		}
+	}
+	return append(f, payload...)
+}

@@ -1,0 +1,181 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha1"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+)
+
+// websocketGUID is RFC 6455's fixed GUID for Sec-WebSocket-Accept.
+const websocketGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+// hopHeaders are not forwarded (RFC 9110 section 7.6.1); the upgrade pair is
+// written again by dialUpstream.
+var hopHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true,
+	"Proxy-Authenticate": true, "Proxy-Authorization": true, "Te": true,
+	"Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+	"X-Forwarded-For": true, "X-Forwarded-Proto": true, "X-Forwarded-Host": true,
+}
+
+// errNotUpgrade is a request that is not a WebSocket opening handshake.
+var errNotUpgrade = errors.New("not a websocket upgrade")
+
+// checkUpgrade validates the client's opening handshake (RFC 6455 4.2.1).
+func checkUpgrade(r *http.Request) error {
+	switch {
+	case r.Method != http.MethodGet:
+		return fmt.Errorf("%w: method %s", errNotUpgrade, r.Method)
+	case !headerHasToken(r.Header, "Connection", "upgrade"):
+		return fmt.Errorf("%w: no Connection: upgrade", errNotUpgrade)
+	case !headerHasToken(r.Header, "Upgrade", "websocket"):
+		return fmt.Errorf("%w: no Upgrade: websocket", errNotUpgrade)
+	case r.Header.Get("Sec-WebSocket-Version") != "13":
+		return fmt.Errorf("%w: Sec-WebSocket-Version must be 13", errNotUpgrade)
+	case len(r.Header.Get("Sec-WebSocket-Key")) != 24:
+		return fmt.Errorf("%w: bad Sec-WebSocket-Key", errNotUpgrade)
+	}
+	return nil
+}
+
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func acceptKey(key string) string {
+	sum := sha1.Sum([]byte(key + websocketGUID))
+	return base64.StdEncoding.EncodeToString(sum[:])
+}
+
+// upstream is a pod connection after a validated 101.
+type upstream struct {
+	conn net.Conn
+	// resp is the pod's 101, relayed to the client as it is.
+	resp *http.Response
+	// early holds bytes the pod sent after its 101 that the response reader
+	// buffered; they go to the client first.
+	early []byte
+}
+
+// dialUpstream opens the WebSocket to the pod at addr (from the pod source
+// only) with the client's key, so the client's own check of
+// Sec-WebSocket-Accept holds end to end, and validates the pod's 101. Errors
+// mean the client gets 502.
+func dialUpstream(ctx context.Context, addr, requestURI string, r *http.Request) (*upstream, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial pod %s: %w", addr, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			conn.Close()
+		}
+	}()
+	// The dial context bounds the handshake too.
+	if dl, has := ctx.Deadline(); has {
+		conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(aLongTimeAgo) })
+	defer stop()
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n", requestURI, addr)
+	for name, vs := range r.Header {
+		if hopHeaders[name] || name == "Host" {
+			continue
+		}
+		for _, v := range vs {
+			b.WriteString(name + ": " + headerValue(v) + "\r\n")
+		}
+	}
+	for name, v := range forwarded(r) {
+		b.WriteString(name + ": " + headerValue(v) + "\r\n")
+	}
+	b.WriteString("\r\n")
+	if _, err := conn.Write([]byte(b.String())); err != nil {
+		return nil, fmt.Errorf("handshake with pod %s: %w", addr, err)
+	}
+	br := bufio.NewReaderSize(conn, 1024)
+	resp, err := http.ReadResponse(br, r)
+	if err != nil {
+		return nil, fmt.Errorf("handshake with pod %s: %w", addr, err)
+	}
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode != http.StatusSwitchingProtocols:
+		return nil, fmt.Errorf("handshake with pod %s: status %s", addr, resp.Status)
+	case !headerHasToken(resp.Header, "Upgrade", "websocket") || !headerHasToken(resp.Header, "Connection", "upgrade"):
+		return nil, fmt.Errorf("handshake with pod %s: 101 without the upgrade headers", addr)
+	case resp.Header.Get("Sec-WebSocket-Accept") != acceptKey(r.Header.Get("Sec-WebSocket-Key")):
+		return nil, fmt.Errorf("handshake with pod %s: wrong Sec-WebSocket-Accept", addr)
+	}
+	up := &upstream{conn: conn, resp: resp}
+	if n := br.Buffered(); n > 0 {
+		up.early, _ = br.Peek(n)
+		up.early = append([]byte(nil), up.early...)
+	}
+	conn.SetDeadline(noDeadline)
+	ok = true
+	return up, nil
+}
+
+// forwarded returns the X-Forwarded-* headers for the pod, as the nginx hop
+// set them: the client address appended to any chain a load balancer in
+// front of edge started.
+func forwarded(r *http.Request) map[string]string {
+	out := map[string]string{"X-Forwarded-Host": r.Host}
+	client, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		client = r.RemoteAddr
+	}
+	if prior := r.Header.Values("X-Forwarded-For"); len(prior) > 0 {
+		client = strings.Join(prior, ", ") + ", " + client
+	}
+	out["X-Forwarded-For"] = client
+	proto := r.Header.Get("X-Forwarded-Proto")
+	if proto == "" {
+		proto = "http"
+		if r.TLS != nil {
+			proto = "https"
+		}
+	}
+	out["X-Forwarded-Proto"] = proto
+	return out
+}
+
+// headerValue drops CR and LF, which net/http already refuses in incoming
+// headers; this keeps a header from ever splitting the request edge writes.
+func headerValue(v string) string {
+	if !strings.ContainsAny(v, "\r\n") {
+		return v
+	}
+	return strings.NewReplacer("\r", "", "\n", "").Replace(v)
+}
+
+// writeSwitching writes the pod's 101 to the hijacked client: status line
+// and the pod's headers (Sec-WebSocket-Accept, -Protocol, -Extensions...).
+func writeSwitching(w *bufio.Writer, resp *http.Response) error {
+	w.WriteString("HTTP/1.1 101 Switching Protocols\r\n")
+	for name, vs := range resp.Header {
+		for _, v := range vs {
+			w.WriteString(name + ": " + headerValue(v) + "\r\n")
+		}
+	}
+	w.WriteString("\r\n")
+	return w.Flush()
+}

@@ -1,0 +1,271 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/internal/fakeagent"
+	"github.com/edge-voice/edge/internal/testredis"
+)
+
+// allocLeases adapts a real allocator to Leases, as cmd/edge does.
+type allocLeases struct{ a *allocator.Allocator }
+
+func (l allocLeases) CallPod(ctx context.Context, callID string) (string, error) {
+	c, err := l.a.Call(ctx, callID)
+	if err != nil {
+		return "", mapNotFound(err)
+	}
+	return c.PodName, nil
+}
+
+func (l allocLeases) PodCall(ctx context.Context, pod string) (string, error) {
+	info, err := l.a.PodInfo(ctx, pod)
+	if err != nil {
+		return "", mapNotFound(err)
+	}
+	if len(info.Calls) > 0 || info.Lease == "" || info.Lease != info.CallID {
+		return "", ErrNoAllocation
+	}
+	return info.Lease, nil
+}
+
+func (l allocLeases) Renew(ctx context.Context, ls []Lease) ([]bool, error) {
+	in := make([]allocator.Lease, len(ls))
+	for i, x := range ls {
+		in[i] = allocator.Lease{CallID: x.CallID, PodName: x.Pod}
+	}
+	return l.a.Renew(ctx, in)
+}
+
+func (l allocLeases) Release(ctx context.Context, callID string) (string, error) {
+	r, err := l.a.Release(ctx, callID)
+	if err != nil {
+		return "", mapNotFound(err)
+	}
+	if r.Stale {
+		return "stale", nil
+	}
+	return "released", nil
+}
+
+func mapNotFound(err error) error {
+	if errors.Is(err, allocator.ErrCallNotFound) || errors.Is(err, allocator.ErrPodNotFound) {
+		return fmt.Errorf("%w: %w", ErrNoAllocation, err)
+	}
+	return err
+}
+
+// env is one proxy in front of real fake-agent pods, on a real Redis.
+type env struct {
+	t      *testing.T
+	rdb    *redis.Client
+	trips  *testredis.RoundTrips
+	alloc  *allocator.Allocator
+	signer *Signer
+	px     *Proxy
+	reg    *prometheus.Registry
+	srv    *httptest.Server
+	agents map[string]*fakeagent.Agent
+	cancel context.CancelFunc // ends px.Run (shutdown)
+	runErr chan error
+}
+
+type envOpt struct {
+	leaseTTL time.Duration
+	cfg      func(*Config)
+}
+
+// newEnv starts Redis, two fake agents as exclusive pods "pod-a" and
+// "pod-b" of tier gold, a shared pod "pod-s" in tier basic, and the proxy
+// (running) behind an httptest server.
+func newEnv(t *testing.T, o envOpt) *env {
+	t.Helper()
+	if o.leaseTTL == 0 {
+		o.leaseTTL = time.Minute
+	}
+	rs := testredis.Start(t)
+	e := &env{t: t, rdb: rs.Client(), trips: &testredis.RoundTrips{}, agents: map[string]*fakeagent.Agent{}, reg: prometheus.NewRegistry()}
+	e.rdb.AddHook(e.trips)
+	tiers := allocator.TierConfig{
+		Tiers: map[string]allocator.Tier{
+			"gold":  {Type: allocator.Exclusive, Target: 2},
+			"basic": {Type: allocator.Shared, Target: 1, MaxConcurrent: 3},
+		},
+		DefaultChain: []string{"gold", "basic"},
+	}
+	var err error
+	e.alloc, err = allocator.New(e.rdb, allocator.Config{LeaseTTL: o.leaseTTL, CallInfoTTL: time.Hour, Tiers: tiers}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	// Scripts loaded up front, so round trips count EVALSHA only.
+	if err := e.alloc.Preload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	addrs := map[string]string{}
+	for pod, tier := range map[string]string{"pod-a": "gold", "pod-b": "gold", "pod-s": "basic"} {
+		ag, err := fakeagent.Listen("127.0.0.1:0", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go ag.Run(ctx)
+		e.agents[pod], addrs[pod] = ag, ag.Addr()
+		if _, err := e.alloc.RegisterPod(ctx, allocator.Pod{Name: pod, Tier: tier, Address: ag.Addr()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := Config{RequireToken: true, IdleTimeout: 10 * time.Second, DialTimeout: 2 * time.Second,
+		RenewInterval: o.leaseTTL / 4, DrainTimeout: time.Minute, MaxSockets: 100, MaxMessageBytes: 64 << 10}
+	if o.cfg != nil {
+		o.cfg(&cfg)
+	}
+	e.signer = NewSigner([]byte(strings.Repeat("k", 32)), time.Minute)
+	lookup := func(pod string) (string, bool) { a, ok := addrs[pod]; return a, ok }
+	e.px = New(cfg, lookup, allocLeases{e.alloc}, e.signer, nil, e.reg)
+	runCtx, stop := context.WithCancel(context.Background())
+	e.cancel = stop
+	e.runErr = make(chan error, 1)
+	go func() { e.runErr <- e.px.Run(runCtx) }()
+	e.srv = httptest.NewServer(e.px)
+	t.Cleanup(func() {
+		e.srv.Close()
+		stop()
+		select {
+		case <-e.runErr:
+		case <-time.After(10 * time.Second):
+			t.Error("proxy Run did not return")
+		}
+	})
+	return e
+}
+
+// allocate gives callID a pod of its chain (or of tier basic when shared)
+// and returns the pod and the media URL path with its token.
+func (e *env) allocate(callID, merchant string) (pod, url string) {
+	e.t.Helper()
+	al, err := e.alloc.Allocate(context.Background(), allocator.Request{CallID: callID, MerchantID: merchant})
+	if err != nil {
+		e.t.Fatalf("allocate %s: %v", callID, err)
+	}
+	return al.PodName, e.url(al.PodName, e.signer.Mint(callID, al.PodName))
+}
+
+// url is the media URL for pod with a segment ("" for none).
+func (e *env) url(pod, segment string) string {
+	u := "ws" + strings.TrimPrefix(e.srv.URL, "http") + "/ws/pod/" + pod
+	if segment != "" {
+		u += "/" + segment
+	}
+	return u + "/agent/voice/breeze-buddy/twilio/callback/order-confirmation/v2?x=1"
+}
+
+func (e *env) dial(url string) (*websocket.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, resp, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		if resp != nil {
+			return nil, fmt.Errorf("%w (status %d)", err, resp.StatusCode)
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// mustDial opens url and fails the test unless the socket opens.
+func (e *env) mustDial(url string) *websocket.Conn {
+	e.t.Helper()
+	c, err := e.dial(url)
+	if err != nil {
+		e.t.Fatalf("dial %s: %v", url, err)
+	}
+	e.t.Cleanup(func() { c.CloseNow() })
+	return c
+}
+
+// echo sends msg and expects it back.
+func echo(t *testing.T, c *websocket.Conn, msg string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	_, got, err := c.Read(ctx)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if string(got) != msg {
+		t.Fatalf("echo = %q, want %q", got, msg)
+	}
+}
+
+// waitSockets waits until the proxy has n open sockets (released calls
+// included: a socket leaves the registry after its release).
+func (e *env) waitSockets(n int) {
+	e.t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		open, changed := e.px.snapshot()
+		if len(open) == n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			e.t.Fatalf("open sockets = %d, want %d", len(open), n)
+		}
+	}
+}
+
+// readClose reads until the socket ends and returns its close status.
+func readClose(t *testing.T, c *websocket.Conn) websocket.StatusCode {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		if _, _, err := c.Read(ctx); err != nil {
+			return websocket.CloseStatus(err)
+		}
+	}
+}
+
+// podOwner is the call holding pod's lease ("" when none).
+func (e *env) podOwner(pod string) string {
+	e.t.Helper()
+	info, err := e.alloc.PodInfo(context.Background(), pod)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return info.Lease
+}
+
+// value reads a counter or gauge (prometheus/testutil would pull a module
+// edge does not otherwise need).
+func value(m prometheus.Metric) float64 {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		panic(err)
+	}
+	switch {
+	case d.Counter != nil:
+		return d.Counter.GetValue()
+	case d.Gauge != nil:
+		return d.Gauge.GetValue()
+	}
+	return -1
+}

@@ -1,0 +1,70 @@
+package proxy
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+type dirCounters struct {
+	bytes, messages prometheus.Counter
+}
+
+type metrics struct {
+	active       prometheus.Gauge
+	duration     prometheus.Histogram
+	dir          map[string]*dirCounters
+	closes       *prometheus.CounterVec
+	refused      *prometheus.CounterVec
+	dialFailures prometheus.Counter
+	renewals     *prometheus.CounterVec
+	releases     *prometheus.CounterVec
+}
+
+// newMetrics registers the proxy's metrics on reg (nil: unregistered).
+func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
+	bytes := f.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_proxy_bytes_total",
+		Help: "Bytes relayed on media sockets (WebSocket frames, headers included), by direction.",
+	}, []string{"direction"})
+	msgs := f.NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_proxy_messages_total",
+		Help: "WebSocket data messages relayed on media sockets, by direction.",
+	}, []string{"direction"})
+	m := &metrics{
+		active: f.NewGauge(prometheus.GaugeOpts{
+			Name: "edge_proxy_active_sockets",
+			Help: "Media sockets open on this replica.",
+		}),
+		duration: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "edge_proxy_socket_duration_seconds",
+			Help:    "How long media sockets lived.",
+			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
+		}),
+		dir: map[string]*dirCounters{},
+		closes: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_proxy_closes_total",
+			Help: "Media sockets closed, by who closed first (client, pod, edge) and close code (none: TCP closed without a close frame).",
+		}, []string{"initiator", "code"}),
+		refused: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_proxy_refused_total",
+			Help: "Media socket requests refused, by reason.",
+		}, []string{"reason"}),
+		dialFailures: f.NewCounter(prometheus.CounterOpts{
+			Name: "edge_proxy_upstream_dial_failures_total",
+			Help: "Failed dials or WebSocket handshakes to pods.",
+		}),
+		renewals: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_proxy_lease_renewals_total",
+			Help: "Lease renewals of open media sockets, by outcome (held, lost, error).",
+		}, []string{"outcome"}),
+		releases: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_proxy_releases_total",
+			Help: "Calls released when their media socket ended, by outcome (released, stale, not_found, error).",
+		}, []string{"outcome"}),
+	}
+	for _, d := range []string{"client_to_pod", "pod_to_client"} {
+		m.dir[d] = &dirCounters{bytes: bytes.WithLabelValues(d), messages: msgs.WithLabelValues(d)}
+	}
+	return m
+}

@@ -1,0 +1,206 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Lease names a call and the pod it holds.
+type Lease struct {
+	CallID string
+	Pod    string
+}
+
+// ErrNoAllocation: the call holds no live allocation (released, expired, or
+// never allocated). Leases implementations wrap it.
+var ErrNoAllocation = errors.New("no live allocation")
+
+// Leases is what the proxy needs of the allocator.
+type Leases interface {
+	// CallPod returns the pod the call is allocated on (ErrNoAllocation
+	// when none); one Redis read.
+	CallPod(ctx context.Context, callID string) (pod string, err error)
+	// PodCall returns the call holding an exclusive pod (ErrNoAllocation
+	// when none, or when the pod is shared and so ambiguous). Used only for
+	// sockets without a token when proxy.require_token is false.
+	PodCall(ctx context.Context, pod string) (callID string, err error)
+	// Renew extends a batch of leases in one round trip; held[i] false
+	// means leases[i]'s call lost its pod.
+	Renew(ctx context.Context, leases []Lease) (held []bool, err error)
+	// Release ends the call's allocation (fenced, idempotent) and returns an
+	// outcome label for metrics ("released", "not_found", "stale").
+	Release(ctx context.Context, callID string) (outcome string, err error)
+}
+
+// Config is the proxy's behaviour; Apply swaps it at run time without
+// touching open sockets.
+type Config struct {
+	// RequireToken refuses sockets without a token segment. When false, a
+	// token-less socket is accepted only on an exclusive pod with a live
+	// allocation, and is bound to that call (the predecessor's URLs).
+	RequireToken bool
+	// IdleTimeout closes a socket whose client sent nothing for this long
+	// (providers stream audio continuously). 0: never.
+	IdleTimeout time.Duration
+	// DialTimeout bounds dialing the pod and its handshake.
+	DialTimeout time.Duration
+	// RenewInterval is how often every socket's lease is renewed (one
+	// batch per replica).
+	RenewInterval time.Duration
+	// DrainTimeout is how long sockets may live on after shutdown starts.
+	DrainTimeout time.Duration
+	// MaxSockets bounds concurrent sockets of this replica (503 beyond).
+	MaxSockets int
+	// MaxMessageBytes bounds one frame's payload; a larger frame closes the
+	// socket. 0: no limit.
+	MaxMessageBytes int64
+}
+
+// Proxy serves media sockets. It is an http.Handler for /ws/pod/ and a
+// component: Run renews leases and, when its context ends, drains.
+type Proxy struct {
+	// Lookup resolves a pod name to "ip:port"; the only source of upstream
+	// addresses, so no request can choose where edge dials.
+	Lookup func(pod string) (addr string, ok bool)
+	Leases Leases
+	Signer *Signer
+	Log    *slog.Logger
+
+	conf    atomic.Pointer[Config]
+	metrics *metrics
+
+	mu      sync.Mutex
+	sockets map[*socket]struct{}
+	closing bool // shutdown started: admit nothing more
+	// handlers counts admitted sockets until their release is done; Run
+	// waits for it so that main closes Redis only after the releases.
+	handlers sync.WaitGroup
+	changed  chan struct{} // closed and replaced when sockets changes
+}
+
+// New returns a proxy; metrics are registered on reg (nil: nowhere).
+func New(cfg Config, lookup func(string) (string, bool), leases Leases, signer *Signer, log *slog.Logger, reg prometheus.Registerer) *Proxy {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Proxy{
+		Lookup: lookup, Leases: leases, Signer: signer, Log: log,
+		metrics: newMetrics(reg),
+		sockets: map[*socket]struct{}{},
+		changed: make(chan struct{}),
+	}
+	p.Apply(cfg)
+	return p
+}
+
+// Apply swaps the configuration; open sockets keep flowing.
+func (p *Proxy) Apply(cfg Config) {
+	if cfg.RenewInterval <= 0 {
+		cfg.RenewInterval = 20 * time.Second
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 5 * time.Second
+	}
+	p.conf.Store(&cfg)
+}
+
+func (p *Proxy) cfg() *Config { return p.conf.Load() }
+
+// Active is the number of open sockets.
+func (p *Proxy) Active() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.sockets)
+}
+
+// admit registers s unless the proxy is draining or full.
+func (p *Proxy) admit(s *socket) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.closing:
+		return errShuttingDown
+	case p.cfg().MaxSockets > 0 && len(p.sockets) >= p.cfg().MaxSockets:
+		return errOverloaded
+	}
+	p.sockets[s] = struct{}{}
+	p.handlers.Add(1)
+	p.notifyLocked()
+	return nil
+}
+
+func (p *Proxy) forget(s *socket) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.sockets, s)
+	p.notifyLocked()
+}
+
+func (p *Proxy) notifyLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// snapshot returns the open sockets and a channel closed at the next change.
+func (p *Proxy) snapshot() ([]*socket, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*socket, 0, len(p.sockets))
+	for s := range p.sockets {
+		out = append(out, s)
+	}
+	return out, p.changed
+}
+
+// Run renews the leases of every open socket until ctx ends, then stops
+// admitting sockets, keeps renewing while the open ones finish, closes those
+// left after DrainTimeout with 1001, and returns once every socket's call is
+// released. http.Server.Shutdown does not see hijacked sockets: this does.
+func (p *Proxy) Run(ctx context.Context) error {
+	renewCtx, stopRenew := context.WithCancel(context.WithoutCancel(ctx))
+	renewDone := make(chan struct{})
+	go func() {
+		defer close(renewDone)
+		p.renewLoop(renewCtx)
+	}()
+	<-ctx.Done()
+
+	p.mu.Lock()
+	p.closing = true
+	p.mu.Unlock()
+	deadline := time.NewTimer(p.cfg().DrainTimeout)
+	defer deadline.Stop()
+	if n := p.Active(); n > 0 {
+		p.Log.Info("draining media sockets", "open", n, "deadline", p.cfg().DrainTimeout)
+	}
+	for {
+		open, changed := p.snapshot()
+		if len(open) == 0 {
+			break
+		}
+		select {
+		case <-changed:
+			continue
+		case <-deadline.C:
+			p.Log.Warn("drain deadline passed: closing media sockets", "open", len(open))
+			for _, s := range open {
+				s.stop(CloseGoingAway, "edge shutting down")
+			}
+		}
+		p.handlers.Wait()
+	}
+	p.handlers.Wait()
+	stopRenew()
+	<-renewDone
+	return nil
+}
+
+// ServeHTTP is the /ws/pod/ route; see admit.go.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.serve(w, r) }

@@ -1,0 +1,56 @@
+package proxy
+
+import (
+	"context"
+	"time"
+)
+
+// renewLoop renews the leases of every open socket once per interval, in
+// one batch (one Redis round trip per replica, not one per socket), and
+// stops the sockets whose call lost its pod. A Redis error closes nothing:
+// an outage must not hang up live calls; the next tick tries again, and the
+// lease TTL is at least twice the interval (config validation).
+func (p *Proxy) renewLoop(ctx context.Context) {
+	for {
+		t := time.NewTimer(p.cfg().RenewInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		p.renewOnce(ctx)
+	}
+}
+
+func (p *Proxy) renewOnce(ctx context.Context) {
+	open, _ := p.snapshot()
+	if len(open) == 0 {
+		return
+	}
+	leases := make([]Lease, len(open))
+	for i, s := range open {
+		leases[i] = Lease{CallID: s.callID, Pod: s.pod}
+	}
+	rctx, cancel := context.WithTimeout(ctx, p.cfg().RenewInterval)
+	defer cancel()
+	held, err := p.Leases.Renew(rctx, leases)
+	if err != nil {
+		p.metrics.renewals.WithLabelValues("error").Add(float64(len(leases)))
+		p.Log.Warn("lease renewal failed; retrying next interval", "sockets", len(leases), "err", err)
+		return
+	}
+	var lost int
+	for i, s := range open {
+		if i < len(held) && held[i] {
+			continue
+		}
+		lost++
+		p.Log.Info("call lost its pod: closing its media socket", "call_sid", s.callID, "pod", s.pod)
+		s.stop(ClosePolicy, "call released")
+	}
+	p.metrics.renewals.WithLabelValues("held").Add(float64(len(leases) - lost))
+	if lost > 0 {
+		p.metrics.renewals.WithLabelValues("lost").Add(float64(lost))
+	}
+}
