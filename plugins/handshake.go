@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
@@ -82,6 +83,9 @@ type ClientOptions struct {
 	SHA256 string
 	// Log receives the plugin's log lines and go-plugin's own.
 	Log *slog.Logger
+	// StartTimeout bounds the start and handshake (go-plugin's default, 1
+	// minute, when 0).
+	StartTimeout time.Duration
 }
 
 // NewClient returns a go-plugin client for one start of a provider plugin.
@@ -95,6 +99,7 @@ func NewClient(o ClientOptions) (*plugin.Client, error) {
 		Logger:           newHCLogger(o.Log),
 		SyncStdout:       io.Discard,
 		SyncStderr:       io.Discard,
+		StartTimeout:     o.StartTimeout,
 	}
 	if o.SHA256 != "" {
 		sum, err := decodeHex(o.SHA256)

@@ -1,0 +1,261 @@
+package providers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/edge-voice/edge/api"
+	"github.com/edge-voice/edge/plugins"
+)
+
+// ServeHTTP serves POST /api/v1/{provider}/allocate and
+// /providers/{name}/{route...} (patterns registered by api.Surface).
+func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	name, route := r.PathValue("provider"), plugins.RouteAllocate
+	if name == "" {
+		name = r.PathValue("name")
+		route = strings.TrimPrefix(r.URL.Path, "/providers/"+name+"/")
+	}
+	p, ok := h.procs[name]
+	if !ok {
+		writeJSON(w, http.StatusNotFound, "unknown_provider", "unknown provider")
+		return
+	}
+	outcome := h.serve(w, r, p, route)
+	h.m.webhooks.WithLabelValues(name, outcome).Inc()
+	h.m.seconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
+}
+
+// serve answers one webhook and returns its outcome for the metrics.
+func (h *Host) serve(w http.ResponseWriter, r *http.Request, p *proc, route string) string {
+	l := p.live.Load()
+	if l == nil {
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, "provider_unavailable", "provider plugin is not running")
+		return "unavailable"
+	}
+	if route != plugins.RouteAllocate && !declared(l.routes, r.Method, route) {
+		writeJSON(w, http.StatusNotFound, "not_found", "no such provider route")
+		return "rejected"
+	}
+	limit := int64(64 << 10)
+	if h.opts.MaxBody != nil {
+		limit = h.opts.MaxBody()
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, "body_too_large", "request body too large")
+			return "too_large"
+		}
+		writeJSON(w, http.StatusBadRequest, "invalid_request", "could not read the body")
+		return "rejected"
+	}
+	spec := p.spec.Load()
+	req := &plugins.Request{
+		Route: route, Method: r.Method, URL: h.publicURL(r, spec), Header: r.Header,
+		RawQuery: r.URL.RawQuery, Body: body, RemoteIP: h.remoteIP(r),
+	}
+	res, err := call(h, p, "Webhook", r.Context(), func(ctx context.Context) (*plugins.WebhookResult, error) {
+		return l.prov.Webhook(ctx, req)
+	})
+	if err != nil {
+		return h.pluginFailed(w, p, err)
+	}
+	if res.Answer != nil {
+		writeResponse(w, res.Answer)
+		if res.Answer.Status >= 400 {
+			return "rejected"
+		}
+		return "answered"
+	}
+	if res.Allocate == nil {
+		writeJSON(w, http.StatusInternalServerError, "plugin_error", "provider plugin gave no answer")
+		return "plugin_error"
+	}
+	return h.allocate(w, r, p, l, res)
+}
+
+// allocate runs the allocation a webhook asked for and sends its answer:
+// from the template when the plugin gave one, else through Answer.
+func (h *Host) allocate(w http.ResponseWriter, r *http.Request, p *proc, l *live, res *plugins.WebhookResult) string {
+	ar := *res.Allocate
+	out, err := h.opts.Calls.Allocate(r.Context(), api.CallRequest{
+		CallID: ar.CallID, MerchantID: ar.MerchantID, Provider: p.name, Flow: ar.Flow, Template: ar.Template,
+	})
+	if err == nil {
+		a := &plugins.Allocation{
+			CallID: out.CallID, PodName: out.PodName, WSURL: out.WSURL, SourcePool: out.SourcePool, WasExisting: out.WasExisting,
+		}
+		if res.Template != nil {
+			if resp, terr := res.Template.Render(*a); terr == nil {
+				writeResponse(w, resp)
+				return "allocated"
+			} else {
+				p.log.Warn("provider answer template unusable; asking the plugin", "err", terr)
+			}
+		}
+		resp, err := call(h, p, "Answer", r.Context(), func(ctx context.Context) (*plugins.Response, error) {
+			return l.prov.Answer(ctx, &plugins.AnswerRequest{Request: ar, Allocation: a})
+		})
+		if err != nil {
+			// The pod is allocated; a provider retry gets the same one.
+			return h.pluginFailed(w, p, err)
+		}
+		writeResponse(w, resp)
+		return "allocated"
+	}
+
+	f := api.FailureOf(err)
+	fail := &plugins.Failure{Kind: plugins.FailureInternal, Message: f.Message, Status: f.Status}
+	outcome := "internal"
+	switch {
+	case f.Code == plugins.ReasonNoPods || f.Code == plugins.ReasonAllDraining || f.Code == plugins.ReasonAtCapacity:
+		fail.Kind, fail.Reason, outcome = plugins.FailureNoCapacity, f.Code, f.Code
+	case f.Status == http.StatusBadRequest:
+		fail.Kind, outcome = plugins.FailureInvalidRequest, "invalid_request"
+	}
+	level := p.log.Warn
+	if fail.Kind == plugins.FailureInvalidRequest {
+		level = p.log.Info
+	}
+	level("webhook allocation failed", "call_sid", ar.CallID, "merchant_id", ar.MerchantID, "code", f.Code, "err", err)
+	resp, aerr := call(h, p, "Answer", r.Context(), func(ctx context.Context) (*plugins.Response, error) {
+		return l.prov.Answer(ctx, &plugins.AnswerRequest{Request: ar, Failure: fail})
+	})
+	if aerr != nil {
+		writeJSON(w, f.Status, f.Code, f.Message)
+		return outcome
+	}
+	writeResponse(w, resp)
+	return outcome
+}
+
+// call runs one RPC under the RPC deadline, with its metrics; a failed RPC
+// makes the supervisor check the plugin at once.
+func call[T any](h *Host, p *proc, method string, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.opts.RPCTimeout)
+	defer cancel()
+	start := time.Now()
+	v, err := f(ctx)
+	h.m.rpcSeconds.WithLabelValues(p.name, method).Observe(time.Since(start).Seconds())
+	if err != nil {
+		h.m.rpcErrors.WithLabelValues(p.name, method).Inc()
+		p.poke()
+	}
+	return v, err
+}
+
+// pluginFailed answers a failed RPC: 503 when the plugin is down or slow
+// (the provider may retry or fall back), 500 when it returned an error.
+func (h *Host) pluginFailed(w http.ResponseWriter, p *proc, err error) string {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		p.log.Warn("provider plugin did not answer", "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, "provider_unavailable", "provider plugin is not answering")
+		return "unavailable"
+	}
+	p.log.Error("provider plugin failed", "err", err)
+	writeJSON(w, http.StatusInternalServerError, "plugin_error", "provider plugin error")
+	return "plugin_error"
+}
+
+func declared(routes []plugins.Route, method, path string) bool {
+	for _, r := range routes {
+		if r.Path == path && (r.Method == "" || r.Method == method) {
+			return true
+		}
+	}
+	return false
+}
+
+// publicURL is the URL the provider called, as it signed it.
+func (h *Host) publicURL(r *http.Request, s *Spec) string {
+	base := s.WebhookBaseURL
+	if base == "" && h.opts.WebhookBaseURL != nil {
+		base = h.opts.WebhookBaseURL()
+	}
+	if base == "" {
+		scheme, host := "http", r.Host
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		if h.trustForwarded() {
+			if v := firstValue(r.Header.Get("X-Forwarded-Proto")); v == "http" || v == "https" {
+				scheme = v
+			}
+			if v := firstValue(r.Header.Get("X-Forwarded-Host")); v != "" {
+				host = v
+			}
+		}
+		base = scheme + "://" + host
+	}
+	u := strings.TrimRight(base, "/") + r.URL.EscapedPath()
+	if r.URL.RawQuery != "" {
+		u += "?" + r.URL.RawQuery
+	}
+	return u
+}
+
+// remoteIP is the caller's address: the connection's peer, or with a
+// trusted load balancer the last X-Forwarded-For entry (the one it added).
+func (h *Host) remoteIP(r *http.Request) string {
+	if h.trustForwarded() {
+		if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
+			parts := strings.Split(xff[len(xff)-1], ",")
+			if ip := strings.TrimSpace(parts[len(parts)-1]); ip != "" {
+				return ip
+			}
+		}
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func (h *Host) trustForwarded() bool { return h.opts.TrustForwarded != nil && h.opts.TrustForwarded() }
+
+func firstValue(s string) string {
+	v, _, _ := strings.Cut(s, ",")
+	return strings.TrimSpace(v)
+}
+
+func writeResponse(w http.ResponseWriter, resp *plugins.Response) {
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	if resp.ContentType != "" {
+		w.Header().Set("Content-Type", resp.ContentType)
+	}
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	status := resp.Status
+	if status < 100 || status > 599 {
+		status = http.StatusInternalServerError
+	}
+	w.WriteHeader(status)
+	w.Write(resp.Body)
+}
+
+// writeJSON answers in the shape of edge's own API errors.
+func writeJSON(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"success": false, "error": msg, "code": code})
+}

@@ -1,0 +1,178 @@
+package providers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edge-voice/edge/api"
+	"github.com/edge-voice/edge/plugins"
+)
+
+// Spec is one provider plugin to run.
+type Spec struct {
+	// Name is the provider's name in routes and config; the binary must
+	// serve a provider of that name.
+	Name string
+	// Path is the binary, for logs and change detection ("" for built-ins).
+	Path string
+	// Command returns a fresh command that starts the plugin.
+	Command func() *exec.Cmd
+	// SHA256 (hex), when set, must match the binary before it runs.
+	SHA256 string
+	// Settings are handed over with Configure.
+	Settings plugins.Settings
+	// WebhookBaseURL overrides Options.WebhookBaseURL for this provider.
+	WebhookBaseURL string
+}
+
+// Describe names the binary for errors.
+func (s *Spec) Describe() string {
+	if s.Path == "" {
+		return "built-in provider " + s.Name
+	}
+	return s.Path
+}
+
+// Allocator is what the host needs of edge's allocation API.
+type Allocator interface {
+	Allocate(ctx context.Context, req api.CallRequest) (api.CallResult, error)
+}
+
+// Options configure a Host. Func fields are read on every request so that
+// config reloads apply at once; nil means the documented default.
+type Options struct {
+	Calls Allocator
+	Log   *slog.Logger
+	Reg   prometheus.Registerer
+
+	// RPCTimeout bounds each RPC of the webhook path and health checks (2s).
+	RPCTimeout time.Duration
+	// StartTimeout bounds a plugin's start, handshake and Configure (10s).
+	StartTimeout time.Duration
+	// HealthInterval is how often a running plugin is checked (2s).
+	HealthInterval time.Duration
+	// BackoffMin and BackoffMax bound the restart backoff (100ms, 30s).
+	BackoffMin, BackoffMax time.Duration
+
+	// MaxBody returns the webhook body limit (64 KiB).
+	MaxBody func() int64
+	// WebhookBaseURL returns the http(s) base that providers call edge at
+	// ("https://edge.example.com"); the full URL given to plugins (what
+	// providers sign) is this base + the request's path and query. "": the
+	// request's own Host (and X-Forwarded-Proto/Host when TrustForwarded).
+	WebhookBaseURL func() string
+	// TrustForwarded returns whether X-Forwarded-For/-Proto/-Host are set by
+	// a trusted load balancer in front of edge.
+	TrustForwarded func() bool
+}
+
+// Host runs provider plugins and serves their routes.
+type Host struct {
+	opts  Options
+	log   *slog.Logger
+	m     *metrics
+	procs map[string]*proc
+	order []string
+}
+
+// New returns a host for specs; Run starts the plugins.
+func New(opts Options, specs []Spec) (*Host, error) {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&opts.RPCTimeout, 2*time.Second)
+	def(&opts.StartTimeout, 10*time.Second)
+	def(&opts.HealthInterval, 2*time.Second)
+	def(&opts.BackoffMin, 100*time.Millisecond)
+	def(&opts.BackoffMax, 30*time.Second)
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Reg == nil {
+		opts.Reg = prometheus.NewRegistry()
+	}
+	h := &Host{opts: opts, log: opts.Log, m: newMetrics(opts.Reg), procs: map[string]*proc{}}
+	for _, s := range specs {
+		if _, dup := h.procs[s.Name]; dup {
+			return nil, fmt.Errorf("provider %q configured twice", s.Name)
+		}
+		if s.Command == nil {
+			return nil, fmt.Errorf("provider %q: no command", s.Name)
+		}
+		h.procs[s.Name] = newProc(h, s)
+		h.order = append(h.order, s.Name)
+	}
+	return h, nil
+}
+
+// Names lists the providers in configuration order.
+func (h *Host) Names() []string { return append([]string(nil), h.order...) }
+
+// Run runs every plugin until ctx ends, then stops them. Plugins failing
+// never make Run return: edge does not go down with a provider.
+func (h *Host) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, p := range h.procs {
+		wg.Go(func() { p.run(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// Check is the readiness check of one provider: nil while its plugin runs.
+func (h *Host) Check(name string) func(context.Context) error {
+	return func(context.Context) error {
+		p, ok := h.procs[name]
+		if !ok {
+			return errors.New("unknown provider")
+		}
+		if _, err, _ := p.state(); err != nil {
+			return fmt.Errorf("plugin down: %w", err)
+		}
+		return nil
+	}
+}
+
+// Reconfigure applies a changed spec (settings: Configure on the running
+// process; binary: restart). Unknown names are ignored (adding or removing
+// providers needs a restart of edge).
+func (h *Host) Reconfigure(s Spec) bool {
+	p, ok := h.procs[s.Name]
+	if ok {
+		p.reconfigure(s)
+	}
+	return ok
+}
+
+// WaitUp blocks until provider name runs a process started after the one
+// numbered after (0: any), and returns that start's number and its pid.
+// Tests and the start-up log use it; nothing on the request path waits.
+func (h *Host) WaitUp(ctx context.Context, name string, after int) (gen, pid int, err error) {
+	p, ok := h.procs[name]
+	if !ok {
+		return 0, 0, fmt.Errorf("unknown provider %q", name)
+	}
+	for {
+		l, _, changed := p.state()
+		if l != nil && l.gen > after {
+			return l.gen, pidOf(l), nil
+		}
+		select {
+		case <-ctx.Done():
+			_, err, _ := p.state()
+			return 0, 0, fmt.Errorf("provider %s not up: %w (last error: %v)", name, ctx.Err(), err)
+		case <-changed:
+		}
+	}
+}
+
+func pidOf(l *live) int { return pid(l.client) }

@@ -1,0 +1,42 @@
+package providers
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+type metrics struct {
+	up         *prometheus.GaugeVec
+	restarts   *prometheus.CounterVec
+	rpcSeconds *prometheus.HistogramVec
+	rpcErrors  *prometheus.CounterVec
+	webhooks   *prometheus.CounterVec
+	seconds    *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
+	return &metrics{
+		up: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "edge_plugin_up", Help: "1 while the provider plugin process is running and answering.",
+		}, []string{"plugin"}),
+		restarts: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_plugin_restarts_total", Help: "Provider plugin process (re)starts after a crash, a hang or a failed start.",
+		}, []string{"plugin"}),
+		rpcSeconds: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "edge_plugin_rpc_duration_seconds", Help: "Latency of RPCs to provider plugins.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .1, .5, 2},
+		}, []string{"plugin", "method"}),
+		rpcErrors: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_plugin_rpc_errors_total", Help: "RPCs to provider plugins that failed (error, deadline, plugin down).",
+		}, []string{"plugin", "method"}),
+		webhooks: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_provider_webhooks_total",
+			Help: "Provider webhooks by outcome: allocated, answered, rejected, no_pods, all_draining, at_capacity, invalid_request, internal, unavailable, too_large, plugin_error.",
+		}, []string{"provider", "outcome"}),
+		seconds: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "edge_provider_webhook_duration_seconds", Help: "Time to answer a provider webhook, allocation included.",
+			Buckets: []float64{.0005, .001, .002, .003, .005, .01, .025, .05, .1, .5, 2},
+		}, []string{"provider"}),
+	}
+}

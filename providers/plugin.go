@@ -1,0 +1,242 @@
+package providers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/edge-voice/edge/plugins"
+)
+
+// proc supervises one provider plugin: it starts the process, keeps it
+// configured, checks it answers, and restarts it with backoff.
+type proc struct {
+	name string
+	h    *Host
+	log  *slog.Logger
+
+	spec atomic.Pointer[Spec]
+	live atomic.Pointer[live] // nil while down
+
+	kick chan struct{} // an RPC failed: check now
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every up/down change
+	err     error         // why it is down
+	gen     int           // starts that came up
+}
+
+// live is one running plugin process.
+type live struct {
+	client *plugin.Client
+	prov   plugins.Provider
+	routes []plugins.Route
+	gen    int
+}
+
+func newProc(h *Host, s Spec) *proc {
+	p := &proc{name: s.Name, h: h, log: h.log.With("plugin", s.Name), kick: make(chan struct{}, 1), changed: make(chan struct{})}
+	p.spec.Store(&s)
+	p.err = errors.New("not started yet")
+	return p
+}
+
+// run keeps the plugin running until ctx ends.
+func (p *proc) run(ctx context.Context) {
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		started := time.Now()
+		l, err := p.start(ctx)
+		if err != nil {
+			p.setDown(err)
+			p.log.Error("provider plugin failed to start", "err", err, "retry_in", backoff)
+		} else {
+			p.setUp(l)
+			err = p.watch(ctx, l)
+			l.client.Kill()
+			if ctx.Err() != nil {
+				p.setDown(errors.New("stopped"))
+				return
+			}
+			p.setDown(err)
+			p.log.Error("provider plugin down; restarting", "err", err, "retry_in", backoff)
+		}
+		p.h.m.restarts.WithLabelValues(p.name).Inc()
+		// A plugin that ran a while gets a fresh backoff; one that crashes
+		// at once backs off up to the maximum.
+		if time.Since(started) > p.h.opts.BackoffMax {
+			backoff = 0
+		}
+		if backoff > 0 {
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+		}
+		backoff = min(max(2*backoff, p.h.opts.BackoffMin), p.h.opts.BackoffMax)
+	}
+}
+
+// start launches the process, checks its name and configures it.
+func (p *proc) start(ctx context.Context) (*live, error) {
+	s := p.spec.Load()
+	client, err := plugins.NewClient(plugins.ClientOptions{Cmd: s.Command(), SHA256: s.SHA256, Log: p.log, StartTimeout: p.h.opts.StartTimeout})
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			client.Kill()
+		}
+	}()
+	rpc, err := client.Client()
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", s.Describe(), err)
+	}
+	prov, err := plugins.Dispense(rpc)
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, p.h.opts.StartTimeout)
+	defer cancel()
+	d, err := prov.Describe(sctx)
+	if err != nil {
+		return nil, fmt.Errorf("describe: %w", err)
+	}
+	if d.Name != s.Name {
+		return nil, fmt.Errorf("the binary serves provider %q, configured as %q", d.Name, s.Name)
+	}
+	if err := p.configure(sctx, prov, s); err != nil {
+		return nil, err
+	}
+	ok = true
+	return &live{client: client, prov: prov, routes: d.Routes}, nil
+}
+
+// configure hands the settings over and warns when nothing is verified.
+func (p *proc) configure(ctx context.Context, prov plugins.Provider, s *Spec) error {
+	c, err := prov.Configure(ctx, s.Settings)
+	if err != nil {
+		return fmt.Errorf("configure: %w", err)
+	}
+	for _, w := range c.Warnings {
+		p.log.Warn("provider plugin setting", "warning", w)
+	}
+	if !c.Verifies {
+		p.log.Warn("PROVIDER WEBHOOKS ARE NOT AUTHENTICATED: anyone who can reach edge can allocate pods through this provider; set providers.plugins." + s.Name + ".auth_tokens")
+	}
+	return nil
+}
+
+// watch returns when the process exits or stops answering.
+func (p *proc) watch(ctx context.Context, l *live) error {
+	t := time.NewTicker(p.h.opts.HealthInterval)
+	defer t.Stop()
+	misses := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		case <-p.kick:
+		}
+		if l.client.Exited() {
+			return errors.New("plugin process exited")
+		}
+		if err := p.ping(ctx, l); err != nil {
+			// Two misses in a row: one slow answer on a busy machine is not a hang.
+			if misses++; misses >= 2 {
+				return fmt.Errorf("plugin stopped answering: %w", err)
+			}
+			continue
+		}
+		misses = 0
+	}
+}
+
+// ping goes through the plugin's own code (Describe), not only its gRPC
+// server, so a deadlocked provider counts as down.
+func (p *proc) ping(ctx context.Context, l *live) error {
+	ctx, cancel := context.WithTimeout(ctx, p.h.opts.RPCTimeout)
+	defer cancel()
+	_, err := l.prov.Describe(ctx)
+	return err
+}
+
+// reconfigure applies changed settings to the running process, or
+// restarts it when the binary changed.
+func (p *proc) reconfigure(s Spec) {
+	old := p.spec.Swap(&s)
+	l := p.live.Load()
+	if l == nil {
+		return // the next start uses s
+	}
+	if old.Path != s.Path || old.SHA256 != s.SHA256 {
+		p.log.Info("provider plugin binary changed; restarting")
+		l.client.Kill()
+		p.poke()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.h.opts.StartTimeout)
+	defer cancel()
+	if err := p.configure(ctx, l.prov, &s); err != nil {
+		p.log.Error("provider plugin rejected new settings; restarting it with them", "err", err)
+		l.client.Kill()
+		p.poke()
+	}
+}
+
+// poke makes the watcher check now.
+func (p *proc) poke() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (p *proc) setUp(l *live) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.gen++
+	l.gen = p.gen
+	p.live.Store(l)
+	p.err = nil
+	p.h.m.up.WithLabelValues(p.name).Set(1)
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.log.Info("provider plugin running", "pid", pid(l.client), "routes", l.routes, "start", p.gen)
+}
+
+func (p *proc) setDown(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.live.Store(nil)
+	p.err = err
+	p.h.m.up.WithLabelValues(p.name).Set(0)
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// state returns the current process (nil while down), why it is down, and
+// a channel closed at the next change.
+func (p *proc) state() (*live, error, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.live.Load(), p.err, p.changed
+}
+
+func pid(c *plugin.Client) int {
+	if rc := c.ReattachConfig(); rc != nil {
+		return rc.Pid
+	}
+	return 0
+}
