@@ -1,0 +1,173 @@
+package config
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// BuiltinProviders are the providers edge ships and runs as plugin
+// processes of its own binary (`edge plugin <name>`) with no configuration.
+var BuiltinProviders = []string{"twilio", "plivo", "exotel"}
+
+// Providers configures the provider plugins (package providers). Every
+// provider is a go-plugin process; the built-ins run from edge's own binary.
+//
+//	providers:
+//	  webhook_base_url: https://edge.example.com
+//	  plugins:
+//	    twilio: {auth_tokens: "tok-new,tok-old", settings: {failure_mode: fallback}}
+//	    acme:   {path: /opt/edge/acme-provider, sha256: "…", secrets: {api_key: "…"}}
+//
+// Environment: EDGE_PROVIDERS__PLUGINS__TWILIO__AUTH_TOKENS=tok1,tok2.
+type Providers struct {
+	// WebhookBaseURL is the http:// or https:// base providers call edge's
+	// webhooks at, as configured in their consoles (edge usually sits
+	// behind a TLS-terminating load balancer, so the request alone does not
+	// say). Providers sign the full URL, so the plugins verify against this
+	// base + path + query. It differs from public_base_url, the ws(s) base
+	// of media URLs. Empty: the request's Host (and X-Forwarded-Proto/-Host
+	// when trust_forwarded); set it in production.
+	WebhookBaseURL string `koanf:"webhook_base_url"`
+	// TrustForwarded: X-Forwarded-For/-Proto/-Host come from a trusted load
+	// balancer (the source IP allow-list then reads the last
+	// X-Forwarded-For entry). Default false.
+	TrustForwarded bool `koanf:"trust_forwarded"`
+	// Builtin runs the built-in providers (twilio, plivo, exotel). Default
+	// true. A built-in can also be disabled alone, or replaced by a binary.
+	Builtin bool `koanf:"builtin" reload:"restart"`
+	// RPCTimeout bounds each plugin RPC on the webhook path and the health
+	// checks. Default 2s.
+	RPCTimeout time.Duration `koanf:"rpc_timeout" reload:"restart"`
+	// StartTimeout bounds a plugin's start, handshake and configuration.
+	// Default 10s.
+	StartTimeout time.Duration `koanf:"start_timeout" reload:"restart"`
+	// HealthInterval is how often a running plugin is checked; two missed
+	// checks restart it. Default 2s.
+	HealthInterval time.Duration `koanf:"health_interval" reload:"restart"`
+	// RestartBackoffMax caps the restart backoff of a crashing plugin
+	// (100ms doubling). Default 30s.
+	RestartBackoffMax time.Duration `koanf:"restart_backoff_max" reload:"restart"`
+	// Plugins are the providers by name ([a-z0-9_-], at most 32 bytes):
+	// settings for the built-ins, or third-party binaries. Settings and
+	// secrets reload without a restart; adding or removing a provider needs
+	// one.
+	Plugins map[string]Plugin `koanf:"plugins"`
+}
+
+// Plugin is one provider's configuration.
+type Plugin struct {
+	// Path is the plugin binary. Required for a provider that is not built
+	// in; for a built-in it replaces edge's own implementation.
+	Path string `koanf:"path"`
+	// SHA256 (64 hex digits), when set, is checked against the binary
+	// before every start.
+	SHA256 string `koanf:"sha256"`
+	// Disabled turns the provider off (its routes answer 404).
+	Disabled bool `koanf:"disabled"`
+	// AuthTokens are the provider's webhook credentials, comma-separated,
+	// all accepted (rotation): Twilio and Plivo auth tokens, Exotel
+	// "user:password" pairs. Empty: webhooks are not verified and edge
+	// warns at start.
+	AuthTokens Secret `koanf:"auth_tokens"`
+	// WebhookBaseURL overrides providers.webhook_base_url for this provider.
+	WebhookBaseURL string `koanf:"webhook_base_url"`
+	// Settings are options handed to the plugin as they are (see
+	// docs/plugins.md for the built-ins' keys). Not secret: logged.
+	Settings map[string]string `koanf:"settings"`
+	// Secrets are handed to the plugin like settings, never logged.
+	Secrets map[string]Secret `koanf:"secrets"`
+}
+
+func defaultProviders() Providers {
+	return Providers{
+		Builtin:           true,
+		RPCTimeout:        2 * time.Second,
+		StartTimeout:      10 * time.Second,
+		HealthInterval:    2 * time.Second,
+		RestartBackoffMax: 30 * time.Second,
+	}
+}
+
+var providerName = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
+
+// Validate checks names, binaries, checksums and URLs.
+func (p Providers) Validate() error {
+	errs := []error{
+		validateWebhookBase("providers.webhook_base_url", p.WebhookBaseURL),
+		positive("providers.rpc_timeout", p.RPCTimeout),
+		positive("providers.start_timeout", p.StartTimeout),
+		positive("providers.health_interval", p.HealthInterval),
+		positive("providers.restart_backoff_max", p.RestartBackoffMax),
+	}
+	for name, pl := range p.Plugins {
+		path := "providers.plugins." + name
+		if !providerName.MatchString(name) {
+			errs = append(errs, invalid(path, name, "a provider name is [a-z0-9_-], at most 32 bytes"))
+			continue
+		}
+		if pl.Path == "" && !slices.Contains(BuiltinProviders, name) && !pl.Disabled {
+			errs = append(errs, fmt.Errorf("%s.path: required for a provider that is not built in (%s)", path, strings.Join(BuiltinProviders, ", ")))
+		}
+		if pl.SHA256 != "" {
+			if b, err := hex.DecodeString(pl.SHA256); err != nil || len(b) != 32 {
+				errs = append(errs, invalid(path+".sha256", pl.SHA256, "must be 64 hex digits"))
+			}
+			if pl.Path == "" {
+				errs = append(errs, fmt.Errorf("%s.sha256: needs path", path))
+			}
+		}
+		if strings.TrimSpace(string(pl.AuthTokens)) != string(pl.AuthTokens) {
+			errs = append(errs, fmt.Errorf("%s.auth_tokens: has leading or trailing whitespace", path))
+		}
+		errs = append(errs, validateWebhookBase(path+".webhook_base_url", pl.WebhookBaseURL))
+	}
+	return errors.Join(errs...)
+}
+
+func validateWebhookBase(path, s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: %q: not a URL", path, s)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return invalid(path, s, "must be an http:// or https:// URL")
+	case u.Host == "":
+		return invalid(path, s, "must name a host")
+	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return invalid(path, u.Redacted(), "must not have user info, a query or a fragment")
+	}
+	return nil
+}
+
+// Secret is a string that never prints: in String, the log (text and
+// JSON) and JSON it shows as [redacted]. Secrets inside maps (the
+// providers' settings) are hidden this way, where the secret:"true" tag
+// cannot reach.
+type Secret string
+
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return redactedText
+}
+
+// GoString hides the value from %#v too.
+func (s Secret) GoString() string { return fmt.Sprintf("%q", s.String()) }
+
+// LogValue implements slog.LogValuer.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// MarshalJSON implements json.Marshaler.
+func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
