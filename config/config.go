@@ -52,6 +52,8 @@ type Config struct {
 	Reload Reload `koanf:"reload" reload:"restart"`
 	// Proxy configures the /ws/pod/ media proxy.
 	Proxy Proxy `koanf:"proxy"`
+	// Providers configures the provider plugins (config/plugins.go).
+	Providers Providers `koanf:"providers"`
 }
 
 // Default returns the defaults: what edge runs with given no file, no
@@ -69,6 +71,7 @@ func Default() *Config {
 		HTTP:      defaultHTTP(),
 		Reload:    defaultReload(),
 		Proxy:     defaultProxy(),
+		Providers: defaultProviders(),
 	}
 }
 
@@ -89,6 +92,7 @@ func (c *Config) Validate() error {
 		c.HTTP.Validate(),
 		c.Reload.Validate(),
 		c.Proxy.Validate(),
+		c.Providers.Validate(),
 	)
 }
 
