@@ -247,14 +247,16 @@ func (a *app) watchConfig() {
 		for _, f := range a.onReload {
 			f(old, cur)
 		}
-		a.log.Info("configuration reloaded")
 	}
-	w.OnReject = func(err error) {
-		a.log.Error("configuration change rejected; the last good configuration stays", "err", err)
-	}
-	w.OnRestartRequired = func(keys []string) {
-		a.log.Warn("configuration change requires a restart; not applied", "keys", keys)
-	}
+	// The watcher logs rejections and restart-only changes itself.
+	a.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "edge_config_reloads_total", Help: "Configuration file changes applied at run time.",
+		}, func() float64 { return float64(w.Reloads()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "edge_config_rejects_total", Help: "Configuration file changes rejected (unreadable or invalid); the last good configuration stayed.",
+		}, func() float64 { return float64(w.Rejects()) }),
+	)
 	a.add(w)
 }
 

@@ -1,0 +1,99 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edge-voice/edge/internal/edgetest"
+	"github.com/edge-voice/edge/internal/testredis"
+)
+
+// BenchmarkAPICycle is one allocate + release through edge's HTTP API: a
+// real edge process on a real Redis, driven over keep-alive connections.
+// Besides ns/op it reports the CPU the edge process and Redis spent per
+// cycle (the goal: at most 200 us and 100 us).
+func BenchmarkAPICycle(b *testing.B) {
+	for _, parallel := range []bool{false, true} {
+		b.Run(map[bool]string{false: "serial", true: "parallel"}[parallel], func(b *testing.B) {
+			srv := testredis.Start(b, testredis.TCP())
+			rdb := srv.Client()
+			var pods []string
+			for i := range 32 {
+				pods = append(pods, fmt.Sprintf(`{"name":"agent-%d","address":"127.0.0.1:9","tier":"standard"}`, i))
+			}
+			edge := edgetest.Start(b, []string{"--redis-url", srv.URL()},
+				"EDGE_PODS__STATIC=["+strings.Join(pods, ",")+"]")
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+			post := func(url, body string) map[string]any {
+				resp, err := client.Post(url, "application/json", strings.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer resp.Body.Close()
+				raw, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != 200 {
+					b.Fatalf("%s: %d %s", url, resp.StatusCode, raw)
+				}
+				var out map[string]any
+				json.Unmarshal(raw, &out)
+				return out
+			}
+			var n atomic.Int64
+			cycle := func() {
+				call := "CA" + strconv.FormatInt(n.Add(1), 10)
+				post(edge.PublicURL+"/api/v1/allocate", `{"call_sid":"`+call+`","merchant_id":"acme"}`)
+				post(edge.AdminURL+"/api/v1/release", `{"call_sid":"`+call+`"}`)
+			}
+			cycle() // warm up connections and scripts
+
+			edgeBefore, redisBefore := edge.CPU(), redisCPU(b, rdb)
+			evalBefore := srv.CommandStats(context.Background(), rdb)
+			start := n.Load()
+			b.ResetTimer()
+			if parallel {
+				b.SetParallelism(4)
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						cycle()
+					}
+				})
+			} else {
+				for b.Loop() {
+					cycle()
+				}
+			}
+			b.StopTimer()
+			ops := float64(n.Load() - start)
+			evalAfter := srv.CommandStats(context.Background(), rdb)
+			b.ReportMetric(float64((edge.CPU()-edgeBefore).Microseconds())/ops, "edge-cpu-us/op")
+			b.ReportMetric((redisCPU(b, rdb)-redisBefore)*1e6/ops, "redis-cpu-us/op")
+			b.ReportMetric(float64(evalAfter["evalsha"]+evalAfter["eval"]-evalBefore["evalsha"]-evalBefore["eval"])/ops, "scripts/op")
+		})
+	}
+}
+
+// redisCPU reads the server's CPU seconds (user+sys) from INFO cpu.
+func redisCPU(b *testing.B, rdb *redis.Client) float64 {
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (name == "used_cpu_sys" || name == "used_cpu_user") {
+			f, _ := strconv.ParseFloat(v, 64)
+			total += f
+		}
+	}
+	return total
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edge-voice/edge/internal/edgetest"
+	"github.com/edge-voice/edge/internal/testredis"
+)
+
+// The README's run command with no configuration: embedded Redis, built-in
+// fake agents, a working allocation, a clean exit on SIGTERM.
+func TestEmbeddedDefault(t *testing.T) {
+	edge := edgetest.Start(t, nil)
+	status, body := postJSON(t, edge.PublicURL+"/api/v1/allocate", `{"call_sid":"CA-demo-1","merchant_id":"demo"}`)
+	if status != 200 || !strings.HasPrefix(body["pod_name"].(string), "fake-agent-") {
+		t.Fatalf("allocate on the embedded default: %d %v", status, body)
+	}
+	if !strings.Contains(edge.Log(), "curl -s -X POST "+edge.PublicURL+"/api/v1/allocate") {
+		t.Errorf("the start-up log has no ready-to-paste allocate curl:\n%s", edge.Log())
+	}
+	status, body = postJSON(t, edge.AdminURL+"/api/v1/release", `{"call_sid":"CA-demo-1"}`)
+	if status != 200 || body["released_to_pool"] != true {
+		t.Fatalf("release: %d %v", status, body)
+	}
+	if !edge.Stop(30 * time.Second) {
+		t.Fatal("edge did not exit within 30s of SIGTERM")
+	}
+	if code := edge.ExitCode(); code != 0 {
+		t.Fatalf("exit code after SIGTERM = %d, want 0", code)
+	}
+}
+
+func TestCheckConfig(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(good, []byte("allocator:\n  lease_ttl: 90s\n"), 0o600)
+	typo := filepath.Join(dir, "typo.yaml")
+	os.WriteFile(bad, []byte("allocator:\n  lease_ttl: 0s\n  call_info_ttl: -1s\n"), 0o600)
+	os.WriteFile(typo, []byte("allocator:\n  leese_ttl: 1s\n"), 0o600)
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"check-config", "--config", good}, nil, &out, io.Discard); err != nil {
+		t.Fatalf("valid file: %v", err)
+	}
+	if !strings.Contains(out.String(), "lease_ttl") {
+		t.Errorf("check-config does not print the effective config:\n%s", out.String())
+	}
+	err := run(context.Background(), []string{"check-config", "--config", bad}, nil, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "allocator.lease_ttl") || !strings.Contains(err.Error(), "allocator.call_info_ttl") {
+		t.Fatalf("invalid file: err = %v, want both fields named", err)
+	}
+	err = run(context.Background(), []string{"check-config", "--config", typo}, nil, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "allocator.leese_ttl") {
+		t.Fatalf("misspelt key: err = %v, want the key named", err)
+	}
+}
+
+// Ops edit the file: a runtime change applies, a listener change is reported
+// as needing a restart, an invalid edit is rejected and the last good config
+// stays; edge keeps serving throughout.
+func TestConfigReload(t *testing.T) {
+	srv := testredis.Start(t)
+	path := filepath.Join(t.TempDir(), "edge.yaml")
+	write := func(s string) {
+		t.Helper()
+		// Write then rename, as a ConfigMap update does.
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := "redis:\n  url: " + srv.URL() + "\nreload:\n  interval: 20ms\n"
+	onePod := "pods:\n  static:\n    - {name: p0, address: 127.0.0.1:9, tier: standard}\n"
+	write(base + onePod)
+	edge := edgetest.Start(t, []string{"--config", path})
+	waitLog := func(substr string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(edge.Log(), substr) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q in the log:\n%s", substr, edge.Log())
+			}
+			time.Sleep(20 * time.Millisecond) // polling a log file: no event to await
+		}
+	}
+	write(base + "allocator:\n  lease_ttl: 2m\n    pods:\n  - nonsense\n")
+	waitLog("config change rejected")
+	write(base + onePod + "log:\n  format: json\n")
+	waitLog("config change requires restart")
+	write(base + "pods:\n  static:\n    - {name: p0, address: 127.0.0.1:9, tier: standard}\n    - {name: p1, address: 127.0.0.1:9, tier: standard}\n")
+	waitLog("config reloaded")
+	// The reloaded static list registered p1: two calls get two pods.
+	for _, call := range []string{"CA1", "CA2"} {
+		if status, body := postJSON(t, edge.PublicURL+"/api/v1/allocate", `{"call_sid":"`+call+`"}`); status != 200 {
+			t.Fatalf("allocate %s after reload: %d %v", call, status, body)
+		}
+	}
+}
+
+func postJSON(t *testing.T, url, body string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
