@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// mediaBuildEdge builds the edge binary into the test's temp dir: the
+// end-to-end tests run real processes.
+func mediaBuildEdge(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "edge")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// mediaReplica is one running edge process.
+type mediaReplica struct {
+	name          string
+	cmd           *exec.Cmd
+	public, admin string // http://127.0.0.1:port
+	done          chan struct{}
+	logMu         sync.Mutex
+	log           bytes.Buffer
+}
+
+// mediaStartReplica runs bin with the config file and waits until both
+// listeners are bound (read from its JSON log).
+func mediaStartReplica(t *testing.T, bin, name, configFile string) *mediaReplica {
+	t.Helper()
+	r := &mediaReplica{name: name, done: make(chan struct{})}
+	r.cmd = exec.Command(bin, "--config", configFile)
+	stderr, err := r.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	bound := make(chan [2]string, 1)
+	go func() {
+		var pub, adm string
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			r.logMu.Lock()
+			r.log.Write(append(sc.Bytes(), '\n'))
+			r.logMu.Unlock()
+			var line struct{ Msg, Listener, Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
+				switch line.Listener {
+				case "public":
+					pub = line.Addr
+				case "admin":
+					adm = line.Addr
+				}
+				if pub != "" && adm != "" {
+					bound <- [2]string{pub, adm}
+					pub = ""
+				}
+			}
+		}
+		io.Copy(io.Discard, stderr)
+	}()
+	go func() { r.cmd.Wait(); close(r.done) }()
+	t.Cleanup(func() {
+		r.cmd.Process.Kill()
+		<-r.done
+		if t.Failed() {
+			t.Logf("log of %s:\n%s", name, r.logText())
+		}
+	})
+	select {
+	case a := <-bound:
+		r.public, r.admin = "http://"+a[0], "http://"+a[1]
+	case <-r.done:
+		t.Fatalf("%s exited at start:\n%s", name, r.logText())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s not listening after 60s:\n%s", name, r.logText())
+	}
+	return r
+}
+
+func (r *mediaReplica) logText() string {
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	return r.log.String()
+}
+
+// stop sends SIGTERM and waits for the process to exit.
+func (r *mediaReplica) stop(t *testing.T, within time.Duration) {
+	t.Helper()
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.done:
+	case <-time.After(within):
+		t.Fatalf("%s did not exit within %v of SIGTERM", r.name, within)
+	}
+}
+
+// mediaPost posts a JSON body and decodes the JSON answer.
+func mediaPost(t *testing.T, url, body string, out any) int {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		json.NewDecoder(resp.Body).Decode(out)
+	}
+	return resp.StatusCode
+}
+
+// mediaPod reads a pod from the admin API.
+type mediaPodInfo struct {
+	Status string `json:"status"`
+	Lease  string `json:"lease"`
+	CallID string `json:"allocated_call_sid"`
+}
+
+func mediaPod(t *testing.T, admin, pod string) mediaPodInfo {
+	t.Helper()
+	resp, err := http.Get(admin + "/api/v1/pod/" + pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct{ Pod mediaPodInfo }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	return body.Pod
+}
+
+// mediaEventually polls another process's state (no event crosses the
+// process boundary) until cond holds.
+func mediaEventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("not within %v: %s", within, what)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func mediaWriteFile(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
