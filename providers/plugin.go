@@ -32,6 +32,9 @@ type proc struct {
 	gen     int           // starts that came up
 }
 
+// exitPoll is how often a running plugin's process is checked for exit.
+const exitPoll = 50 * time.Millisecond
+
 // live is one running plugin process.
 type live struct {
 	client *plugin.Client
@@ -137,16 +140,25 @@ func (p *proc) configure(ctx context.Context, prov plugins.Provider, s *Spec) er
 	return nil
 }
 
-// watch returns when the process exits or stops answering.
+// watch returns when the process exits or stops answering. go-plugin
+// offers no exit channel, so Exited (a field read) is polled often; the
+// health RPC runs every HealthInterval, or at once after a failed RPC.
 func (p *proc) watch(ctx context.Context, l *live) error {
-	t := time.NewTicker(p.h.opts.HealthInterval)
-	defer t.Stop()
+	health := time.NewTicker(p.h.opts.HealthInterval)
+	defer health.Stop()
+	exited := time.NewTicker(exitPoll)
+	defer exited.Stop()
 	misses := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-t.C:
+		case <-exited.C:
+			if l.client.Exited() {
+				return errors.New("plugin process exited")
+			}
+			continue
+		case <-health.C:
 		case <-p.kick:
 		}
 		if l.client.Exited() {
