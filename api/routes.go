@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"net/http"
+	"time"
 )
 
 // Surface is everything edge serves, listed in one place.
@@ -12,6 +14,9 @@ type Surface struct {
 	Metrics http.Handler
 	// AdminToken returns the admin bearer token ("" for none).
 	AdminToken func() string
+	// RequestTimeout bounds each API request (not media sockets); nil or
+	// zero means no bound beyond the client's.
+	RequestTimeout func() time.Duration
 
 	// Providers serves the provider webhooks: the predecessor's
 	// /api/v1/{provider}/allocate and each plugin's /providers/{name}/...
@@ -28,10 +33,10 @@ type Surface struct {
 // endpoint and media sockets.
 func (s *Surface) Public() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /api/v1/allocate", s.Handlers.allocate)
+	mux.Handle("POST /api/v1/allocate", s.bounded(s.Handlers.allocate))
 	if s.Providers != nil {
-		mux.Handle("POST /api/v1/{provider}/allocate", s.Providers)
-		mux.Handle("/providers/{name}/", s.Providers)
+		mux.Handle("POST /api/v1/{provider}/allocate", s.bounded(s.Providers.ServeHTTP))
+		mux.Handle("/providers/{name}/", s.bounded(s.Providers.ServeHTTP))
 	}
 	if s.Media != nil {
 		mux.Handle("/ws/pod/", s.Media)
@@ -47,10 +52,10 @@ func (s *Surface) Public() http.Handler {
 // token when one is set.
 func (s *Surface) Admin() http.Handler {
 	guarded := http.NewServeMux()
-	guarded.HandleFunc("POST /api/v1/release", s.Handlers.release)
-	guarded.HandleFunc("POST /api/v1/drain", s.Handlers.drain)
-	guarded.HandleFunc("GET /api/v1/status", s.Handlers.status)
-	guarded.HandleFunc("GET /api/v1/pod/{name}", s.Handlers.podInfo)
+	guarded.Handle("POST /api/v1/release", s.bounded(s.Handlers.release))
+	guarded.Handle("POST /api/v1/drain", s.bounded(s.Handlers.drain))
+	guarded.Handle("GET /api/v1/status", s.bounded(s.Handlers.status))
+	guarded.Handle("GET /api/v1/pod/{name}", s.bounded(s.Handlers.podInfo))
 	if s.Metrics != nil {
 		guarded.Handle("GET /metrics", s.Metrics)
 	}
@@ -65,4 +70,19 @@ func (s *Surface) Admin() http.Handler {
 	mux.HandleFunc("GET /api/v1/ready", s.Ready.serve)
 	mux.Handle("/", requireToken(s.AdminToken, guarded))
 	return mux
+}
+
+// bounded gives a request a deadline, which the Redis client honours: a hung
+// Redis costs a caller the request timeout, not a hung connection.
+func (s *Surface) bounded(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.RequestTimeout != nil {
+			if d := s.RequestTimeout(); d > 0 {
+				ctx, cancel := context.WithTimeout(r.Context(), d)
+				defer cancel()
+				r = r.WithContext(ctx)
+			}
+		}
+		h(w, r)
+	})
 }

@@ -120,9 +120,10 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 			MaxBody:  func() int64 { return a.cfg().HTTP.MaxBodyBytes },
 			IsLeader: func() bool { return a.isLeader() },
 		},
-		Ready:      a.ready,
-		Metrics:    promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}),
-		AdminToken: func() string { return a.cfg().AdminToken },
+		Ready:          a.ready,
+		Metrics:        promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}),
+		AdminToken:     func() string { return a.cfg().AdminToken },
+		RequestTimeout: func() time.Duration { return a.cfg().HTTP.RequestTimeout },
 	}
 
 	for _, setup := range []func(context.Context, *app) error{setupPools, setupMedia, setupProviders} {
