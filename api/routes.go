@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"net/http/pprof"
 	"time"
 )
 
@@ -59,6 +60,10 @@ func (s *Surface) Admin() http.Handler {
 	if s.Metrics != nil {
 		guarded.Handle("GET /metrics", s.Metrics)
 	}
+	// Profiles of a live edge, behind the admin token like the rest.
+	guarded.HandleFunc("GET /debug/pprof/", pprof.Index)
+	guarded.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	guarded.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	for pattern, h := range s.AdminExtra {
 		guarded.Handle(pattern, h)
 	}
