@@ -1,0 +1,168 @@
+package plivo_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/edge-voice/edge/plugins"
+	"github.com/edge-voice/edge/plugins/plivo"
+	"github.com/edge-voice/edge/plugins/plugintest"
+)
+
+const (
+	tokNew  = "plivo-new-0123456789"
+	tokOld  = "plivo-old-9876543210"
+	base    = "https://edge.example.com/api/v1/plivo/allocate"
+	hookURL = base + "?merchant_id=acme&flow=v2"
+	nonce   = "12345678901234567890"
+)
+
+// sign is Plivo's V3 signature for a POST with a non-empty body, written out
+// from Plivo's SDK (validate_v3_signature) independently of the
+// implementation: base URL, "?", the query sorted as k=v joined by "&" and
+// followed by "." when present, the body params sorted as name+value, then
+// "." + nonce; HMAC-SHA256 with the auth token, base64.
+func sign(token, baseURL, sortedQuery, sortedBody string) string {
+	s := baseURL + "?"
+	if sortedQuery != "" {
+		s += sortedQuery + "."
+	}
+	s += sortedBody + "." + nonce
+	mac := hmac.New(sha256.New, []byte(token))
+	mac.Write([]byte(s))
+	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// callBody and its sorted concatenation.
+var (
+	callBody    = "To=%2B15550199&CallUUID=pl-0123&From=%2B15550100"
+	callSorted  = "CallUUIDpl-0123From+15550100To+15550199"
+	querySorted = "flow=v2&merchant_id=acme"
+)
+
+func request(u, sig, body string) *plugins.Request {
+	h := http.Header{}
+	if sig != "" {
+		h.Set(plivo.SignatureHeader, sig)
+		h.Set(plivo.NonceHeader, nonce)
+	}
+	_, raw, _ := strings.Cut(u, "?")
+	return &plugins.Request{Route: plugins.RouteAllocate, Method: "POST", URL: u, Header: h, RawQuery: raw, Body: []byte(body)}
+}
+
+func TestVerify(t *testing.T) {
+	body, _ := url.ParseQuery(callBody)
+	good := sign(tokNew, base, querySorted, callSorted)
+	for name, tc := range map[string]struct {
+		url, header string
+		want        bool
+	}{
+		"current token":        {hookURL, good, true},
+		"previous token":       {hookURL, sign(tokOld, base, querySorted, callSorted), true},
+		"several, one matches": {hookURL, "bogus, " + good, true},
+		"several, none":        {hookURL, "bogus," + sign("x", base, querySorted, callSorted), false},
+		"query order ignored":  {base + "?merchant_id=acme&flow=v2", good, true},
+		"signed with port":     {"https://edge.example.com:443/api/v1/plivo/allocate?merchant_id=acme&flow=v2", good, true},
+		"other query":          {base + "?merchant_id=evil&flow=v2", good, false},
+		"other body":           {hookURL, sign(tokNew, base, querySorted, "CallUUIDother"), false},
+		"empty":                {hookURL, "", false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := plivo.Verify([]string{tokNew, tokOld}, "POST", tc.url, body, nonce, tc.header); got != tc.want {
+				t.Errorf("Verify = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if plivo.Verify([]string{tokNew}, "POST", hookURL, body, "", good) {
+		t.Error("verified without a nonce")
+	}
+}
+
+func TestSignedStringShapes(t *testing.T) {
+	// The SDK's construct_get_url / construct_post_url cases.
+	for name, tc := range map[string]struct {
+		method, url, body, want string
+	}{
+		"post, no query":    {"POST", base, "b=2&a=1", base + "?a1b2.n"},
+		"post, query":       {"POST", base + "?z=1&y=2", "a=1", base + "?y=2&z=1.a1.n"},
+		"post, empty body":  {"POST", base + "?z=1", "", base + "?z=1.n"},
+		"post, nothing":     {"POST", base, "", base + ".n"},
+		"get merges params": {"GET", base + "?z=1", "a=1", base + "?a=1&z=1.n"},
+		"repeated, sorted":  {"POST", base, "a=2&a=1", base + "?a1a2.n"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			body, _ := url.ParseQuery(tc.body)
+			got, err := plivo.SignedString(tc.method, tc.url, body, "n")
+			if err != nil || got != tc.want {
+				t.Errorf("SignedString = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestConformance(t *testing.T) {
+	plugintest.Run(t, plivo.New(), plugintest.Suite{
+		Settings: plugins.Settings{plivo.SettingAuthTokens: tokNew + "," + tokOld},
+		Valid: []plugintest.Valid{
+			{Name: "signed", Request: request(hookURL, sign(tokNew, base, querySorted, callSorted), callBody), CallID: "pl-0123"},
+		},
+		Invalid: []plugintest.Invalid{
+			{Name: "forged", Request: request(hookURL, sign("guess", base, querySorted, callSorted), callBody), Status: 403},
+			{Name: "unsigned", Request: request(hookURL, "", callBody), Status: 403},
+			{Name: "no call uuid", Request: request(hookURL, sign(tokNew, base, querySorted, "From+1"), "From=%2B1"), Status: 400},
+			{Name: "malformed", Request: request(hookURL, "x", "%zz"), Status: 400},
+		},
+	})
+}
+
+func TestGoldenAnswers(t *testing.T) {
+	ctx := context.Background()
+	p := plivo.New()
+	if _, err := p.Configure(ctx, plugins.Settings{plivo.SettingContentType: "audio/x-l16;rate=16000"}); err != nil {
+		t.Fatal(err)
+	}
+	req := plugins.AllocationRequest{CallID: "pl-0123"}
+	for name, ar := range map[string]*plugins.AnswerRequest{
+		"stream": {Request: req, Allocation: &plugins.Allocation{CallID: "pl-0123", PodName: "voice-agent-0",
+			WSURL: "wss://edge.example.com/ws/pod/voice-agent-0/c.tok/agent/voice/breeze-buddy/plivo/callback/order-confirmation/v2"}},
+		"at_capacity": {Request: req, Failure: &plugins.Failure{Kind: plugins.FailureNoCapacity, Reason: plugins.ReasonAtCapacity, Message: "all pods are busy", Status: 503}},
+	} {
+		resp, err := p.Answer(ctx, ar)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plugintest.Golden(t, name, []byte(fmt.Sprintf("HTTP %d\nContent-Type: %s\n\n%s\n", resp.Status, resp.ContentType, resp.Body)))
+	}
+}
+
+// FuzzWebhook: no panic, no error, an allocation only for a verified request.
+func FuzzWebhook(f *testing.F) {
+	f.Add([]byte(callBody), hookURL, sign(tokNew, base, querySorted, callSorted), nonce)
+	f.Add([]byte("CallUUID=a;b"), base, "", "")
+	f.Add([]byte("%"), "http://[::1/x", "a,b,,", "n")
+	p := plivo.New()
+	if _, err := p.Configure(context.Background(), plugins.Settings{plivo.SettingAuthTokens: tokNew}); err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, u, sig, nonce string) {
+		h := http.Header{plivo.SignatureHeader: {sig}, plivo.NonceHeader: {nonce}}
+		res, err := p.Webhook(context.Background(), &plugins.Request{Route: "allocate", Method: "POST", URL: u, Header: h, Body: body})
+		if err != nil {
+			t.Fatalf("Webhook: %v", err)
+		}
+		if res.Allocate == nil {
+			return
+		}
+		form, err := plugins.ParseForm(body)
+		if err != nil || !plivo.Verify([]string{tokNew}, "POST", u, form, nonce, sig) {
+			t.Fatalf("allocated an unverified request %q %q %q %q", body, u, sig, nonce)
+		}
+	})
+}
