@@ -171,12 +171,12 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID string) {
 		p.metrics.refused.WithLabelValues(map[bool]string{true: "shutting_down", false: "overloaded"}[errors.Is(err, errShuttingDown)]).Inc()
 		return
 	}
-	defer p.handlers.Done()
 	if err := writeSwitching(brw.Writer, up.resp); err != nil {
 		conn.Close()
 		up.conn.Close()
 		p.release(s)
 		p.forget(s)
+		p.handlers.Done()
 		return
 	}
 	// Frames the client sent right behind its handshake sit in the server's
@@ -188,11 +188,24 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID string) {
 	}
 	p.metrics.active.Inc()
 	p.Log.Debug("media socket open", "pod", pod, "call_sid", callID)
+	// The pumps run in goroutines of their own so that this handler, and
+	// net/http's connection goroutine with its grown stack and buffers,
+	// return now: a long call then costs two small goroutines.
+	go p.bridge(s, up, early)
+}
+
+// bridge runs both directions of s until the socket ends, then releases
+// the call.
+func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {
+	defer p.handlers.Done()
+	conn, pod, callID := s.client, s.pod, s.callID
 
 	toPod := direction{name: "client_to_pod", src: conn, dst: up.conn, toPod: true, counter: p.metrics.dir["client_to_pod"]}
 	toClient := direction{name: "pod_to_client", src: up.conn, dst: conn, counter: p.metrics.dir["pod_to_client"]}
 	results := make(chan pumpResult, 1)
-	go func() { results <- p.pump(s, toClient, up.early) }()
+	upEarly := up.early
+	up = nil // the pod's 101 and its headers are garbage from here on
+	go func() { results <- p.pump(s, toClient, upEarly) }()
 	fromClient := p.pump(s, toPod, early)
 	stopped := s.stopCode.Load() != 0
 	if stopped {
@@ -204,7 +217,7 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID string) {
 		}
 	}
 	conn.Close()
-	up.conn.Close()
+	s.podConn.Close()
 	fromPod := <-results
 
 	p.metrics.active.Dec()

@@ -3,10 +3,12 @@ package proxy
 import (
 	"crypto/rand"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -15,9 +17,10 @@ var (
 	noDeadline   time.Time
 )
 
-// bufSize is one relay buffer: a Twilio media frame is ~300 bytes, and a
-// buffer is held for as long as a read blocks, i.e. the socket's whole life.
-const bufSize = 4 << 10
+// bufSize is one relay buffer: a Twilio media frame is ~300 bytes; a
+// bigger message just takes more reads. A buffer is taken from the pool only
+// when bytes are ready (see reader), so idle streams hold none.
+const bufSize = 8 << 10
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b }}
 
@@ -114,9 +117,8 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) (res pumpResult) {
 			return res
 		}
 	}
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	buf := *bp
+	rd := newReader(d.src)
+	defer rd.release()
 	if !d.toPod {
 		idle = 0 // only the client's silence means a dead call: the agent may listen quietly
 	} else if idle > 0 {
@@ -125,14 +127,16 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) (res pumpResult) {
 	}
 	var counted int64
 	for {
-		n, err := d.src.Read(buf)
-		if n > 0 {
+		b, err := rd.read()
+		if len(b) > 0 {
 			if idle > 0 {
 				// Cheap clock read; the deadline itself is only moved when
 				// it fires (below), not on every read.
 				s.lastClient.Store(time.Now().UnixNano())
 			}
-			if werr := forward(buf[:n]); werr != nil {
+			werr := forward(b)
+			rd.release()
+			if werr != nil {
 				res.err = werr
 				return res
 			}
@@ -190,4 +194,72 @@ func (p *Proxy) injectClose(s *socket, d direction, sc *frameScanner, code int) 
 	}
 	d.dst.SetWriteDeadline(time.Now().Add(time.Second))
 	d.dst.Write(closeFrame(code, reason, mask))
+}
+
+// reader reads a conn into pooled buffers taken only once the socket is
+// readable: a blocking Read would pin a buffer per direction for the whole
+// call, which is most of a relayed stream's memory. It waits for
+// readiness through syscall.RawConn, which keeps the runtime poller and the
+// conn's deadlines.
+type reader struct {
+	conn net.Conn
+	rc   syscall.RawConn // nil: not a socket, plain Read
+	buf  *[]byte
+}
+
+func newReader(c net.Conn) *reader {
+	r := &reader{conn: c}
+	if sc, ok := c.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			r.rc = rc
+		}
+	}
+	return r
+}
+
+// read returns the next bytes, valid until release.
+func (r *reader) read() ([]byte, error) {
+	if r.rc == nil {
+		if r.buf == nil {
+			r.buf = bufPool.Get().(*[]byte)
+		}
+		n, err := r.conn.Read(*r.buf)
+		return (*r.buf)[:n], err
+	}
+	var n int
+	var rerr error
+	err := r.rc.Read(func(fd uintptr) bool {
+		bp := bufPool.Get().(*[]byte)
+		for {
+			n, rerr = syscall.Read(int(fd), *bp)
+			if rerr != syscall.EINTR {
+				break
+			}
+		}
+		if rerr == syscall.EAGAIN {
+			bufPool.Put(bp)
+			return false // wait until readable
+		}
+		r.buf = bp
+		return true
+	})
+	switch {
+	case err != nil:
+		r.release()
+		return nil, err
+	case rerr != nil:
+		r.release()
+		return nil, rerr
+	case n <= 0:
+		r.release()
+		return nil, io.EOF
+	}
+	return (*r.buf)[:n], nil
+}
+
+func (r *reader) release() {
+	if r.buf != nil && r.rc != nil {
+		bufPool.Put(r.buf)
+		r.buf = nil
+	}
 }
