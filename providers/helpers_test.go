@@ -1,0 +1,228 @@
+package providers_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/api"
+	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/plugins"
+	"github.com/edge-voice/edge/providers"
+)
+
+// env is a host with real plugin processes, a real Redis and edge's own
+// public routes.
+type env struct {
+	rdb   *redis.Client
+	alloc *allocator.Allocator
+	host  *providers.Host
+	reg   *prometheus.Registry
+	srv   *httptest.Server
+	logs  *logSink
+}
+
+// spec runs this test binary as the plugin name.
+func spec(name string, settings plugins.Settings) providers.Spec {
+	return providers.Spec{Name: name, Settings: settings, Command: func() *exec.Cmd {
+		exe, _ := os.Executable()
+		cmd := exec.Command(exe)
+		cmd.Env = []string{pluginEnv + "=" + name}
+		return cmd
+	}}
+}
+
+func newEnv(t testing.TB, specs ...providers.Spec) *env {
+	t.Helper()
+	e := newEnvNoWait(t, specs...)
+	for _, s := range specs {
+		e.waitUp(t, s.Name, 0)
+	}
+	return e
+}
+
+// newEnvNoWait is newEnv without waiting for the plugins to come up.
+func newEnvNoWait(t testing.TB, specs ...providers.Spec) *env {
+	t.Helper()
+	e := &env{rdb: testredis.Start(t).Client(), reg: prometheus.NewRegistry(), logs: &logSink{}}
+	var err error
+	e.alloc, err = allocator.New(e.rdb, allocator.Config{Tiers: allocator.TierConfig{
+		Tiers:        map[string]allocator.Tier{"gold": {Type: allocator.Exclusive, Target: 1}, "basic": {Type: allocator.Shared, Target: 1, MaxConcurrent: 100000}},
+		DefaultChain: []string{"gold", "basic"},
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := &api.Calls{Alloc: e.alloc, BaseURL: func() string { return "wss://edge.example.com" }}
+	e.host, err = providers.New(providers.Options{
+		Calls: calls, Log: slog.New(e.logs), Reg: e.reg,
+		RPCTimeout: 500 * time.Millisecond, HealthInterval: 200 * time.Millisecond,
+		BackoffMin: 10 * time.Millisecond, BackoffMax: time.Second,
+		WebhookBaseURL: func() string { return "https://edge.example.com" },
+	}, specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.host.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	surface := &api.Surface{
+		Handlers:  &api.Handlers{Calls: calls, Alloc: e.alloc, Log: slog.New(slog.DiscardHandler)},
+		Ready:     &api.Readiness{},
+		Providers: e.host,
+	}
+	e.srv = httptest.NewServer(surface.Public())
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+// waitUp waits for a start of name later than after; returns it and the pid.
+func (e *env) waitUp(t testing.TB, name string, after int) (int, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	gen, pid, err := e.host.WaitUp(ctx, name, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gen, pid
+}
+
+func (e *env) register(t testing.TB, tier string, pods ...string) {
+	t.Helper()
+	for _, p := range pods {
+		if _, err := e.alloc.RegisterPod(context.Background(), allocator.Pod{Name: p, Tier: tier}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// snapshot is every key and value of Redis, to show that a rejected
+// webhook changed nothing.
+func (e *env) snapshot(t testing.TB) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := e.rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(keys)
+	out := map[string]string{}
+	for _, k := range keys {
+		v, err := e.rdb.Dump(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+type answer struct {
+	status int
+	ctype  string
+	body   string
+}
+
+func (e *env) do(t testing.TB, method, path, body string, header ...string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, resp.Header.Get("Content-Type"), string(b)}
+}
+
+// logSink records log lines and lets a test wait for one.
+type logSink struct {
+	mu    sync.Mutex
+	lines []string
+	wait  []chan struct{}
+}
+
+func (l *logSink) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logSink) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &attrSink{l, attrs}
+}
+func (l *logSink) WithGroup(string) slog.Handler                 { return l }
+func (l *logSink) Handle(_ context.Context, r slog.Record) error { return l.add(r, nil) }
+
+func (l *logSink) add(r slog.Record, extra []slog.Attr) error {
+	var b strings.Builder
+	b.WriteString(r.Level.String() + " " + r.Message)
+	for _, a := range extra {
+		b.WriteString(" " + a.String())
+	}
+	r.Attrs(func(a slog.Attr) bool { b.WriteString(" " + a.String()); return true })
+	l.mu.Lock()
+	l.lines = append(l.lines, b.String())
+	for _, c := range l.wait {
+		close(c)
+	}
+	l.wait = nil
+	l.mu.Unlock()
+	return nil
+}
+
+type attrSink struct {
+	l     *logSink
+	attrs []slog.Attr
+}
+
+func (a *attrSink) Enabled(context.Context, slog.Level) bool { return true }
+func (a *attrSink) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &attrSink{a.l, append(slices.Clone(a.attrs), attrs...)}
+}
+func (a *attrSink) WithGroup(string) slog.Handler                 { return a }
+func (a *attrSink) Handle(_ context.Context, r slog.Record) error { return a.l.add(r, a.attrs) }
+
+// waitFor blocks until a logged line contains every part.
+func (l *logSink) waitFor(t testing.TB, parts ...string) string {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		l.mu.Lock()
+		for _, line := range l.lines {
+			ok := true
+			for _, p := range parts {
+				ok = ok && strings.Contains(line, p)
+			}
+			if ok {
+				l.mu.Unlock()
+				return line
+			}
+		}
+		c := make(chan struct{})
+		l.wait = append(l.wait, c)
+		l.mu.Unlock()
+		select {
+		case <-c:
+		case <-deadline:
+			t.Fatalf("no log line with %q", parts)
+		}
+	}
+}

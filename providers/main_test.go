@@ -1,0 +1,68 @@
+package providers_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/edge-voice/edge/plugins"
+	"github.com/edge-voice/edge/plugins/exotel"
+	"github.com/edge-voice/edge/plugins/plivo"
+	"github.com/edge-voice/edge/plugins/twilio"
+)
+
+// pluginEnv makes this test binary a provider plugin: the host tests start
+// real plugin processes by re-executing it, with no build step.
+const pluginEnv = "EDGE_PROVIDERS_TEST_PLUGIN"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(pluginEnv) {
+	case "":
+		os.Exit(m.Run())
+	case "twilio":
+		plugins.Serve(twilio.New())
+	case "plivo":
+		plugins.Serve(plivo.New())
+	case "exotel":
+		plugins.Serve(exotel.New())
+	case "testprov":
+		plugins.Serve(&testProvider{})
+	}
+	os.Exit(0)
+}
+
+// testProvider exercises the host: it logs, and hangs on request.
+type testProvider struct{}
+
+func (testProvider) Describe(context.Context) (plugins.Description, error) {
+	return plugins.Description{Name: "testprov"}, nil
+}
+
+func (testProvider) Configure(_ context.Context, s plugins.Settings) (plugins.Configured, error) {
+	plugins.Log.Info("testprov configured", "greeting", s["greeting"])
+	return plugins.Configured{Verifies: true}, nil
+}
+
+func (testProvider) Webhook(ctx context.Context, req *plugins.Request) (*plugins.WebhookResult, error) {
+	body := string(req.Body)
+	switch {
+	case body == "hang":
+		<-ctx.Done() // the host's deadline cancels the RPC
+		return nil, ctx.Err()
+	case body == "exit":
+		os.Exit(3)
+	case strings.HasPrefix(body, "call="):
+		// No template: the host must call Answer.
+		return &plugins.WebhookResult{Allocate: &plugins.AllocationRequest{CallID: strings.TrimPrefix(body, "call=")}}, nil
+	}
+	return plugins.Reject(http.StatusTeapot, "teapot", "short and stout"), nil
+}
+
+func (testProvider) Answer(_ context.Context, req *plugins.AnswerRequest) (*plugins.Response, error) {
+	if req.Failure != nil {
+		return plugins.JSONAnswer(req.Failure.Status, map[string]string{"failed": req.Failure.Kind.String(), "reason": req.Failure.Reason})
+	}
+	return plugins.JSONAnswer(http.StatusOK, map[string]string{"ws": req.Allocation.WSURL, "pod": req.Allocation.PodName})
+}
