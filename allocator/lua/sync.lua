@@ -90,6 +90,10 @@ local function place(pod, tier, addr, now)
       redis.call('ZADD', avail, 'NX', live_calls(pod, now), pod)
     elseif not live_owner(pod) then
       redis.call('SADD', avail, pod)
+      -- Free for new calls, so a dead call's late release must be stale.
+      if (redis.call('HGET', K.pod_info(pod), 'allocated_call_sid') or '') ~= '' then
+        redis.call('HSET', K.pod_info(pod), 'status', 'available', 'allocated_call_sid', '', 'allocated_at', '')
+      end
     end
   end
 end

@@ -1,0 +1,109 @@
+package poolmgr
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// LeaderLock is the Redis leader lock (allocator.Allocator implements it).
+type LeaderLock interface {
+	AcquireLeaderLock(ctx context.Context, identity string, ttl time.Duration) (value string, ok bool, err error)
+	RenewLeaderLock(ctx context.Context, value string, ttl time.Duration) (bool, error)
+	ReleaseLeaderLock(ctx context.Context, value string) error
+}
+
+// RedisElector elects a leader through a Redis lock, for the static pod
+// source (no Kubernetes Lease). The lock value carries a fencing token that
+// the pool scripts check, so a leader that lost the lock (a long GC pause, a
+// partition) cannot write after its successor started: its scripts answer
+// ErrFenced. Timings mirror the Lease: the lock lives LeaseDuration, is
+// renewed every RetryPeriod, and a leader that could not renew for
+// RenewDeadline steps down.
+type RedisElector struct {
+	Lock     LeaderLock
+	Identity string
+
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+
+	Log     *slog.Logger
+	Metrics *Metrics
+
+	leader atomic.Bool
+}
+
+// IsLeader reports whether this replica holds the lock now.
+func (e *RedisElector) IsLeader() bool { return e.leader.Load() }
+
+// Run campaigns until ctx ends.
+func (e *RedisElector) Run(ctx context.Context, lead LeadFunc) error {
+	for ctx.Err() == nil {
+		value, ok, err := e.Lock.AcquireLeaderLock(ctx, e.Identity, e.LeaseDuration)
+		if err != nil && ctx.Err() == nil {
+			e.Log.Warn("leader: cannot reach the Redis lock", "err", err)
+		}
+		if !ok {
+			sleep(ctx, e.RetryPeriod)
+			continue
+		}
+		e.hold(ctx, value, lead)
+	}
+	return nil
+}
+
+// hold runs one term: lead runs while renewals succeed; then the loops stop
+// and only then is the lock released.
+func (e *RedisElector) hold(ctx context.Context, value string, lead LeadFunc) {
+	lctx, stopLead := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lead(lctx, value)
+	}()
+	e.leader.Store(true)
+	e.Metrics.Leader.Set(1)
+	e.Metrics.LeaderTerms.Inc()
+	e.Log.Info("leader: started leading", "lock", value)
+
+	lastRenew := time.Now()
+	tick := time.NewTicker(e.RetryPeriod)
+	reason := "shutdown"
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-done:
+			reason = "fenced"
+			break loop
+		case <-tick.C:
+			rctx, cancel := context.WithTimeout(ctx, e.RetryPeriod)
+			ok, err := e.Lock.RenewLeaderLock(rctx, value, e.LeaseDuration)
+			cancel()
+			switch {
+			case err == nil && !ok:
+				reason = "lost"
+				break loop
+			case err == nil:
+				lastRenew = time.Now()
+			case time.Since(lastRenew) >= e.RenewDeadline:
+				reason = "renew deadline"
+				break loop
+			}
+		}
+	}
+	tick.Stop()
+	stopLead()
+	<-done
+	e.leader.Store(false)
+	e.Metrics.Leader.Set(0)
+	// Released only after the loops stopped; a background context because
+	// ctx may be the one that ended.
+	rctx, cancel := context.WithTimeout(context.Background(), e.RetryPeriod)
+	defer cancel()
+	if err := e.Lock.ReleaseLeaderLock(rctx, value); err != nil {
+		e.Log.Warn("leader: release lock", "err", err)
+	}
+	e.Log.Info("leader: stopped leading", "reason", reason)
+}

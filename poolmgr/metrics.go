@@ -1,0 +1,74 @@
+package poolmgr
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// Metrics are the pool manager's series. zombies_recovered_total is the
+// predecessor's name; the per-tier pool gauges are the allocator's
+// PoolCollector (computed from Redis, so every replica agrees).
+type Metrics struct {
+	Leader          prometheus.Gauge
+	LeaderTerms     prometheus.Counter
+	Zombies         prometheus.Counter
+	SlotsReclaimed  prometheus.Counter
+	SharedReadded   prometheus.Counter
+	PodsSynced      *prometheus.CounterVec // outcome
+	PodsRemoved     prometheus.Counter
+	Moves           prometheus.Counter
+	LoopSeconds     *prometheus.HistogramVec // loop
+	LoopErrors      *prometheus.CounterVec   // loop
+	TierConfigLoads *prometheus.CounterVec   // result
+}
+
+// NewMetrics registers the series on reg (nil: nowhere, for tests).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	f := promauto.With(reg)
+	return &Metrics{
+		Leader: f.NewGauge(prometheus.GaugeOpts{
+			Name: "edge_poolmgr_leader", Help: "1 while this replica runs the leader loops.",
+		}),
+		LeaderTerms: f.NewCounter(prometheus.CounterOpts{
+			Name: "edge_poolmgr_leader_terms_total", Help: "Times this replica became leader.",
+		}),
+		Zombies: f.NewCounter(prometheus.CounterOpts{
+			Name: "zombies_recovered_total", Help: "Exclusive and merchant pods given back to their pool by the zombie sweep.",
+		}),
+		SlotsReclaimed: f.NewCounter(prometheus.CounterOpts{
+			Name: "edge_poolmgr_shared_slots_reclaimed_total", Help: "Shared-pod call slots taken back from calls that died without a release.",
+		}),
+		SharedReadded: f.NewCounter(prometheus.CounterOpts{
+			Name: "edge_poolmgr_shared_pods_readded_total", Help: "Shared pods put back into their missing available ZSET.",
+		}),
+		PodsSynced: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_poolmgr_pods_synced_total", Help: "Pod syncs by outcome (added, moved, unchanged, busy, unready, unknown, bad_tier).",
+		}, []string{"outcome"}),
+		PodsRemoved: f.NewCounter(prometheus.CounterOpts{
+			Name: "edge_poolmgr_pods_removed_total", Help: "Pods unregistered because the source no longer has them.",
+		}),
+		Moves: f.NewCounter(prometheus.CounterOpts{
+			Name: "edge_poolmgr_rebalance_moves_total", Help: "Idle pods moved between tiers by rebalancing.",
+		}),
+		LoopSeconds: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "edge_poolmgr_loop_duration_seconds", Help: "Duration of one run of a pool manager loop (watcher, reconcile, sweep, tier_refresh).",
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10},
+		}, []string{"loop"}),
+		LoopErrors: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_poolmgr_loop_errors_total", Help: "Runs of a pool manager loop that failed.",
+		}, []string{"loop"}),
+		TierConfigLoads: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_tier_config_refresh_total", Help: "Tier config refreshes by result (unchanged, applied, invalid, error).",
+		}, []string{"result"}),
+	}
+}
+
+// observe records one run of a loop.
+func (m *Metrics) observe(loop string, start time.Time, err error) {
+	m.LoopSeconds.WithLabelValues(loop).Observe(time.Since(start).Seconds())
+	if err != nil {
+		m.LoopErrors.WithLabelValues(loop).Inc()
+	}
+}
