@@ -1,0 +1,98 @@
+// Command acme-provider is an example third-party provider plugin for edge,
+// built outside edge and loaded through its config:
+//
+//	go build -o /opt/edge/acme-provider ./examples/acme-provider
+//
+//	providers:
+//	  plugins:
+//	    acme:
+//	      path: /opt/edge/acme-provider
+//	      sha256: <sha256sum of the binary>
+//	      secrets: {signing_key: <shared with Acme>}
+//
+// "Acme" POSTs JSON {"call_id": "...", "merchant": "..."} to
+// /api/v1/acme/allocate with X-Acme-Signature: hex(HMAC-SHA256(signing_key,
+// body)) and expects {"stream_url": "wss://..."}. It imports only the
+// contract package, as any third-party provider would. See docs/plugins.md.
+package main
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/edge-voice/edge/plugins"
+)
+
+func main() { plugins.Serve(newAcme()) }
+
+// acme is the provider. Settings arrive with Configure, possibly again at
+// run time, so they live behind an atomic pointer.
+type acme struct {
+	key atomic.Pointer[[]byte]
+}
+
+func newAcme() *acme {
+	a := &acme{}
+	a.key.Store(new([]byte))
+	return a
+}
+
+func (a *acme) Describe(context.Context) (plugins.Description, error) {
+	return plugins.Description{Name: "acme"}, nil
+}
+
+func (a *acme) Configure(_ context.Context, s plugins.Settings) (plugins.Configured, error) {
+	key := []byte(s["signing_key"])
+	a.key.Store(&key)
+	plugins.Log.Info("acme configured", "verifies", len(key) > 0)
+	return plugins.Configured{Verifies: len(key) > 0}, nil
+}
+
+type webhook struct {
+	CallID   string `json:"call_id"`
+	Merchant string `json:"merchant"`
+}
+
+func (a *acme) Webhook(_ context.Context, req *plugins.Request) (*plugins.WebhookResult, error) {
+	// Verify first: a rejected webhook must change nothing.
+	if key := *a.key.Load(); len(key) > 0 {
+		mac := hmac.New(sha256.New, key)
+		mac.Write(req.Body)
+		want := hex.EncodeToString(mac.Sum(nil))
+		if !plugins.EqualMAC([]byte(want), []byte(req.Header.Get("X-Acme-Signature"))) {
+			return plugins.RejectForbidden("bad X-Acme-Signature"), nil
+		}
+	}
+	var w webhook
+	if err := json.Unmarshal(req.Body, &w); err != nil {
+		return plugins.RejectBadRequest("body is not JSON"), nil
+	}
+	if w.CallID == "" {
+		return plugins.RejectBadRequest("call_id is missing"), nil
+	}
+	// The template lets edge answer a success without a second RPC.
+	tmpl, err := plugins.NewTemplate(plugins.EscapeJSON, answer)
+	if err != nil {
+		return nil, err
+	}
+	return &plugins.WebhookResult{
+		Allocate: &plugins.AllocationRequest{CallID: w.CallID, MerchantID: w.Merchant},
+		Template: tmpl,
+	}, nil
+}
+
+func (a *acme) Answer(_ context.Context, req *plugins.AnswerRequest) (*plugins.Response, error) {
+	if req.Allocation != nil {
+		return answer(*req.Allocation)
+	}
+	return plugins.JSONAnswer(req.Failure.Status, map[string]string{"error": req.Failure.Message})
+}
+
+func answer(al plugins.Allocation) (*plugins.Response, error) {
+	return plugins.JSONAnswer(http.StatusOK, map[string]string{"stream_url": al.WSURL})
+}
