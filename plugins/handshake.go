@@ -45,6 +45,7 @@ func PluginSet(impl Provider) plugin.PluginSet {
 // It does not return while edge is connected; started by hand (without
 // edge's handshake) it prints a hint and exits 1.
 func Serve(impl Provider) {
+	go exitWithParent(os.Getppid())
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		Plugins:         PluginSet(impl),
@@ -54,6 +55,19 @@ func Serve(impl Provider) {
 		}),
 	})
 }
+
+// exitWithParent ends the plugin when edge is gone. go-plugin stops its
+// plugins on a clean exit, but an edge killed with SIGKILL (OOM, kubelet)
+// would leave them running as orphans, re-parented to init.
+func exitWithParent(ppid int) {
+	for range time.Tick(parentPoll) {
+		if os.Getppid() != ppid {
+			os.Exit(0)
+		}
+	}
+}
+
+const parentPoll = time.Second
 
 // Log is a logger for plugin code: lines go to stderr as hclog JSON, which
 // edge parses and logs under the plugin's name at the same level.
