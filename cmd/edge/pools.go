@@ -3,63 +3,115 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
+	"net/http"
+	"os"
+	"time"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/api"
 	"github.com/edge-voice/edge/config"
+	"github.com/edge-voice/edge/poolmgr"
 )
 
-// setupPools registers the pods edge allocates from. With the static source
-// the list comes from the config (and the built-in fake agents) and is
-// registered at start and on every reload.
-//
-// TODO(pool manager issue): Kubernetes discovery, leader election, reconcile,
-// sweep; this is the foundation's static registration only.
+// setupPools wires the pool manager (issue 5): a pod source feeding the
+// registry the media proxy resolves pods in (every replica), leader
+// election, the leader's loops (watcher, reconciler, zombie sweep), the
+// tier-config refresh (every replica) and the tier/merchant config API.
 func setupPools(ctx context.Context, a *app) error {
 	cfg := a.cfg()
-	if cfg.Pods.Source != config.SourceStatic {
-		return fmt.Errorf("pods.source %q: not available in this build yet", cfg.Pods.Source)
+	metrics := poolmgr.NewMetrics(a.reg)
+	reg := poolmgr.NewRegistry()
+	a.pods = reg
+	lead := cfg.Leader
+	identity := lead.Identity
+	if identity == "" {
+		identity, _ = os.Hostname() // in Kubernetes, the pod name
 	}
-	a.isLeader = func() bool { return true }
-	table := &podTable{}
-	a.pods = table
-	register := func(ctx context.Context, cfg *config.Config) {
-		pods := a.staticPods(cfg)
-		table.set(pods)
-		for _, p := range pods {
-			out, err := a.alloc.RegisterPod(ctx, allocator.Pod{Name: p.Name, Tier: p.Tier, Address: p.Address})
-			if err != nil {
-				a.log.Error("register static pod", "pod", p.Name, "tier", p.Tier, "err", err)
-				continue
-			}
-			a.log.Debug("static pod registered", "pod", p.Name, "tier", p.Tier, "outcome", out)
+
+	var elector poolmgr.Elector
+	switch cfg.Pods.Source {
+	case config.SourceKubernetes:
+		client, err := poolmgr.NewKubeClient(cfg.Pods.Kubeconfig)
+		if err != nil {
+			return err
 		}
+		src := &poolmgr.KubeSource{
+			Client: client, Namespace: cfg.Pods.Namespace, LabelSelector: cfg.Pods.LabelSelector,
+			Port: cfg.Pods.PodPort, Registry: reg, Log: a.log.With("component", "pods"),
+		}
+		a.add(src)
+		a.ready.Add("pods", func(context.Context) error {
+			select {
+			case <-reg.Synced():
+				return nil
+			default:
+				return fmt.Errorf("pod informer has not synced yet")
+			}
+		})
+		elector = &poolmgr.KubeElector{
+			Client: client, Namespace: cfg.Pods.Namespace, Name: lead.LeaseName, Identity: identity,
+			LeaseDuration: lead.LeaseDuration, RenewDeadline: lead.RenewDeadline, RetryPeriod: lead.RetryPeriod,
+			Log: a.log.With("component", "leader"), Metrics: metrics,
+		}
+	case config.SourceStatic:
+		src := &poolmgr.StaticSource{Registry: reg}
+		// The list is also synced at once, on every replica, as before the
+		// pool manager: a fresh start or a reload is usable immediately,
+		// without waiting for the leader's watcher. The sync is idempotent;
+		// removals stay the leader's.
+		set := func(ctx context.Context, cfg *config.Config) {
+			var pods []allocator.PodState
+			for _, p := range a.staticPods(cfg) {
+				pods = append(pods, allocator.PodState{Name: p.Name, Address: p.Address, Tier: p.Tier})
+			}
+			src.Set(pods)
+			res, err := a.alloc.SyncPods(ctx, "", reg.Snapshot())
+			if err != nil {
+				a.log.Error("register static pods", "err", err)
+			}
+			for _, r := range res {
+				if r.Outcome == allocator.SyncBadTier || r.Outcome == allocator.SyncBusy {
+					a.log.Warn("static pod not (re)registered", "pod", r.Pod, "outcome", r.Outcome, "tier", r.Tier)
+				}
+			}
+		}
+		set(ctx, cfg)
+		a.reloaded(func(_, cur *config.Config) { set(context.Background(), cur) })
+		a.add(src)
+		elector = &poolmgr.RedisElector{
+			Lock: a.alloc, Identity: identity,
+			LeaseDuration: lead.LeaseDuration, RenewDeadline: lead.RenewDeadline, RetryPeriod: lead.RetryPeriod,
+			Log: a.log.With("component", "leader"), Metrics: metrics,
+		}
+	default:
+		return fmt.Errorf("pods.source %q: unknown", cfg.Pods.Source)
 	}
-	register(ctx, cfg)
-	a.reloaded(func(_, cur *config.Config) { register(context.Background(), cur) })
+
+	m := &poolmgr.Manager{
+		Pools: a.alloc, Registry: reg, Elector: elector, Log: a.log.With("component", "poolmgr"), Metrics: metrics,
+		SweepInterval:     func() time.Duration { return a.cfg().Pool.ZombieSweepInterval },
+		ReconcileInterval: func() time.Duration { return a.cfg().Pool.ReconcileInterval },
+	}
+	a.isLeader = m.IsLeader
+	a.add(m)
+	a.add(&poolmgr.TierRefresher{
+		Load:    a.alloc.LoadTierConfig,
+		Current: func() allocator.TierConfig { return a.alloc.Config().Tiers },
+		// TTLs come from the config in effect, tiers from Redis.
+		Apply:    func(tc allocator.TierConfig) { a.alloc.Apply(allocatorConfig(a.cfg(), tc)) },
+		Interval: func() time.Duration { return a.cfg().Pool.TierConfigRefresh },
+		Log:      a.log.With("component", "tier-config"), Metrics: metrics,
+	})
+
+	cfgAPI := &api.ConfigAPI{Alloc: a.alloc, Log: a.log, OnTierChange: func(tc allocator.TierConfig) {
+		// This replica applies at once; the others within pool.tier_config_refresh.
+		a.alloc.Apply(allocatorConfig(a.cfg(), tc))
+	}}
+	if a.surface.AdminExtra == nil {
+		a.surface.AdminExtra = map[string]http.Handler{}
+	}
+	for pattern, h := range cfgAPI.Routes() {
+		a.surface.AdminExtra[pattern] = h
+	}
 	return nil
-}
-
-// podTable resolves pod names to addresses for the media proxy, lock-free
-// for readers.
-type podTable struct {
-	m atomic.Pointer[map[string]string]
-}
-
-func (t *podTable) set(pods []config.StaticPod) {
-	m := make(map[string]string, len(pods))
-	for _, p := range pods {
-		m[p.Name] = p.Address
-	}
-	t.m.Store(&m)
-}
-
-// Lookup returns a pod's address.
-func (t *podTable) Lookup(pod string) (string, bool) {
-	m := t.m.Load()
-	if m == nil {
-		return "", false
-	}
-	addr, ok := (*m)[pod]
-	return addr, ok
 }
