@@ -173,4 +173,3 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, v any) error {
 	}
 	return nil
 }
-
