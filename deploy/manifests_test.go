@@ -1,0 +1,140 @@
+package deploy
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+
+	"github.com/edge-voice/edge/config"
+)
+
+// objects decodes every manifest under deploy/ strictly (unknown or
+// duplicate fields fail) into the API types, and checks that every
+// kustomization lists files that exist.
+func objects(t *testing.T) map[string]runtime.Object {
+	t.Helper()
+	codec := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme,
+		json.SerializerOptions{Yaml: true, Strict: true})
+	out := map[string]runtime.Object{}
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if d.Name() == "kustomization.yaml" {
+			var k struct {
+				APIVersion string           `json:"apiVersion"`
+				Kind       string           `json:"kind"`
+				Namespace  string           `json:"namespace"`
+				Labels     []map[string]any `json:"labels"`
+				Resources  []string         `json:"resources"`
+			}
+			if err := yaml.UnmarshalStrict(data, &k); err != nil {
+				t.Errorf("%s: %v", path, err)
+			}
+			for _, r := range k.Resources {
+				if _, err := os.Stat(filepath.Join(filepath.Dir(path), r)); err != nil {
+					t.Errorf("%s: resource %s: %v", path, r, err)
+				}
+			}
+			return nil
+		}
+		for i, doc := range bytes.Split(data, []byte("\n---\n")) {
+			obj, gvk, err := codec.Decode(doc, nil, nil)
+			if err != nil {
+				t.Errorf("%s (document %d): %v", path, i, err)
+				continue
+			}
+			out[gvk.Kind+"/"+obj.(interface{ GetName() string }).GetName()] = obj
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestManifests(t *testing.T) {
+	objs := objects(t)
+	for _, want := range []string{"Deployment/edge", "Service/edge", "Service/edge-admin", "ServiceAccount/edge",
+		"Role/edge", "RoleBinding/edge", "ConfigMap/edge-config", "PodDisruptionBudget/edge", "StatefulSet/voice-agent"} {
+		if objs[want] == nil {
+			t.Errorf("missing %s", want)
+		}
+	}
+	dep, _ := objs["Deployment/edge"].(*appsv1.Deployment)
+	cm, _ := objs["ConfigMap/edge-config"].(*corev1.ConfigMap)
+	if dep == nil || cm == nil {
+		t.Fatal("no Deployment or ConfigMap")
+	}
+
+	// The ConfigMap's edge.yaml is a valid edge config.
+	path := filepath.Join(t.TempDir(), "edge.yaml")
+	os.WriteFile(path, []byte(cm.Data["edge.yaml"]), 0o600)
+	cfg, err := config.Load([]string{"--config", path}, nil)
+	if err != nil {
+		t.Fatalf("ConfigMap edge.yaml: %v", err)
+	}
+
+	if *dep.Spec.Replicas != 3 {
+		t.Errorf("replicas = %d", *dep.Spec.Replicas)
+	}
+	pod := dep.Spec.Template.Spec
+	grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
+	if grace < cfg.HTTP.ShutdownTimeout || grace > cfg.HTTP.ShutdownTimeout+5*time.Minute {
+		t.Errorf("terminationGracePeriodSeconds %v does not match http.shutdown_timeout %v", grace, cfg.HTTP.ShutdownTimeout)
+	}
+	c := pod.Containers[0]
+	if c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.LivenessProbe.HTTPGet.Path != "/healthz" ||
+		c.ReadinessProbe.HTTPGet.Port.String() != "admin" {
+		t.Error("probes must be /readyz and /healthz on the admin port")
+	}
+	identity := false
+	for _, e := range c.Env {
+		if e.Name == "EDGE_LEADER__IDENTITY" && e.ValueFrom != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name" {
+			identity = true
+		}
+	}
+	if !identity {
+		t.Error("leader identity is not the pod name (downward API)")
+	}
+	if pod.ServiceAccountName != "edge" {
+		t.Error("Deployment does not use the edge ServiceAccount")
+	}
+
+	role := objs["Role/edge"].(*rbacv1.Role)
+	verbs := map[string]string{}
+	for _, r := range role.Rules {
+		for _, res := range r.Resources {
+			verbs[res] = strings.Join(r.Verbs, ",")
+		}
+	}
+	if verbs["pods"] != "get,list,watch" || verbs["leases"] != "get,create,update" {
+		t.Errorf("RBAC verbs = %v", verbs)
+	}
+
+	sts := objs["StatefulSet/voice-agent"].(*appsv1.StatefulSet)
+	agent := sts.Spec.Template.Spec.Containers[0]
+	script := strings.Join(agent.Lifecycle.PreStop.Exec.Command, " ")
+	if !strings.Contains(script, "/api/v1/drain") || !strings.Contains(script, "/api/v1/pod/$POD_NAME") {
+		t.Errorf("voice-agent preStop does not drain and wait: %s", script)
+	}
+	if sts.Spec.Template.Labels["app"] != "voice-agent" || cfg.Pods.LabelSelector != "app=voice-agent" {
+		t.Error("voice-agent labels do not match pods.label_selector")
+	}
+}
