@@ -255,4 +255,3 @@ func freePorts(n int) []int {
 	}
 	return out
 }
-
