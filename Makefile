@@ -7,6 +7,12 @@ PKGS    := ./...
 
 .PHONY: run build test deps lint unit fuzz bench
 
+# FUZZ lists "package target" pairs; `make fuzz` runs each briefly (CI), a
+# longer FUZZTIME hunts for real.
+FUZZTIME ?= 5s
+FUZZ := ./allocator:FuzzParseTierConfig ./allocator:FuzzValidateID \
+	./plugins:FuzzParseForm ./plugins/twilio:FuzzWebhook ./plugins/plivo:FuzzWebhook ./plugins/exotel:FuzzWebhook
+
 run:
 	$(GO) run ./cmd/edge
 
@@ -15,7 +21,7 @@ build:
 
 # test is the one command CI runs (.ci/run): dependencies, lint, the unit and
 # integration tests under the race detector, then the slower tiers.
-test: deps lint unit
+test: deps lint unit fuzz
 
 deps:
 	@command -v redis-server >/dev/null 2>&1 || { \
@@ -29,6 +35,13 @@ lint:
 
 unit:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+fuzz:
+	@set -e; for t in $(FUZZ); do \
+		pkg=$${t%%:*}; name=$${t#*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./allocator/ ./api/
