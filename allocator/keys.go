@@ -70,7 +70,8 @@ func (k Keys) PodTier(pod string) string { return k.prefix + "pod:tier:" + pod }
 // PodInfo (seeds) HASH: status ("available", "allocated", "draining"),
 // allocated_call_sid, allocated_at, released_at, source_pool; edge adds
 // unready ("1" while the pod source reports the pod not ready: it takes no
-// new calls but keeps its calls). For an exclusive
+// new calls but keeps its calls) and pinned ("1" when the source pins the
+// pod's tier: rebalancing leaves it there). For an exclusive
 // pod allocated_call_sid names the call that owns it: release and renew are
 // fenced on it.
 func (k Keys) PodInfo(pod string) string { return k.prefix + "pod:" + pod }

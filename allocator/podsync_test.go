@@ -161,14 +161,17 @@ func TestRebalanceMovesOnlyIdlePods(t *testing.T) {
 		a := newAllocator(t, rdb)
 		k := a.Keys()
 		mustSync(t, a, ready("p0", "p1", "p2", "p3", "p4", "p5")...) // gold 1, standard 2, basic 3
-		// basic: p3 busy, p4 p5 idle. Raise gold's target to 3 at run time.
+		// A pod pinned to basic by its source never moves.
+		mustSync(t, a, allocator.PodState{Name: "pinned", Address: "127.0.0.1:1", Tier: "basic", Ready: true})
+		// basic: p3 busy, p4 p5 idle, pinned idle. Raise gold's target to 4
+		// at run time: only p4 and p5 may go.
 		mustAllocate(t, a, "CA1", "")
 		mustAllocate(t, a, "CA2", "")
 		mustAllocate(t, a, "CA3", "")
 		busy := mustAllocate(t, a, "CA4", "") // first shared pod by name
 		cfg := a.Config()
 		tiers := cfg.Tiers
-		tiers.Tiers = map[string]allocator.Tier{"gold": {Type: allocator.Exclusive, Target: 3}, "standard": tiers.Tiers["standard"], "basic": tiers.Tiers["basic"]}
+		tiers.Tiers = map[string]allocator.Tier{"gold": {Type: allocator.Exclusive, Target: 4}, "standard": tiers.Tiers["standard"], "basic": tiers.Tiers["basic"]}
 		cfg.Tiers = tiers
 		a.Apply(cfg)
 		moves, err := a.Rebalance(ctx, "", 100)
@@ -186,8 +189,8 @@ func TestRebalanceMovesOnlyIdlePods(t *testing.T) {
 				t.Errorf("%s not in gold's pools", m.Pod)
 			}
 		}
-		if n := rdb.SCard(ctx, k.PoolAssigned("basic")).Val(); n != 1 {
-			t.Errorf("basic assigned = %d, want 1 (the busy pod)", n)
+		if n := rdb.SCard(ctx, k.PoolAssigned("basic")).Val(); n != 2 || rdb.Get(ctx, k.PodTier("pinned")).Val() != "basic" {
+			t.Errorf("basic assigned = %d, want 2 (the busy pod and the pinned one)", n)
 		}
 		// Nothing left to do: a second call moves nothing.
 		if moves, _ := a.Rebalance(ctx, "", 100); len(moves) != 0 {

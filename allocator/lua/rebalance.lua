@@ -1,6 +1,7 @@
 -- rebalance.lua: move idle pods from pools above their target to pools
 -- below it (after each reconcile). A pod moves only if it is idle at this
--- instant: no live lease, no live per-call lease, not draining, not unready;
+-- instant: no live lease, no live per-call lease, not draining, not unready,
+-- not pinned to its tier by the pod source;
 -- busy pods wait for a later cycle. Donors give from the end of the
 -- assignment order (the overflow tier first); recipients are filled in
 -- assignment order.
@@ -38,8 +39,8 @@ end
 
 local now = now_ms()
 local function idle(pod)
-  return not is_draining(pod) and not is_busy(pod, now)
-    and redis.call('HGET', K.pod_info(pod), 'unready') ~= '1'
+  local f = redis.call('HMGET', K.pod_info(pod), 'unready', 'pinned')
+  return not f[1] and not f[2] and not is_draining(pod) and not is_busy(pod, now)
 end
 
 local function move(pod, from, to)

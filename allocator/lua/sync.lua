@@ -73,7 +73,7 @@ local function choose()
   return overflow
 end
 
-local function place(pod, tier, addr, now)
+local function place(pod, tier, addr, now, pinned)
   local avail, assigned = pools_of(tier)
   redis.call('SET', K.pod_tier(pod), tier)
   redis.call('HSET', KEYS[1], pod,
@@ -85,6 +85,12 @@ local function place(pod, tier, addr, now)
   end
   redis.call('HSETNX', K.pod_info(pod), 'status', 'available')
   redis.call('HDEL', K.pod_info(pod), 'unready')
+  -- A pinned pod (explicit tier) is never moved by rebalancing.
+  if pinned then
+    redis.call('HSET', K.pod_info(pod), 'pinned', '1')
+  else
+    redis.call('HDEL', K.pod_info(pod), 'pinned')
+  end
   if not is_draining(pod) then
     if kind_of(tier) == 'shared' then
       redis.call('ZADD', avail, 'NX', live_calls(pod, now), pod)
@@ -115,7 +121,7 @@ for i = 4 + 3 * n, #ARGV, 4 do
   elseif want ~= '' and not kind_of(want) then
     outcome, tier = 'bad_tier', want
   elseif prev and kind_of(prev) and (want == '' or want == prev) then
-    place(pod, prev, addr, now)
+    place(pod, prev, addr, now, want ~= '')
     outcome, tier = 'unchanged', prev
   elseif prev and is_busy(pod, now) then
     outcome, tier = 'busy', prev
@@ -126,7 +132,7 @@ for i = 4 + 3 * n, #ARGV, 4 do
       redis.call('SREM', prev_assigned, pod)
     end
     tier = want ~= '' and want or choose()
-    place(pod, tier, addr, now)
+    place(pod, tier, addr, now, want ~= '')
     outcome = prev and 'moved' or 'added'
   end
   out[#out + 1] = outcome
