@@ -165,3 +165,23 @@ func equal(a, b []bool) bool {
 	}
 	return true
 }
+
+// A pod the pod source reports not ready keeps its call, and its release
+// does not make it available: the source puts it back when it is ready.
+func TestReleaseOfUnreadyPodKeepsItOut(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		a := newAllocator(t, rdb)
+		k := a.Keys()
+		register(t, a, "gold", "g0")
+		mustAllocate(t, a, "CA1", "")
+		rdb.HSet(ctx, k.PodInfo("g0"), "unready", "1")
+		rel, err := a.Release(ctx, "CA1")
+		if err != nil || rel.ReleasedToPool {
+			t.Fatalf("release = %+v, %v; want not returned", rel, err)
+		}
+		if rdb.SIsMember(ctx, k.PoolAvailable("gold"), "g0").Val() {
+			t.Fatal("an unready pod went back to its pool")
+		}
+	})
+}

@@ -35,6 +35,12 @@ local function is_draining(pod)
   return redis.call('EXISTS', K.pod_draining(pod)) == 1
 end
 
+-- Whether the pod source reports the pod not ready: it keeps its calls but
+-- takes no new one until it is ready again.
+local function is_unready(pod)
+  return redis.call('HGET', K.pod_info(pod), 'unready') == '1'
+end
+
 -- The call that holds an exclusive pod by a live lease, or nil. A lease whose
 -- call info names another pod is a leftover and holds nothing.
 local function live_owner(pod)

@@ -59,9 +59,10 @@ if redis.call('GET', K.lease(pod)) == call_id then
   redis.call('DEL', K.lease(pod))
 end
 local to_pool = 0
--- Only back into the pool it came from, and only if the pod is still
--- registered there: a pod removed meanwhile must not come back as a ghost.
-if not draining and redis.call('GET', K.pod_tier(pod)) == tier then
+-- Only back into the pool it came from, only if the pod is still registered
+-- there (a pod removed meanwhile must not come back as a ghost), and only if
+-- it is ready (the pod source puts it back when it is).
+if not draining and not is_unready(pod) and redis.call('GET', K.pod_tier(pod)) == tier then
   redis.call('SADD', avail, pod)
   to_pool = 1
 end
