@@ -5,7 +5,7 @@ GO      ?= go
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PKGS    := ./...
 
-.PHONY: run build test deps lint unit fuzz bench
+.PHONY: run build test deps lint unit fuzz kube-e2e bench bench-poolmgr
 
 # FUZZ lists "package target" pairs; `make fuzz` runs each briefly (CI), a
 # longer FUZZTIME hunts for real.
@@ -21,12 +21,18 @@ build:
 
 # test is the one command CI runs (.ci/run): dependencies, lint, the unit and
 # integration tests under the race detector, then the slower tiers.
-test: deps lint unit fuzz
+test: deps lint unit fuzz kube-e2e
 
+# deps installs what the tests run for real: redis-server, and etcd for the
+# kube-e2e tier (Debian packages).
 deps:
-	@command -v redis-server >/dev/null 2>&1 || { \
-		echo "installing redis-server (Debian package)"; \
-		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
+	@missing=""; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v etcd >/dev/null 2>&1 || missing="$$missing etcd-server"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing (Debian packages)"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
 lint:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
@@ -42,6 +48,15 @@ fuzz:
 		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
+
+# kube-e2e runs the pool manager against a real kube-apiserver and etcd on
+# loopback. The first run on a machine builds kube-apiserver from the Go
+# module proxy (~10 CPU-minutes), cached in $$HOME/.cache/edge-kube-e2e.
+kube-e2e: deps
+	test/kube-e2e/run.sh
+
+bench-poolmgr: deps
+	$(GO) test -run '^$$' -bench . -benchtime 20x -count 3 ./poolmgr
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./allocator/ ./api/
