@@ -188,82 +188,14 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID string) {
 	}
 	p.metrics.active.Inc()
 	p.Log.Debug("media socket open", "pod", pod, "call_sid", callID)
-	// The pumps run in goroutines of their own so that this handler, and
-	// net/http's connection goroutine with its grown stack and buffers,
-	// return now: a long call then costs two small goroutines.
+	// Either way this handler, and net/http's connection goroutine with its
+	// grown stack and buffers, return now.
+	if p.cfg().Relay != RelayGoroutines && p.loops.add(s, up, early) {
+		return
+	}
+	s.setInterrupt(func() {
+		s.client.SetReadDeadline(aLongTimeAgo)
+		s.podConn.SetReadDeadline(aLongTimeAgo)
+	})
 	go p.bridge(s, up, early)
-}
-
-// bridge runs both directions of s until the socket ends, then releases
-// the call.
-func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {
-	defer p.handlers.Done()
-	conn, pod, callID := s.client, s.pod, s.callID
-
-	toPod := direction{name: "client_to_pod", src: conn, dst: up.conn, toPod: true, counter: p.metrics.dir["client_to_pod"]}
-	toClient := direction{name: "pod_to_client", src: up.conn, dst: conn, counter: p.metrics.dir["pod_to_client"]}
-	results := make(chan pumpResult, 1)
-	upEarly := up.early
-	up = nil // the pod's 101 and its headers are garbage from here on
-	go func() { results <- p.pump(s, toClient, upEarly) }()
-	fromClient := p.pump(s, toPod, early)
-	stopped := s.stopCode.Load() != 0
-	if stopped {
-		// Let the other pump write its close frame too.
-		select {
-		case fromPod := <-results:
-			results <- fromPod
-		case <-time.After(time.Second):
-		}
-	}
-	conn.Close()
-	s.podConn.Close()
-	fromPod := <-results
-
-	p.metrics.active.Dec()
-	p.metrics.duration.Observe(time.Since(s.started).Seconds())
-	initiator, code := closeOrigin(s)
-	p.metrics.closes.WithLabelValues(initiator, code).Inc()
-	p.Log.Debug("media socket closed", "pod", pod, "call_sid", callID, "by", initiator, "code", code,
-		"duration", time.Since(s.started).Round(time.Millisecond), "bytes_in", fromClient.bytes, "bytes_out", fromPod.bytes)
-	// Release before forgetting the socket: a drain, or a test, that sees
-	// the socket gone knows its call is released.
-	p.release(s)
-	p.forget(s)
-}
-
-// closeOrigin says who ended the socket and with which code: edge's own
-// stop code, else the first close frame seen, else the side whose TCP
-// connection ended first with code "none" (a crash or a network failure).
-func closeOrigin(s *socket) (initiator, code string) {
-	if c := s.stopCode.Load(); c != 0 {
-		return "edge", fmt.Sprint(c)
-	}
-	if c := s.firstClose.Load(); c != 0 {
-		return sideName(s.firstCloser.Load()), fmt.Sprint(c)
-	}
-	return sideName(s.firstEnd.Load()), "none"
-}
-
-func sideName(side int32) string {
-	if side == sidePod {
-		return "pod"
-	}
-	return "client"
-}
-
-// release ends the call: the socket is gone, so is the call's media.
-func (p *Proxy) release(s *socket) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	outcome, err := p.Leases.Release(ctx, s.callID)
-	if err != nil {
-		if errors.Is(err, ErrNoAllocation) {
-			outcome = "not_found"
-		} else {
-			outcome = "error"
-			p.Log.Warn("release after media socket closed failed; the lease will expire", "call_sid", s.callID, "pod", s.pod, "err", err)
-		}
-	}
-	p.metrics.releases.WithLabelValues(outcome).Inc()
 }

@@ -61,6 +61,9 @@ type Config struct {
 	// MaxMessageBytes bounds one frame's payload; a larger frame closes the
 	// socket. 0: no limit.
 	MaxMessageBytes int64
+	// Relay picks the mechanism for new sockets ("": RelayEpoll where it
+	// can be used). Open sockets keep theirs.
+	Relay Relay
 }
 
 // Proxy serves media sockets. It is an http.Handler for /ws/pod/ and a
@@ -83,6 +86,10 @@ type Proxy struct {
 	// waits for it so that main closes Redis only after the releases.
 	handlers sync.WaitGroup
 	changed  chan struct{} // closed and replaced when sockets changes
+
+	// loops are the epoll relay's event loops, running while Run does
+	// (nil: none, every socket takes the goroutine relay).
+	loops loops
 }
 
 // New returns a proxy; metrics are registered on reg (nil: nowhere).
@@ -164,6 +171,9 @@ func (p *Proxy) snapshot() ([]*socket, <-chan struct{}) {
 // left after DrainTimeout with 1001, and returns once every socket's call is
 // released. http.Server.Shutdown does not see hijacked sockets: this does.
 func (p *Proxy) Run(ctx context.Context) error {
+	if err := p.loops.start(p); err != nil {
+		p.Log.Warn("epoll relay unavailable: media sockets use the goroutine relay", "err", err)
+	}
 	renewCtx, stopRenew := context.WithCancel(context.WithoutCancel(ctx))
 	renewDone := make(chan struct{})
 	go func() {
@@ -197,6 +207,8 @@ func (p *Proxy) Run(ctx context.Context) error {
 		p.handlers.Wait()
 	}
 	p.handlers.Wait()
+	// Every socket has ended: nothing is left on the loops.
+	p.loops.stop()
 	stopRenew()
 	<-renewDone
 	return nil

@@ -6,65 +6,36 @@ import (
 	"io"
 	"net"
 	"os"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
 
-var (
-	aLongTimeAgo = time.Unix(1, 0)
-	noDeadline   time.Time
-)
+// bridge runs both directions of s on Go's netpoller, in goroutines of their
+// own (RelayGoroutines), until the socket ends, then releases the call.
+func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {
+	conn := s.client
 
-// bufSize is one relay buffer: a Twilio media frame is ~300 bytes; a
-// bigger message just takes more reads. A buffer is taken from the pool only
-// when bytes are ready (see reader), so idle streams hold none.
-const bufSize = 8 << 10
-
-var bufPool = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b }}
-
-// Close codes edge sends itself (RFC 6455 7.4.1).
-const (
-	CloseGoingAway   = 1001 // drain deadline passed on shutdown
-	ClosePolicy      = 1008 // the call lost its lease (released, swept)
-	CloseTooBig      = 1009 // a frame over proxy.max_message_bytes
-	CloseIdleTimeout = 4000 // the client sent nothing for proxy.idle_timeout
-)
-
-// socket is one relayed media stream: a hijacked client conn and its pod
-// conn, with the call it belongs to.
-type socket struct {
-	callID, pod     string
-	client, podConn net.Conn
-	started         time.Time
-
-	// stopCode, when set, asks both pumps to end with a close frame carrying
-	// it; their reads are interrupted by a past deadline.
-	stopCode   atomic.Int32
-	stopReason atomic.Pointer[string]
-	// lastClient is the unix nanotime of the last bytes from the client.
-	lastClient atomic.Int64
-	// firstClose is the first close code seen in either direction and
-	// firstCloser its side; firstEnd is the side whose pump ended first.
-	firstClose, firstCloser, firstEnd atomic.Int32
-}
-
-// Sides of a socket, for closeOrigin.
-const (
-	sideClient int32 = 1
-	sidePod    int32 = 2
-)
-
-// stop asks the relay to close both sides with code, at a frame boundary.
-// The first code wins.
-func (s *socket) stop(code int, reason string) {
-	if !s.stopCode.CompareAndSwap(0, int32(code)) {
-		return
+	toPod := direction{name: "client_to_pod", src: conn, dst: up.conn, toPod: true, counter: p.metrics.dir["client_to_pod"]}
+	toClient := direction{name: "pod_to_client", src: up.conn, dst: conn, counter: p.metrics.dir["pod_to_client"]}
+	results := make(chan pumpResult, 1)
+	upEarly := up.early
+	up = nil // the pod's 101 and its headers are garbage from here on
+	go func() { results <- p.pump(s, toClient, upEarly) }()
+	fromClient := p.pump(s, toPod, early)
+	stopped := s.stopCode.Load() != 0
+	if stopped {
+		// Let the other pump write its close frame too.
+		select {
+		case fromPod := <-results:
+			results <- fromPod
+		case <-time.After(time.Second):
+		}
 	}
-	s.stopReason.Store(&reason)
-	s.client.SetReadDeadline(aLongTimeAgo)
-	s.podConn.SetReadDeadline(aLongTimeAgo)
+	conn.Close()
+	s.podConn.Close()
+	fromPod := <-results
+
+	p.finish(s, fromClient.bytes, fromPod.bytes)
 }
 
 // pumpResult is how one direction ended.
@@ -183,10 +154,7 @@ func (p *Proxy) injectClose(s *socket, d direction, sc *frameScanner, code int) 
 	if !sc.atBoundary() {
 		return
 	}
-	reason := ""
-	if r := s.stopReason.Load(); r != nil {
-		reason = *r
-	}
+	reason := s.reason()
 	var mask *[4]byte
 	if d.toPod {
 		mask = new([4]byte)

@@ -1,0 +1,345 @@
+//go:build linux
+
+package proxy
+
+import (
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The epoll relay (proxy.relay: epoll). After admission and the pod's 101,
+// both TCP connections leave Go's netpoller and join one of a few event
+// loops (GOMAXPROCS of them), each an epoll set and one goroutine. A
+// goroutine pair per socket cost a netpoller wake-up, a goroutine switch and
+// a sysmon poke per message (perf, docs/bench-media.md); a loop instead
+// handles every ready socket of one epoll_wait in a row, and its reads and
+// writes are raw non-blocking syscalls that never enter the scheduler.
+// Bytes are read into the loop's one buffer, so an idle or a busy stream
+// holds no buffer; only a write the peer cannot take keeps its rest, at most
+// one read (readSize), and its source is not read until that rest is out:
+// the backpressure reaches the sender through TCP.
+
+// readSize is the loops' read buffer, and so the most a stalled direction
+// keeps (plus a close frame).
+const readSize = 32 << 10
+
+// closeGrace bounds how long a closing socket waits for its close frames
+// to be written before the TCP close.
+const closeGrace = time.Second
+
+// loops is the proxy's set of event loops, started and stopped by Run.
+type loops struct {
+	set  atomic.Pointer[[]*eloop]
+	next atomic.Uint32
+}
+
+func (ls *loops) start(p *Proxy) error {
+	n := runtime.GOMAXPROCS(0)
+	set := make([]*eloop, 0, n)
+	for range n {
+		l, err := newLoop(p)
+		if err != nil {
+			for _, l := range set {
+				l.quit()
+			}
+			return err
+		}
+		set = append(set, l)
+		go l.run()
+	}
+	ls.set.Store(&set)
+	return nil
+}
+
+// stop ends the loops; Run calls it once every socket has ended.
+func (ls *loops) stop() {
+	set := ls.set.Swap(nil)
+	if set == nil {
+		return
+	}
+	for _, l := range *set {
+		l.quit()
+	}
+}
+
+// add hands s to a loop, round robin. It reports false, leaving the
+// connections untouched, when the epoll relay cannot carry them (no loops,
+// or a connection that is not plain TCP, e.g. TLS): the caller then uses
+// the goroutine relay.
+func (ls *loops) add(s *socket, up *upstream, early []byte) bool {
+	set := ls.set.Load()
+	if set == nil {
+		return false
+	}
+	cc, ok1 := s.client.(*net.TCPConn)
+	pc, ok2 := up.conn.(*net.TCPConn)
+	if !ok1 || !ok2 {
+		return false
+	}
+	l := (*set)[int(ls.next.Add(1))%len(*set)]
+	cfd, err := detach(cc)
+	if err != nil {
+		return false
+	}
+	pfd, err := detach(pc)
+	if err != nil {
+		// The client conn is already gone from the netpoller: end the
+		// socket through a loop rather than half-relay it.
+		pfd = -1
+	}
+	cfg := l.p.cfg()
+	e := &esock{s: s, fds: [2]int{cfd, pfd}, idle: int64(cfg.IdleTimeout)}
+	limit := uint64(cfg.MaxMessageBytes)
+	e.dirs[0] = edir{src: 0, counter: l.p.metrics.dir["client_to_pod"], limit: limit, pend: early}
+	e.dirs[1] = edir{src: 1, counter: l.p.metrics.dir["pod_to_client"], limit: limit, pend: up.early}
+	s.client, s.podConn = nil, nil
+	if !l.send(ecmd{e: e, add: true}) {
+		// The loops stopped under us (cannot happen while the socket is
+		// admitted, as Run stops them after every socket ended); do not
+		// leak the fds.
+		unix.Close(cfd)
+		if pfd >= 0 {
+			unix.Close(pfd)
+		}
+		go l.p.finish(s, 0, 0)
+		return true
+	}
+	s.setInterrupt(func() { l.send(ecmd{e: e}) })
+	return true
+}
+
+// detach takes c out of Go's netpoller and returns a non-blocking fd of
+// the same socket: a duplicate, then the Go conn's close (which removes
+// the original from the netpoller's epoll set first).
+func detach(c *net.TCPConn) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	var derr error
+	if err := rc.Control(func(s uintptr) {
+		fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return -1, err
+	}
+	if derr != nil {
+		return -1, derr
+	}
+	c.Close()
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// eloop is one event loop.
+type eloop struct {
+	p      *Proxy
+	epfd   int
+	wakeFd int // eventfd: commands are queued
+
+	mu      sync.Mutex
+	queue   []ecmd
+	stopped bool
+	queued  atomic.Bool
+	done    chan struct{}
+
+	// Owned by the loop goroutine.
+	socks    map[int32]*esock // by fd, client and pod
+	buf      []byte
+	events   [256]unix.EpollEvent
+	base     time.Time
+	now      int64 // nanoseconds since base, read once per batch
+	nextTick int64
+}
+
+// ecmd is a socket to add, or one whose stopCode was set.
+type ecmd struct {
+	e   *esock
+	add bool
+}
+
+func newLoop(p *Proxy) (*eloop, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	wfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, err
+	}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wfd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wfd)}); err != nil {
+		unix.Close(epfd)
+		unix.Close(wfd)
+		return nil, err
+	}
+	return &eloop{
+		p: p, epfd: epfd, wakeFd: wfd, done: make(chan struct{}),
+		socks: map[int32]*esock{}, buf: make([]byte, readSize), base: time.Now(),
+	}, nil
+}
+
+// send queues c for the loop; false once the loop stopped.
+func (l *eloop) send(c ecmd) bool {
+	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		return false
+	}
+	l.queue = append(l.queue, c)
+	l.mu.Unlock()
+	if !l.queued.Swap(true) {
+		l.wake()
+	}
+	return true
+}
+
+func (l *eloop) wake() {
+	one := [8]byte{1}
+	unix.Write(l.wakeFd, one[:])
+}
+
+// quit stops the loop and waits for it.
+func (l *eloop) quit() {
+	l.mu.Lock()
+	l.stopped = true
+	l.queued.Store(true)
+	l.mu.Unlock()
+	l.wake()
+	<-l.done
+}
+
+func (l *eloop) run() {
+	defer close(l.done)
+	defer unix.Close(l.wakeFd)
+	defer unix.Close(l.epfd)
+	for {
+		n := l.wait()
+		l.now = int64(time.Since(l.base))
+		for i := range n {
+			ev := l.events[i]
+			if ev.Fd == int32(l.wakeFd) {
+				var b [8]byte
+				unix.Read(l.wakeFd, b[:])
+				continue
+			}
+			if e := l.socks[ev.Fd]; e != nil {
+				l.handle(e, int(ev.Fd), ev.Events)
+			}
+		}
+		if l.commands() {
+			l.closeAll()
+			return
+		}
+		if l.now >= l.nextTick {
+			l.tick()
+		}
+	}
+}
+
+// wait returns the next batch of events. It first polls without blocking
+// through a raw syscall: under load there are events, and the goroutine
+// neither enters the scheduler's syscall path nor hands its P away. Only
+// an empty poll blocks, as an ordinary syscall, until the next tick.
+func (l *eloop) wait() int {
+	r, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(l.epfd),
+		uintptr(unsafe.Pointer(&l.events[0])), uintptr(len(l.events)), 0, 0, 0)
+	if errno == 0 && r > 0 {
+		return int(r)
+	}
+	timeout := -1
+	if len(l.socks) > 0 {
+		timeout = int((l.nextTick-int64(time.Since(l.base)))/int64(time.Millisecond)) + 1
+		timeout = max(timeout, 0)
+	}
+	n, err := unix.EpollWait(l.epfd, l.events[:], timeout)
+	if err != nil {
+		return 0 // EINTR
+	}
+	return n
+}
+
+// commands applies queued adds and stops; it reports whether the loop
+// must quit.
+func (l *eloop) commands() bool {
+	if !l.queued.Load() {
+		return false
+	}
+	l.mu.Lock()
+	l.queued.Store(false)
+	q, stopped := l.queue, l.stopped
+	l.queue = nil
+	l.mu.Unlock()
+	for _, c := range q {
+		switch {
+		case c.add:
+			l.register(c.e)
+		case !c.e.done:
+			l.beginClose(c.e)
+		}
+	}
+	return stopped
+}
+
+// tick closes sockets whose client fell silent past proxy.idle_timeout (a
+// half-open or dead peer: providers stream without pause) and those whose
+// close frames did not go out within closeGrace. One pass every tickEvery:
+// a clock read per batch, no timer or deadline per socket or per message.
+func (l *eloop) tick() {
+	const tickEvery = 50 * time.Millisecond
+	l.nextTick = l.now + int64(tickEvery)
+	for fd, e := range l.socks {
+		if e.done || int(fd) != e.fds[0] {
+			continue
+		}
+		switch {
+		case e.closing && l.now > e.closeBy:
+			l.teardown(e, 0)
+		case !e.closing && e.idle > 0 && l.now-e.lastClient > e.idle:
+			if e.s.markStop(CloseIdleTimeout, "idle timeout") {
+				l.beginClose(e)
+			}
+		}
+	}
+}
+
+// closeAll ends the sockets still on a loop that is told to quit (Run
+// stops the loops only after every socket ended, so normally none).
+func (l *eloop) closeAll() {
+	for fd, e := range l.socks {
+		if int(fd) == e.fds[0] {
+			l.teardown(e, 0)
+		}
+	}
+}
+
+// rawRead and rawWrite are read(2) and write(2) on non-blocking fds
+// without the runtime's syscall bookkeeping (they never block).
+func rawRead(fd int, b []byte) (int, unix.Errno) {
+	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), 0
+}
+
+func rawWrite(fd int, b []byte) (int, unix.Errno) {
+	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), 0
+}
+
+// again reports an errno after which the operation is retried when epoll
+// says so.
+func again(e unix.Errno) bool { return e == unix.EAGAIN || e == unix.EINTR }

@@ -1,0 +1,13 @@
+//go:build !linux
+
+package proxy
+
+import "errors"
+
+// loops: the epoll relay exists on Linux only; elsewhere every socket takes
+// the goroutine relay.
+type loops struct{}
+
+func (*loops) start(*Proxy) error                  { return errors.New("epoll relay: Linux only") }
+func (*loops) stop()                               {}
+func (*loops) add(*socket, *upstream, []byte) bool { return false }

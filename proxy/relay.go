@@ -1,0 +1,163 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+var (
+	aLongTimeAgo = time.Unix(1, 0)
+	noDeadline   time.Time
+)
+
+// Relay names a relay mechanism (proxy.relay).
+type Relay string
+
+const (
+	// RelayEpoll serves every relayed pair from a few event loops, one
+	// epoll set each, outside Go's netpoller (epoll_linux.go): no goroutine
+	// wake-up per message. The default on Linux, measured in
+	// docs/bench-media.md.
+	RelayEpoll Relay = "epoll"
+	// RelayGoroutines runs two copy goroutines per socket on Go's netpoller
+	// (pump.go). Used where epoll cannot be: other systems, a client
+	// connection that is not plain TCP (TLS), or Run not started.
+	RelayGoroutines Relay = "goroutines"
+)
+
+// bufSize is one goroutine-relay buffer: a Twilio media frame is ~300
+// bytes; a bigger message just takes more reads. A buffer is taken from the
+// pool only when bytes are ready (see reader), so idle streams hold none.
+const bufSize = 8 << 10
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b }}
+
+// Close codes edge sends itself (RFC 6455 7.4.1).
+const (
+	CloseGoingAway   = 1001 // drain deadline passed on shutdown
+	ClosePolicy      = 1008 // the call lost its lease (released, swept)
+	CloseTooBig      = 1009 // a frame over proxy.max_message_bytes
+	CloseIdleTimeout = 4000 // the client sent nothing for proxy.idle_timeout
+)
+
+// socket is one relayed media stream: a hijacked client conn and its pod
+// conn, with the call it belongs to. The relay mechanism owns the
+// connections; what other goroutines (renewal, drain) touch is atomic.
+type socket struct {
+	callID, pod     string
+	client, podConn net.Conn
+	started         time.Time
+
+	// stopCode, when set, asks the relay to end with a close frame carrying
+	// it, at a frame boundary of each direction; interrupt tells the relay
+	// (set once the mechanism is chosen).
+	stopCode   atomic.Int32
+	stopReason atomic.Pointer[string]
+	interrupt  atomic.Pointer[func()]
+	// lastClient is the unix nanotime of the last bytes from the client
+	// (goroutine relay; the event loops keep their own clock).
+	lastClient atomic.Int64
+	// firstClose is the first close code seen in either direction and
+	// firstCloser its side; firstEnd is the side whose stream ended first.
+	firstClose, firstCloser, firstEnd atomic.Int32
+}
+
+// Sides of a socket, for closeOrigin.
+const (
+	sideClient int32 = 1
+	sidePod    int32 = 2
+)
+
+// stop asks the relay to close both sides with code, at a frame boundary.
+// The first code wins. Safe from any goroutine.
+func (s *socket) stop(code int, reason string) {
+	if !s.markStop(code, reason) {
+		return
+	}
+	if f := s.interrupt.Load(); f != nil {
+		(*f)()
+	}
+}
+
+// markStop records code unless another was recorded first.
+func (s *socket) markStop(code int, reason string) bool {
+	if !s.stopCode.CompareAndSwap(0, int32(code)) {
+		return false
+	}
+	s.stopReason.Store(&reason)
+	return true
+}
+
+// setInterrupt installs the relay's wake-up; a stop that came before it
+// (a drain racing the handshake) is delivered now. Calling f twice is
+// harmless for both relays.
+func (s *socket) setInterrupt(f func()) {
+	s.interrupt.Store(&f)
+	if s.stopCode.Load() != 0 {
+		f()
+	}
+}
+
+func (s *socket) reason() string {
+	if r := s.stopReason.Load(); r != nil {
+		return *r
+	}
+	return ""
+}
+
+// finish does what every socket's end owes, whichever relay carried it:
+// metrics, log, release of the call, and leaving the registry.
+func (p *Proxy) finish(s *socket, bytesIn, bytesOut int64) {
+	defer p.handlers.Done()
+	p.metrics.active.Dec()
+	p.metrics.duration.Observe(time.Since(s.started).Seconds())
+	initiator, code := closeOrigin(s)
+	p.metrics.closes.WithLabelValues(initiator, code).Inc()
+	p.Log.Debug("media socket closed", "pod", s.pod, "call_sid", s.callID, "by", initiator, "code", code,
+		"duration", time.Since(s.started).Round(time.Millisecond), "bytes_in", bytesIn, "bytes_out", bytesOut)
+	// Release before forgetting the socket: a drain, or a test, that sees
+	// the socket gone knows its call is released.
+	p.release(s)
+	p.forget(s)
+}
+
+// closeOrigin says who ended the socket and with which code: edge's own
+// stop code, else the first close frame seen, else the side whose TCP
+// connection ended first with code "none" (a crash or a network failure).
+func closeOrigin(s *socket) (initiator, code string) {
+	if c := s.stopCode.Load(); c != 0 {
+		return "edge", fmt.Sprint(c)
+	}
+	if c := s.firstClose.Load(); c != 0 {
+		return sideName(s.firstCloser.Load()), fmt.Sprint(c)
+	}
+	return sideName(s.firstEnd.Load()), "none"
+}
+
+func sideName(side int32) string {
+	if side == sidePod {
+		return "pod"
+	}
+	return "client"
+}
+
+// release ends the call: the socket is gone, so is the call's media.
+func (p *Proxy) release(s *socket) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	outcome, err := p.Leases.Release(ctx, s.callID)
+	if err != nil {
+		if errors.Is(err, ErrNoAllocation) {
+			outcome = "not_found"
+		} else {
+			outcome = "error"
+			p.Log.Warn("release after media socket closed failed; the lease will expire", "call_sid", s.callID, "pod", s.pod, "err", err)
+		}
+	}
+	p.metrics.releases.WithLabelValues(outcome).Inc()
+}
