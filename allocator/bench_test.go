@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -14,29 +13,12 @@ import (
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
-// redisCPU reads the server's CPU seconds (user+sys) from INFO cpu.
-func redisCPU(b *testing.B, rdb *redis.Client) float64 {
-	info, err := rdb.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var total float64
-	for _, line := range strings.Split(info, "\n") {
-		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && (name == "used_cpu_sys" || name == "used_cpu_user") {
-			f, _ := strconv.ParseFloat(v, 64)
-			total += f
-		}
-	}
-	return total
-}
-
 // measure runs fn b.N times (in parallel when parallel) and reports Redis
 // CPU and client round trips per op next to ns/op.
 func measure(b *testing.B, srv *testredis.Server, rdb *redis.Client, trips *testredis.RoundTrips, parallel bool, fn func(i int64)) {
 	ctx := context.Background()
 	cmdsBefore := srv.CommandStats(ctx, rdb)
-	cpuBefore := redisCPU(b, rdb)
+	cpuBefore := srv.CPU(ctx, rdb)
 	tripsBefore := trips.Load()
 	var n atomic.Int64
 	b.ResetTimer()
@@ -54,7 +36,7 @@ func measure(b *testing.B, srv *testredis.Server, rdb *redis.Client, trips *test
 	b.StopTimer()
 	ops := float64(n.Load())
 	cmdsAfter := srv.CommandStats(ctx, rdb)
-	b.ReportMetric((redisCPU(b, rdb)-cpuBefore)*1e6/ops, "redis-cpu-us/op")
+	b.ReportMetric(float64((srv.CPU(ctx, rdb)-cpuBefore).Microseconds())/ops, "redis-cpu-us/op")
 	b.ReportMetric(float64(trips.Load()-tripsBefore-2)/ops, "round-trips/op")
 	var calls int64
 	for name, c := range cmdsAfter {

@@ -11,8 +11,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
@@ -55,7 +53,7 @@ func BenchmarkAPICycle(b *testing.B) {
 			}
 			cycle() // warm up connections and scripts
 
-			edgeBefore, redisBefore := edge.CPU(), redisCPU(b, rdb)
+			edgeBefore, redisBefore := edge.CPU(), srv.CPU(context.Background(), rdb)
 			evalBefore := srv.CommandStats(context.Background(), rdb)
 			start := n.Load()
 			b.ResetTimer()
@@ -75,25 +73,8 @@ func BenchmarkAPICycle(b *testing.B) {
 			ops := float64(n.Load() - start)
 			evalAfter := srv.CommandStats(context.Background(), rdb)
 			b.ReportMetric(float64((edge.CPU()-edgeBefore).Microseconds())/ops, "edge-cpu-us/op")
-			b.ReportMetric((redisCPU(b, rdb)-redisBefore)*1e6/ops, "redis-cpu-us/op")
+			b.ReportMetric(float64((srv.CPU(context.Background(), rdb)-redisBefore).Microseconds())/ops, "redis-cpu-us/op")
 			b.ReportMetric(float64(evalAfter["evalsha"]+evalAfter["eval"]-evalBefore["evalsha"]-evalBefore["eval"])/ops, "scripts/op")
 		})
 	}
-}
-
-// redisCPU reads the server's CPU seconds (user+sys) from INFO cpu.
-func redisCPU(b *testing.B, rdb *redis.Client) float64 {
-	info, err := rdb.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var total float64
-	for _, line := range strings.Split(info, "\n") {
-		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && (name == "used_cpu_sys" || name == "used_cpu_user") {
-			f, _ := strconv.ParseFloat(v, 64)
-			total += f
-		}
-	}
-	return total
 }

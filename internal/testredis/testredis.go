@@ -233,6 +233,25 @@ func (s *Server) CommandStats(ctx context.Context, c *redis.Client) map[string]i
 	return per
 }
 
+// CPU is the CPU time (user + system) the server has used, from INFO cpu,
+// for benchmarks that report Redis' cost per operation.
+func (s *Server) CPU(ctx context.Context, c *redis.Client) time.Duration {
+	s.tb.Helper()
+	info, err := c.Info(ctx, "cpu").Result()
+	if err != nil {
+		s.tb.Fatalf("INFO cpu: %v", err)
+	}
+	var seconds float64
+	for _, line := range strings.Split(info, "\n") {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (name == "used_cpu_sys" || name == "used_cpu_user") {
+			f, _ := strconv.ParseFloat(v, 64)
+			seconds += f
+		}
+	}
+	return time.Duration(seconds * float64(time.Second))
+}
+
 // RoundTrips counts the round trips a client makes: commands sent alone and
 // pipelines (one each). Add it with client.AddHook.
 type RoundTrips struct{ n atomic.Int64 }
