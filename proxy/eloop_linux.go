@@ -4,9 +4,11 @@ package proxy
 
 import (
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -37,6 +39,9 @@ const closeGrace = time.Second
 type loops struct {
 	set  atomic.Pointer[[]*eloop]
 	next atomic.Uint32
+	// carried counts the sockets handed to the loops (tests check that
+	// the epoll relay, not its fallback, carried a socket).
+	carried atomic.Int64
 }
 
 func (ls *loops) start(p *Proxy) error {
@@ -111,6 +116,7 @@ func (ls *loops) add(s *socket, up *upstream, early []byte) bool {
 		return true
 	}
 	s.setInterrupt(func() { l.send(ecmd{e: e}) })
+	ls.carried.Add(1)
 	return true
 }
 
@@ -144,7 +150,9 @@ func detach(c *net.TCPConn) (int, error) {
 type eloop struct {
 	p      *Proxy
 	epfd   int
-	wakeFd int // eventfd: commands are queued
+	wakeFd int             // eventfd: commands are queued
+	file   *os.File        // epfd, registered with Go's netpoller
+	rc     syscall.RawConn // of file
 
 	mu      sync.Mutex
 	queue   []ecmd
@@ -159,6 +167,7 @@ type eloop struct {
 	base     time.Time
 	now      int64 // nanoseconds since base, read once per batch
 	nextTick int64
+	armed    bool // file's read deadline is set (sockets are open)
 }
 
 // ecmd is a socket to add, or one whose stopCode was set.
@@ -177,15 +186,36 @@ func newLoop(p *Proxy) (*eloop, error) {
 		unix.Close(epfd)
 		return nil, err
 	}
-	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wfd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wfd)}); err != nil {
+	l := &eloop{
+		p: p, epfd: epfd, wakeFd: wfd, done: make(chan struct{}),
+		socks: map[int32]*esock{}, buf: make([]byte, readSize), base: time.Now(),
+	}
+	if err := l.open(); err != nil {
 		unix.Close(epfd)
 		unix.Close(wfd)
 		return nil, err
 	}
-	return &eloop{
-		p: p, epfd: epfd, wakeFd: wfd, done: make(chan struct{}),
-		socks: map[int32]*esock{}, buf: make([]byte, readSize), base: time.Now(),
-	}, nil
+	return l, nil
+}
+
+// open watches the wake-up eventfd and hands the epoll fd itself to Go's
+// netpoller (an epoll set is pollable: readable when it has events), so
+// that an idle loop parks like any goroutine instead of holding a thread
+// in epoll_wait, and its tick is a read deadline.
+func (l *eloop) open() error {
+	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, l.wakeFd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(l.wakeFd)}); err != nil {
+		return err
+	}
+	if err := unix.SetNonblock(l.epfd, true); err != nil {
+		return err
+	}
+	l.file = os.NewFile(uintptr(l.epfd), "epoll")
+	rc, err := l.file.SyscallConn()
+	if err != nil {
+		return err
+	}
+	l.rc = rc
+	return nil
 }
 
 // send queues c for the loop; false once the loop stopped.
@@ -221,7 +251,7 @@ func (l *eloop) quit() {
 func (l *eloop) run() {
 	defer close(l.done)
 	defer unix.Close(l.wakeFd)
-	defer unix.Close(l.epfd)
+	defer l.file.Close()
 	for {
 		n := l.wait()
 		l.now = int64(time.Since(l.base))
@@ -240,30 +270,30 @@ func (l *eloop) run() {
 			l.closeAll()
 			return
 		}
-		if l.now >= l.nextTick {
+		if l.now >= l.nextTick || !l.armed && len(l.socks) > 0 {
 			l.tick()
 		}
 	}
 }
 
-// wait returns the next batch of events. It first polls without blocking
-// through a raw syscall: under load there are events, and the goroutine
-// neither enters the scheduler's syscall path nor hands its P away. Only
-// an empty poll blocks, as an ordinary syscall, until the next tick.
+// wait returns the next batch of events: epoll_wait without blocking, as a
+// raw syscall (no scheduler bookkeeping); when there are none, the
+// goroutine parks in Go's netpoller until the epoll fd is readable or the
+// tick's deadline passes (then 0).
 func (l *eloop) wait() int {
-	r, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(l.epfd),
-		uintptr(unsafe.Pointer(&l.events[0])), uintptr(len(l.events)), 0, 0, 0)
-	if errno == 0 && r > 0 {
-		return int(r)
-	}
-	timeout := -1
-	if len(l.socks) > 0 {
-		timeout = int((l.nextTick-int64(time.Since(l.base)))/int64(time.Millisecond)) + 1
-		timeout = max(timeout, 0)
-	}
-	n, err := unix.EpollWait(l.epfd, l.events[:], timeout)
+	var n int
+	err := l.rc.Read(func(uintptr) bool {
+		r, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(l.epfd),
+			uintptr(unsafe.Pointer(&l.events[0])), uintptr(len(l.events)), 0, 0, 0)
+		if errno != 0 || r == 0 {
+			n = 0
+			return false
+		}
+		n = int(r)
+		return true
+	})
 	if err != nil {
-		return 0 // EINTR
+		return 0 // the tick's deadline
 	}
 	return n
 }
@@ -297,6 +327,14 @@ func (l *eloop) commands() bool {
 func (l *eloop) tick() {
 	const tickEvery = 50 * time.Millisecond
 	l.nextTick = l.now + int64(tickEvery)
+	defer func() {
+		// No sockets, no ticks: an idle loop sleeps until woken.
+		if l.armed = len(l.socks) > 0; l.armed {
+			l.file.SetReadDeadline(l.base.Add(time.Duration(l.nextTick)))
+		} else {
+			l.file.SetReadDeadline(noDeadline)
+		}
+	}()
 	for fd, e := range l.socks {
 		if e.done || int(fd) != e.fds[0] {
 			continue

@@ -2,11 +2,14 @@
 
 package proxy
 
-import "errors"
+import (
+	"errors"
+	"sync/atomic"
+)
 
 // loops: the epoll relay exists on Linux only; elsewhere every socket takes
 // the goroutine relay.
-type loops struct{}
+type loops struct{ carried atomic.Int64 }
 
 func (*loops) start(*Proxy) error                  { return errors.New("epoll relay: Linux only") }
 func (*loops) stop()                               {}

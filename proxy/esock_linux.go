@@ -35,10 +35,10 @@ type edir struct {
 	// pend holds bytes read but not yet written: at most one read plus a
 	// close frame. While it is not empty the source is not read.
 	pend []byte
-	// eof: the source sent FIN; shut: the FIN was passed on (after pend).
-	eof, shut bool
-	bytes     int64
-	counted   int64
+	// eof: the source sent FIN.
+	eof     bool
+	bytes   int64
+	counted int64
 }
 
 func side(i int) int32 {
@@ -181,25 +181,23 @@ func (l *eloop) account(e *esock, d *edir, b []byte) {
 	}
 }
 
-// eof: d's source sent FIN. It is passed on once d's bytes are out; the
-// socket ends when both directions did.
+// eof: d's source sent FIN. A WebSocket peer that ends its TCP stream is
+// done (RFC 6455 7.1.1: the TCP close follows the close handshake, or
+// replaces it on a failure), so the socket ends as with an edge close:
+// what was read goes out first, then both connections close.
 func (l *eloop) eof(e *esock, d *edir) bool {
 	d.eof = true
 	e.s.firstEnd.CompareAndSwap(0, side(d.src))
-	if d.pend == nil {
-		l.shut(e, d)
+	if !e.closing {
+		e.closing = true
+		e.closeBy = l.now + int64(closeGrace)
 	}
-	if e.dirs[0].shut && e.dirs[1].shut {
+	if e.dirs[0].pend == nil && e.dirs[1].pend == nil {
 		l.teardown(e, 0)
 		return false
 	}
 	l.update(e)
 	return true
-}
-
-func (l *eloop) shut(e *esock, d *edir) {
-	d.shut = true
-	unix.Shutdown(e.fds[1-d.src], unix.SHUT_WR)
 }
 
 // flush writes d's pending bytes; false when the socket ended.
@@ -213,10 +211,7 @@ func (l *eloop) flush(e *esock, d *edir) bool {
 		return true
 	}
 	d.pend = nil
-	if d.eof && !d.shut {
-		l.shut(e, d)
-	}
-	if e.closing && e.dirs[0].pend == nil && e.dirs[1].pend == nil || e.dirs[0].shut && e.dirs[1].shut {
+	if e.closing && e.dirs[0].pend == nil && e.dirs[1].pend == nil {
 		l.teardown(e, 0)
 		return false
 	}
@@ -229,7 +224,11 @@ func (l *eloop) flush(e *esock, d *edir) bool {
 // then the TCP close once they are written, or after closeGrace. In the
 // middle of a frame no close frame can be injected; the TCP close follows.
 func (l *eloop) beginClose(e *esock) {
-	if e.closing || e.done {
+	if e.done {
+		return
+	}
+	if e.closing {
+		// Ending already (a side's FIN): no close frame after it.
 		return
 	}
 	e.closing = true

@@ -83,6 +83,7 @@ type env struct {
 }
 
 type envOpt struct {
+	relay    Relay // "": the default
 	leaseTTL time.Duration
 	cfg      func(*Config)
 }
@@ -130,6 +131,7 @@ func newEnv(t *testing.T, o envOpt) *env {
 	}
 	cfg := Config{RequireToken: true, IdleTimeout: 10 * time.Second, DialTimeout: 2 * time.Second,
 		RenewInterval: o.leaseTTL / 4, DrainTimeout: time.Minute, MaxSockets: 100, MaxMessageBytes: 64 << 10}
+	cfg.Relay = o.relay
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
@@ -151,6 +153,14 @@ func newEnv(t *testing.T, o envOpt) *env {
 		}
 	})
 	return e
+}
+
+// eachRelay runs f once per relay mechanism: both must keep the proxy's
+// contract.
+func eachRelay(t *testing.T, f func(t *testing.T, relay Relay)) {
+	for _, r := range []Relay{RelayEpoll, RelayGoroutines} {
+		t.Run(string(r), func(t *testing.T) { f(t, r) })
+	}
 }
 
 // allocate gives callID a pod of its chain (or of tier basic when shared)

@@ -15,54 +15,56 @@ import (
 )
 
 func TestRelayEchoesAndReleasesOnClose(t *testing.T) {
-	e := newEnv(t, envOpt{})
-	pod, url := e.allocate("CA1", "")
-	ctx := context.Background()
-	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: []string{"audio.v1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseNow()
-	c.SetReadLimit(1 << 20)
-	if c.Subprotocol() != "audio.v1" {
-		t.Errorf("subprotocol = %q, want the pod's choice audio.v1", c.Subprotocol())
-	}
-	for i := range 20 {
-		echo(t, c, fmt.Sprintf(`{"event":"media","sequenceNumber":"%d","media":{"payload":"AAAA"}}`, i))
-	}
-	// A big message crosses many reads and buffers.
-	echo(t, c, strings.Repeat("x", 50<<10))
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay})
+		pod, url := e.allocate("CA1", "")
+		ctx := context.Background()
+		c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: []string{"audio.v1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		c.SetReadLimit(1 << 20)
+		if c.Subprotocol() != "audio.v1" {
+			t.Errorf("subprotocol = %q, want the pod's choice audio.v1", c.Subprotocol())
+		}
+		for i := range 20 {
+			echo(t, c, fmt.Sprintf(`{"event":"media","sequenceNumber":"%d","media":{"payload":"AAAA"}}`, i))
+		}
+		// A big message crosses many reads and buffers.
+		echo(t, c, strings.Repeat("x", 50<<10))
 
-	ag := e.agents[pod]
-	if got, want := ag.Paths(), []string{"/agent/voice/breeze-buddy/twilio/callback/order-confirmation/v2?x=1"}; len(got) != 1 || got[0] != want[0] {
-		t.Errorf("pod saw paths %q, want %q (prefix and token stripped, query kept)", got, want)
-	}
-	h := ag.Headers()[0]
-	if h.Get("X-Forwarded-For") != "127.0.0.1" || h.Get("X-Forwarded-Proto") != "http" || h.Get("X-Forwarded-Host") == "" {
-		t.Errorf("forwarding headers = %v", h)
-	}
+		ag := e.agents[pod]
+		if got, want := ag.Paths(), []string{"/agent/voice/breeze-buddy/twilio/callback/order-confirmation/v2?x=1"}; len(got) != 1 || got[0] != want[0] {
+			t.Errorf("pod saw paths %q, want %q (prefix and token stripped, query kept)", got, want)
+		}
+		h := ag.Headers()[0]
+		if h.Get("X-Forwarded-For") != "127.0.0.1" || h.Get("X-Forwarded-Proto") != "http" || h.Get("X-Forwarded-Host") == "" {
+			t.Errorf("forwarding headers = %v", h)
+		}
 
-	c.Close(4100, "caller hung up")
-	e.waitSockets(0)
-	if _, err := e.alloc.Call(ctx, "CA1"); !errors.Is(err, allocator.ErrCallNotFound) {
-		t.Errorf("call after close: %v, want released", err)
-	}
-	if owner := e.podOwner(pod); owner != "" {
-		t.Errorf("pod %s still leased to %q", pod, owner)
-	}
-	m := e.px.metrics
-	if got := value(m.closes.WithLabelValues("client", "4100")); got != 1 {
-		t.Errorf("closes{client,4100} = %v, want 1", got)
-	}
-	if got := value(m.releases.WithLabelValues("released")); got != 1 {
-		t.Errorf("releases{released} = %v, want 1", got)
-	}
-	if got := value(m.dir["client_to_pod"].messages); got < 21 {
-		t.Errorf("messages client_to_pod = %v, want >= 21", got)
-	}
-	if got := value(m.active); got != 0 {
-		t.Errorf("active = %v after close", got)
-	}
+		c.Close(4100, "caller hung up")
+		e.waitSockets(0)
+		if _, err := e.alloc.Call(ctx, "CA1"); !errors.Is(err, allocator.ErrCallNotFound) {
+			t.Errorf("call after close: %v, want released", err)
+		}
+		if owner := e.podOwner(pod); owner != "" {
+			t.Errorf("pod %s still leased to %q", pod, owner)
+		}
+		m := e.px.metrics
+		if got := value(m.closes.WithLabelValues("client", "4100")); got != 1 {
+			t.Errorf("closes{client,4100} = %v, want 1", got)
+		}
+		if got := value(m.releases.WithLabelValues("released")); got != 1 {
+			t.Errorf("releases{released} = %v, want 1", got)
+		}
+		if got := value(m.dir["client_to_pod"].messages); got < 21 {
+			t.Errorf("messages client_to_pod = %v, want >= 21", got)
+		}
+		if got := value(m.active); got != 0 {
+			t.Errorf("active = %v after close", got)
+		}
+	})
 }
 
 func TestRefusedBeforeRedisAndDial(t *testing.T) {
@@ -135,51 +137,55 @@ func TestPodDownIsBadGateway(t *testing.T) {
 }
 
 func TestTokenlessWhenNotRequired(t *testing.T) {
-	e := newEnv(t, envOpt{cfg: func(c *Config) { c.RequireToken = false }})
-	podA, _ := e.allocate("CA1", "")
-	e.allocate("CA2", "")
-	shared, _ := e.allocate("CA3", "")
-	if shared != "pod-s" {
-		t.Fatalf("third call on %s, want the shared pod-s", shared)
-	}
-	c := e.mustDial(e.url(podA, ""))
-	echo(t, c, "hello")
-	if _, err := e.dial(e.url("pod-s", "")); err == nil || !strings.Contains(err.Error(), "status 403") {
-		t.Errorf("token-less socket on a shared pod: %v, want 403 (which call is it?)", err)
-	}
-	if _, err := e.dial(e.url(podA, "c.bogus")); err == nil || !strings.Contains(err.Error(), "status 403") {
-		t.Errorf("bad token with require_token false: %v, want 403", err)
-	}
-	c.Close(websocket.StatusNormalClosure, "")
-	e.waitSockets(0)
-	if _, err := e.alloc.Call(context.Background(), "CA1"); !errors.Is(err, allocator.ErrCallNotFound) {
-		t.Errorf("token-less socket closed but call not released: %v", err)
-	}
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.RequireToken = false }})
+		podA, _ := e.allocate("CA1", "")
+		e.allocate("CA2", "")
+		shared, _ := e.allocate("CA3", "")
+		if shared != "pod-s" {
+			t.Fatalf("third call on %s, want the shared pod-s", shared)
+		}
+		c := e.mustDial(e.url(podA, ""))
+		echo(t, c, "hello")
+		if _, err := e.dial(e.url("pod-s", "")); err == nil || !strings.Contains(err.Error(), "status 403") {
+			t.Errorf("token-less socket on a shared pod: %v, want 403 (which call is it?)", err)
+		}
+		if _, err := e.dial(e.url(podA, "c.bogus")); err == nil || !strings.Contains(err.Error(), "status 403") {
+			t.Errorf("bad token with require_token false: %v, want 403", err)
+		}
+		c.Close(websocket.StatusNormalClosure, "")
+		e.waitSockets(0)
+		if _, err := e.alloc.Call(context.Background(), "CA1"); !errors.Is(err, allocator.ErrCallNotFound) {
+			t.Errorf("token-less socket closed but call not released: %v", err)
+		}
+	})
 }
 
 // A call three times longer than its lease keeps its pod while the socket
 // lives, and nobody else gets the pod.
 func TestLeaseRenewedWhileSocketLives(t *testing.T) {
-	const ttl = 600 * time.Millisecond
-	e := newEnv(t, envOpt{leaseTTL: ttl})
-	pod, url := e.allocate("CA1", "")
-	other, _ := e.allocate("CA2", "") // the other exclusive pod, never opened
-	c := e.mustDial(url)
-	end := time.Now().Add(3 * ttl)
-	for i := 0; time.Now().Before(end); i++ {
-		echo(t, c, fmt.Sprint("frame ", i))
-		time.Sleep(20 * time.Millisecond) // the media rate, not a synchronisation
-	}
-	if owner := e.podOwner(pod); owner != "CA1" {
-		t.Fatalf("after 3 lease TTLs pod %s leased to %q, want CA1", pod, owner)
-	}
-	if owner := e.podOwner(other); owner != "" {
-		t.Errorf("pod %s of a call without a socket still leased to %q after 3 TTLs", other, owner)
-	}
-	echo(t, c, "still flowing")
-	if got := value(e.px.metrics.renewals.WithLabelValues("held")); got < 2 {
-		t.Errorf("renewals held = %v, want >= 2", got)
-	}
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		const ttl = 600 * time.Millisecond
+		e := newEnv(t, envOpt{relay: relay, leaseTTL: ttl})
+		pod, url := e.allocate("CA1", "")
+		other, _ := e.allocate("CA2", "") // the other exclusive pod, never opened
+		c := e.mustDial(url)
+		end := time.Now().Add(3 * ttl)
+		for i := 0; time.Now().Before(end); i++ {
+			echo(t, c, fmt.Sprint("frame ", i))
+			time.Sleep(20 * time.Millisecond) // the media rate, not a synchronisation
+		}
+		if owner := e.podOwner(pod); owner != "CA1" {
+			t.Fatalf("after 3 lease TTLs pod %s leased to %q, want CA1", pod, owner)
+		}
+		if owner := e.podOwner(other); owner != "" {
+			t.Errorf("pod %s of a call without a socket still leased to %q after 3 TTLs", other, owner)
+		}
+		echo(t, c, "still flowing")
+		if got := value(e.px.metrics.renewals.WithLabelValues("held")); got < 2 {
+			t.Errorf("renewals held = %v, want >= 2", got)
+		}
+	})
 }
 
 func TestRenewIsOneRoundTripPerBatch(t *testing.T) {
@@ -202,53 +208,59 @@ func TestRenewIsOneRoundTripPerBatch(t *testing.T) {
 }
 
 func TestLostLeaseClosesSocket(t *testing.T) {
-	e := newEnv(t, envOpt{cfg: func(c *Config) { c.RenewInterval = time.Hour }})
-	_, url := e.allocate("CA1", "")
-	c := e.mustDial(url)
-	echo(t, c, "hi")
-	// The voice agent releases the call itself (its /api/v1/release).
-	if _, err := e.alloc.Release(context.Background(), "CA1"); err != nil {
-		t.Fatal(err)
-	}
-	e.px.renewOnce(context.Background())
-	if got := readClose(t, c); got != ClosePolicy {
-		t.Errorf("close status = %d, want %d", got, ClosePolicy)
-	}
-	e.waitSockets(0)
-	if got := value(e.px.metrics.releases.WithLabelValues("not_found")); got != 1 {
-		t.Errorf("releases{not_found} = %v, want 1", got)
-	}
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.RenewInterval = time.Hour }})
+		_, url := e.allocate("CA1", "")
+		c := e.mustDial(url)
+		echo(t, c, "hi")
+		// The voice agent releases the call itself (its /api/v1/release).
+		if _, err := e.alloc.Release(context.Background(), "CA1"); err != nil {
+			t.Fatal(err)
+		}
+		e.px.renewOnce(context.Background())
+		if got := readClose(t, c); got != ClosePolicy {
+			t.Errorf("close status = %d, want %d", got, ClosePolicy)
+		}
+		e.waitSockets(0)
+		if got := value(e.px.metrics.releases.WithLabelValues("not_found")); got != 1 {
+			t.Errorf("releases{not_found} = %v, want 1", got)
+		}
+	})
 }
 
 func TestIdleClientIsClosedAndReleased(t *testing.T) {
-	e := newEnv(t, envOpt{cfg: func(c *Config) { c.IdleTimeout = 300 * time.Millisecond }})
-	pod, url := e.allocate("CA1", "")
-	c := e.mustDial(url)
-	echo(t, c, "one")
-	start := time.Now()
-	if got := readClose(t, c); got != CloseIdleTimeout {
-		t.Errorf("close status = %d, want %d", got, CloseIdleTimeout)
-	}
-	if d := time.Since(start); d < 250*time.Millisecond || d > 5*time.Second {
-		t.Errorf("idle socket closed after %v, want about 300ms", d)
-	}
-	e.waitSockets(0)
-	if owner := e.podOwner(pod); owner != "" {
-		t.Errorf("idle call still holds %s", pod)
-	}
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.IdleTimeout = 300 * time.Millisecond }})
+		pod, url := e.allocate("CA1", "")
+		c := e.mustDial(url)
+		echo(t, c, "one")
+		start := time.Now()
+		if got := readClose(t, c); got != CloseIdleTimeout {
+			t.Errorf("close status = %d, want %d", got, CloseIdleTimeout)
+		}
+		if d := time.Since(start); d < 250*time.Millisecond || d > 5*time.Second {
+			t.Errorf("idle socket closed after %v, want about 300ms", d)
+		}
+		e.waitSockets(0)
+		if owner := e.podOwner(pod); owner != "" {
+			t.Errorf("idle call still holds %s", pod)
+		}
+	})
 }
 
 func TestOversizedFrameClosesSocket(t *testing.T) {
-	e := newEnv(t, envOpt{cfg: func(c *Config) { c.MaxMessageBytes = 1024 }})
-	_, url := e.allocate("CA1", "")
-	c := e.mustDial(url)
-	echo(t, c, strings.Repeat("a", 1000))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c.Write(ctx, websocket.MessageText, []byte(strings.Repeat("b", 4096)))
-	readClose(t, c)
-	e.waitSockets(0)
-	if got := value(e.px.metrics.closes.WithLabelValues("edge", "1009")); got != 1 {
-		t.Errorf("closes{edge,1009} = %v, want 1", got)
-	}
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.MaxMessageBytes = 1024 }})
+		_, url := e.allocate("CA1", "")
+		c := e.mustDial(url)
+		echo(t, c, strings.Repeat("a", 1000))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c.Write(ctx, websocket.MessageText, []byte(strings.Repeat("b", 4096)))
+		readClose(t, c)
+		e.waitSockets(0)
+		if got := value(e.px.metrics.closes.WithLabelValues("edge", "1009")); got != 1 {
+			t.Errorf("closes{edge,1009} = %v, want 1", got)
+		}
+	})
 }

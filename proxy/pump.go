@@ -20,7 +20,15 @@ func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {
 	results := make(chan pumpResult, 1)
 	upEarly := up.early
 	up = nil // the pod's 101 and its headers are garbage from here on
-	go func() { results <- p.pump(s, toClient, upEarly) }()
+	go func() {
+		r := p.pump(s, toClient, upEarly)
+		if s.stopCode.Load() == 0 {
+			// The pod's stream ended: so does the socket (no half-close
+			// in WebSocket), and the client pump's read returns.
+			conn.Close()
+		}
+		results <- r
+	}()
 	fromClient := p.pump(s, toPod, early)
 	stopped := s.stopCode.Load() != 0
 	if stopped {

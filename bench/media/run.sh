@@ -33,15 +33,24 @@ mkdir -p "$work/nginx/logs"
 nginx_pid=$!
 pids+=($nginx_pid)
 sleep 1
+# edge twice, same config but the relay: the default (epoll) and the
+# goroutine relay (proxy.relay: goroutines), each on its own ports.
 GOMAXPROCS=${EDGE_GOMAXPROCS:-} "$work/edge" --config bench/media/edge.yaml 2>"$work/edge.log" &
 edge_pid=$!
 pids+=($edge_pid)
-for i in $(seq 50); do curl -sf http://127.0.0.1:19080/readyz >/dev/null && break; sleep 0.2; done
+GOMAXPROCS=${EDGE_GOMAXPROCS:-} EDGE_PROXY__RELAY=goroutines EDGE_LISTEN__PUBLIC=127.0.0.1:18081 EDGE_LISTEN__ADMIN=127.0.0.1:19081 \
+	"$work/edge" --config bench/media/edge.yaml 2>"$work/edge-goroutines.log" &
+edgeg_pid=$!
+pids+=($edgeg_pid)
+for port in 19080 19081; do
+	for i in $(seq 50); do curl -sf http://127.0.0.1:$port/readyz >/dev/null && break; sleep 0.2; done
+done
 nginx_all=$(echo $nginx_pid $(pgrep -P $nginx_pid) | tr ' ' ',')
 
 echo "# $(date -u +%FT%TZ) $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(go version | cut -d' ' -f3), $(/usr/sbin/nginx -v 2>&1 | cut -d/ -f2)"
 for n in $STREAMS; do
 	"$work/wsload" run -mode direct -streams "$n" -pods $PODS -warmup "$WARMUP" -measure "$MEASURE"
-	"$work/wsload" run -mode edge -streams "$n" -pods $PODS -target http://127.0.0.1:18080 -pids $edge_pid -warmup "$WARMUP" -measure "$MEASURE"
+	"$work/wsload" run -mode edge -label edge-epoll -streams "$n" -pods $PODS -target http://127.0.0.1:18080 -pids $edge_pid -warmup "$WARMUP" -measure "$MEASURE"
+	"$work/wsload" run -mode edge -label edge-goroutines -streams "$n" -pods $PODS -target http://127.0.0.1:18081 -pids $edgeg_pid -warmup "$WARMUP" -measure "$MEASURE"
 	"$work/wsload" run -mode nginx -streams "$n" -pods $PODS -target http://127.0.0.1:18088 -pids "$nginx_all" -warmup "$WARMUP" -measure "$MEASURE"
 done

@@ -50,6 +50,7 @@ func proxyConfig(cfg *config.Config) proxy.Config {
 		DrainTimeout:    cfg.Proxy.DrainTimeout,
 		MaxSockets:      cfg.Proxy.MaxSockets,
 		MaxMessageBytes: cfg.Proxy.MaxMessageBytes,
+		Relay:           proxy.Relay(cfg.Proxy.Relay),
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,9 +20,9 @@ import (
 
 // Agent is one fake voice agent.
 type Agent struct {
-	ln  net.Listener
-	srv *http.Server
-	log *slog.Logger
+	ln    net.Listener
+	srv   *http.Server
+	log   *slog.Logger
 
 	// Sockets counts media sockets accepted; Paths records their request
 	// paths (with query), for tests to check what the proxy sent.
@@ -108,10 +109,36 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			c.Close(status, "")
 			return
 		}
+		if code, ok := closeCommand(msg); ok {
+			if code == 0 {
+				c.CloseNow() // a crash: TCP closed without a close frame
+			} else {
+				c.Close(code, "agent hung up")
+			}
+			return
+		}
 		if err := c.Write(ctx, typ, msg); err != nil {
 			return
 		}
 	}
+}
+
+// CloseMessage is a text message after which the agent ends the socket
+// instead of echoing: "fakeagent:close <code>" closes with that code,
+// "fakeagent:close 0" drops the TCP connection without a close frame.
+// Tests use it to make the pod the side that hangs up.
+const CloseMessage = "fakeagent:close "
+
+func closeCommand(msg []byte) (websocket.StatusCode, bool) {
+	rest, ok := strings.CutPrefix(string(msg), CloseMessage)
+	if !ok {
+		return 0, false
+	}
+	code, err := strconv.Atoi(rest)
+	if err != nil {
+		return 0, false
+	}
+	return websocket.StatusCode(code), true
 }
 
 // requestedSubprotocols echoes the client's offer, so any subprotocol the

@@ -75,7 +75,7 @@ func pods(ctx context.Context, args []string) error {
 }
 
 type runFlags struct {
-	mode, target, pods, pids string
+	mode, label, target, pods, pids string
 	streams                  int
 	warmup, measure          time.Duration
 }
@@ -84,6 +84,7 @@ func run(ctx context.Context, args []string) error {
 	var f runFlags
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	fs.StringVar(&f.mode, "mode", "edge", "edge (allocate, then open ws_url), nginx (/ws/pod/<pod>/...) or direct (the pod itself)")
+	fs.StringVar(&f.label, "label", "", "name of this path in the output (default: the mode)")
 	fs.StringVar(&f.target, "target", "http://127.0.0.1:18080", "edge's or nginx's public base URL (unused for direct)")
 	fs.StringVar(&f.pods, "pods", "pod-0=127.0.0.1:17001", "comma-separated name=addr of the fake pods")
 	fs.StringVar(&f.pids, "pids", "", "comma-separated pids whose CPU and RSS are the proxy's")
@@ -91,6 +92,9 @@ func run(ctx context.Context, args []string) error {
 	fs.DurationVar(&f.warmup, "warmup", 5*time.Second, "time after all streams are open before measuring")
 	fs.DurationVar(&f.measure, "measure", 15*time.Second, "measurement window")
 	fs.Parse(args)
+	if f.label == "" {
+		f.label = f.mode
+	}
 
 	pods := strings.Split(f.pods, ",")
 	urls := make([]string, f.streams)
@@ -172,7 +176,7 @@ func run(ctx context.Context, args []string) error {
 	forwarded := 2 * int64(len(rtts))
 	cpuSec := float64(cpu1-cpu0) / 100 // USER_HZ
 	line := map[string]any{
-		"mode": f.mode, "streams": f.streams, "window_s": elapsed.Seconds(),
+		"mode": f.label, "streams": f.streams, "window_s": elapsed.Seconds(),
 		"sent": sent, "echoed": len(rtts), "msgs_per_s": float64(forwarded) / elapsed.Seconds(),
 		"rtt_p50_us": pct(0.50), "rtt_p90_us": pct(0.90), "rtt_p99_us": pct(0.99), "rtt_max_us": pct(1),
 	}

@@ -1,0 +1,192 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/internal/fakeagent"
+)
+
+// checkCarried fails unless the relay asked for carried the sockets (the
+// epoll relay falls back to goroutines silently otherwise).
+func (e *env) checkCarried(t *testing.T, relay Relay, want int64) {
+	t.Helper()
+	got := e.px.loops.carried.Load()
+	if relay == RelayGoroutines {
+		want = 0
+	}
+	if got != want {
+		t.Errorf("sockets on the epoll loops = %d, want %d", got, want)
+	}
+}
+
+// A client that stops reading stalls the pod (the echo blocks), which
+// stalls the client's own writes: nothing queues without bound in edge.
+// Once the client reads again every message arrives, in order.
+func TestSlowReaderBackpressure(t *testing.T) {
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay})
+		_, url := e.allocate("CA1", "")
+		c := e.mustDial(url)
+		c.SetReadLimit(1 << 20)
+		e.checkCarried(t, relay, 1)
+
+		const msgSize, count = 32 << 10, 4096 // 128 MiB: far beyond every socket buffer on the way
+		var written atomic.Int64
+		wrote := make(chan error, 1)
+		go func() {
+			msg := make([]byte, msgSize)
+			for i := range count {
+				binary.BigEndian.PutUint64(msg, uint64(i))
+				if err := c.Write(context.Background(), websocket.MessageBinary, msg); err != nil {
+					wrote <- err
+					return
+				}
+				written.Add(msgSize)
+			}
+			wrote <- nil
+		}()
+		// The writer stalls: no progress for a while. A stall is the
+		// absence of an event, so this is the one place that polls.
+		last, still := int64(-1), 0
+		for still < 10 {
+			select {
+			case err := <-wrote:
+				t.Fatalf("the client wrote all %d MiB without reading (err %v): something buffers without bound", count*msgSize>>20, err)
+			case <-time.After(50 * time.Millisecond):
+			}
+			if n := written.Load(); n == last {
+				still++
+			} else {
+				last, still = n, 0
+			}
+		}
+		t.Logf("client stalled after %d KiB written and none read (socket buffers on the way)", last>>10)
+
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		for i := range count {
+			_, got, err := c.Read(ctx)
+			if err != nil {
+				t.Fatalf("read %d: %v", i, err)
+			}
+			if seq := binary.BigEndian.Uint64(got); seq != uint64(i) || len(got) != msgSize {
+				t.Fatalf("message %d: seq %d, %d bytes", i, seq, len(got))
+			}
+		}
+		if err := <-wrote; err != nil {
+			t.Fatal(err)
+		}
+		echo(t, c, "after the flood")
+	})
+}
+
+// The pod hanging up, with a close frame or by dropping TCP, ends the
+// client's socket and releases the call.
+func TestPodHangsUp(t *testing.T) {
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		for name, tc := range map[string]struct {
+			code     int
+			wantCode string
+		}{
+			"close frame": {4321, "4321"},
+			"tcp drop":    {0, "none"},
+		} {
+			t.Run(name, func(t *testing.T) {
+				e := newEnv(t, envOpt{relay: relay})
+				pod, url := e.allocate("CA1", "")
+				c := e.mustDial(url)
+				echo(t, c, "hello")
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := c.Write(ctx, websocket.MessageText, []byte(fmt.Sprint(fakeagent.CloseMessage, tc.code))); err != nil {
+					t.Fatal(err)
+				}
+				got := readClose(t, c)
+				if tc.code != 0 && int(got) != tc.code {
+					t.Errorf("client saw close %d, want %d", got, tc.code)
+				}
+				e.waitSockets(0)
+				if owner := e.podOwner(pod); owner != "" {
+					t.Errorf("pod %s still leased to %q after the pod hung up", pod, owner)
+				}
+				if v := value(e.px.metrics.closes.WithLabelValues("pod", tc.wantCode)); v != 1 {
+					t.Errorf("closes{pod,%s} = %v, want 1", tc.wantCode, v)
+				}
+				e.checkCarried(t, relay, 1)
+			})
+		}
+	})
+}
+
+// A half-open client (gone without a FIN, or just mute) is found by the
+// idle timeout: the socket closes with 4000 to both sides and the call is
+// released. The client here is a raw TCP connection that completes the
+// handshake, sends one frame and then neither sends nor closes.
+func TestHalfOpenClientFoundByIdleTimeout(t *testing.T) {
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		const idle = 300 * time.Millisecond
+		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.IdleTimeout = idle }})
+		pod, url := e.allocate("CA1", "")
+		conn, br := rawDial(t, url)
+		start := time.Now()
+		// One masked text frame "hi" (RFC 6455 5.2), echoed unmasked.
+		conn.Write([]byte{0x81, 0x82, 1, 2, 3, 4, 'h' ^ 1, 'i' ^ 2})
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		all, err := io.ReadAll(br)
+		if err != nil {
+			t.Fatalf("read until edge closed: %v", err)
+		}
+		if d := time.Since(start); d < idle || d > 5*time.Second {
+			t.Errorf("silent client closed after %v, want about %v", d, idle)
+		}
+		want := append([]byte{0x81, 2, 'h', 'i'}, closeFrame(CloseIdleTimeout, "idle timeout", nil)...)
+		if string(all) != string(want) {
+			t.Errorf("client got % x, want the echo then close 4000: % x", all, want)
+		}
+		e.waitSockets(0)
+		if _, err := e.alloc.Call(context.Background(), "CA1"); !errors.Is(err, allocator.ErrCallNotFound) {
+			t.Errorf("call of a silent socket not released: %v", err)
+		}
+		if owner := e.podOwner(pod); owner != "" {
+			t.Errorf("pod %s still leased to %q", pod, owner)
+		}
+		e.checkCarried(t, relay, 1)
+	})
+}
+
+// rawDial opens a media socket by hand and returns the connection after
+// the 101.
+func rawDial(t *testing.T, wsURL string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	hostPath := strings.TrimPrefix(wsURL, "ws://")
+	host, path, _ := strings.Cut(hostPath, "/")
+	conn, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "GET /%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", path, host)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %s", resp.Status)
+	}
+	return conn, br
+}
