@@ -53,8 +53,8 @@ for i = 3 + 2 * n, #ARGV do
       local draining = is_draining(pod)
       local unready = redis.call('HGET', K.pod_info(pod), 'unready') == '1'
       if unready then
-        -- A release may have put it back meanwhile (release does not know
-        -- readiness): take it out again.
+        -- Never available while unready, whatever put it back (e.g. a
+        -- predecessor replica's release).
         remove_from_pool(avail, pod)
       end
       if kind == 'shared' then
