@@ -1,0 +1,69 @@
+package deploy
+
+import (
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// Every metric the dashboard queries is one edge exports: its name appears
+// as a string literal in edge's (non-test) Go source.
+func TestDashboardQueriesExistingMetrics(t *testing.T) {
+	raw, err := os.ReadFile("dashboards/edge.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatalf("dashboard is not valid JSON: %v", err)
+	}
+	source := goSource(t, "..")
+	metric := regexp.MustCompile(`\b([a-z_]+_(?:total|seconds|sockets|calls|pods|progress|up|leader))(?:_bucket|_sum|_count)?\b`)
+	queried := 0
+	for _, p := range dash.Panels {
+		for _, tgt := range p.Targets {
+			for _, m := range metric.FindAllStringSubmatch(tgt.Expr, -1) {
+				queried++
+				if !strings.Contains(source, `"`+m[1]+`"`) {
+					t.Errorf("panel %q queries %s, which edge does not export", p.Title, m[1])
+				}
+			}
+		}
+	}
+	if queried < 10 {
+		t.Fatalf("found only %d metric names in the dashboard: the pattern is broken", queried)
+	}
+}
+
+func goSource(t *testing.T, root string) string {
+	var b strings.Builder
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || d.Name() == ".git" || d.Name() == "kube-e2e") {
+			return filepath.SkipDir
+		}
+		if strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			b.Write(data)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
