@@ -89,9 +89,10 @@ type HTTP struct {
 	// RequestTimeout bounds handling one non-WebSocket request (an
 	// allocation included). Default 10s.
 	RequestTimeout time.Duration `koanf:"request_timeout"`
-	// ShutdownTimeout is how long a stopping edge waits for open media
-	// sockets (live calls) before closing them. Default 1h: calls are long,
-	// and Kubernetes' terminationGracePeriodSeconds should match.
+	// ShutdownTimeout is how long a stopping edge waits for API requests in
+	// flight (webhooks, allocations, releases) after it stops accepting.
+	// Default 30s. Media sockets have their own, longer deadline:
+	// proxy.drain_timeout.
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
 }
 
@@ -100,7 +101,7 @@ func defaultHTTP() HTTP {
 		MaxBodyBytes:      64 << 10,
 		ReadHeaderTimeout: 5 * time.Second,
 		RequestTimeout:    10 * time.Second,
-		ShutdownTimeout:   time.Hour,
+		ShutdownTimeout:   30 * time.Second,
 	}
 }
 

@@ -96,8 +96,9 @@ func TestManifests(t *testing.T) {
 	}
 	pod := dep.Spec.Template.Spec
 	grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
-	if grace < cfg.HTTP.ShutdownTimeout || grace > cfg.HTTP.ShutdownTimeout+5*time.Minute {
-		t.Errorf("terminationGracePeriodSeconds %v does not match http.shutdown_timeout %v", grace, cfg.HTTP.ShutdownTimeout)
+	drain := max(cfg.Proxy.DrainTimeout, cfg.HTTP.ShutdownTimeout)
+	if grace < drain || grace > drain+5*time.Minute {
+		t.Errorf("terminationGracePeriodSeconds %v does not match proxy.drain_timeout %v", grace, cfg.Proxy.DrainTimeout)
 	}
 	c := pod.Containers[0]
 	if c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.LivenessProbe.HTTPGet.Path != "/healthz" ||
