@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/internal/testredis"
 )
 
 // Renew extends only what the call still owns; a release after the pod was
@@ -184,4 +185,42 @@ func TestReleaseOfUnreadyPodKeepsItOut(t *testing.T) {
 			t.Fatal("an unready pod went back to its pool")
 		}
 	})
+}
+
+// Renewals beyond one batch go in several scripts, answers in order.
+func TestRenewManyBatches(t *testing.T) {
+	ctx := context.Background()
+	srv := testredis.Start(t)
+	rdb := srv.Client()
+	a := newAllocator(t, rdb)
+	var pods []string
+	for i := range 3 {
+		pods = append(pods, "s"+itoa(i))
+	}
+	register(t, a, "basic", pods...) // 3 pods x 3 calls
+	var leases []allocator.Lease
+	for i := range 9 {
+		al := mustAllocate(t, a, callID(i), "")
+		leases = append(leases, allocator.Lease{CallID: al.CallID, PodName: al.PodName})
+	}
+	// Pad to more than two batches with calls that hold nothing.
+	for i := len(leases); i < 2*allocator.RenewBatch+7; i++ {
+		leases = append(leases, allocator.Lease{CallID: "CA-none-" + itoa(i), PodName: "s0"})
+	}
+	before := srv.CommandStats(ctx, rdb)["evalsha"]
+	held, err := a.Renew(ctx, leases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.CommandStats(ctx, rdb)["evalsha"] - before; got != 3 {
+		t.Errorf("scripts = %d, want 3 for %d leases", got, len(leases))
+	}
+	for i, h := range held {
+		if h != (i < 9) {
+			t.Fatalf("held[%d] = %v", i, h)
+		}
+	}
+	if len(held) != len(leases) {
+		t.Fatalf("%d answers for %d leases", len(held), len(leases))
+	}
 }

@@ -11,14 +11,31 @@ type Lease struct {
 	PodName string
 }
 
-// Renew extends the leases of a batch of calls in one round trip, each only if
-// the call still owns its pod. held[i] reports whether leases[i] was renewed;
-// false means the call lost its pod (released, swept or the pod removed) and
-// its media should stop.
+// RenewBatch bounds one renew script: a replica with 10,000 sockets renews
+// in 20 short scripts rather than one that holds Redis for tens of
+// milliseconds while allocations wait.
+const RenewBatch = 500
+
+// Renew extends the leases of calls, each only if the call still owns its
+// pod, in one round trip per RenewBatch calls. held[i] reports whether
+// leases[i] was renewed; false means the call lost its pod (released, swept
+// or the pod removed) and its media should stop. On error, the batches
+// already renewed stay renewed.
 func (a *Allocator) Renew(ctx context.Context, leases []Lease) (held []bool, err error) {
-	if len(leases) == 0 {
-		return nil, nil
+	held = make([]bool, 0, len(leases))
+	for len(leases) > 0 {
+		n := min(len(leases), RenewBatch)
+		h, err := a.renewBatch(ctx, leases[:n])
+		if err != nil {
+			return nil, err
+		}
+		held = append(held, h...)
+		leases = leases[n:]
 	}
+	return held, nil
+}
+
+func (a *Allocator) renewBatch(ctx context.Context, leases []Lease) ([]bool, error) {
 	s := a.current.Load()
 	keys := make([]string, len(leases))
 	args := make([]any, 0, 2+2*len(leases))
@@ -31,7 +48,7 @@ func (a *Allocator) Renew(ctx context.Context, leases []Lease) (held []bool, err
 	if err != nil {
 		return nil, fmt.Errorf("renew %d leases: %w", len(leases), err)
 	}
-	held = make([]bool, len(leases))
+	held := make([]bool, len(leases))
 	for i := range held {
 		held[i] = reply(r).int(i) == 1
 	}
