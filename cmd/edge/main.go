@@ -28,10 +28,11 @@ var version = "dev"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "edge:", err)
-		}
+	err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
+	switch {
+	case err == nil, errors.Is(err, pflag.ErrHelp): // help was asked for and printed
+	default:
+		fmt.Fprintln(os.Stderr, "edge:", err)
 		os.Exit(1)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -87,6 +88,10 @@ func (a *app) close() {
 // serve runs edge until ctx ends (SIGINT/SIGTERM).
 func serve(ctx context.Context, args, environ []string, stderr io.Writer) error {
 	cfg, err := config.Load(args, environ)
+	if errors.Is(err, config.ErrHelp) {
+		fmt.Fprintf(stderr, "usage: edge [flags]          serve\n       edge check-config [flags]  validate the configuration and exit\n       edge ws URL                open a media URL, send Twilio-like frames, print the echoes\n       edge admin COMMAND         read and write tier and merchant config (edge admin --help)\n       edge version\n\nflags:\n%s", config.Usage())
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)
 	}
