@@ -360,24 +360,6 @@ func (l *eloop) closeAll() {
 	}
 }
 
-// rawRead and rawWrite are read(2) and write(2) on non-blocking fds
-// without the runtime's syscall bookkeeping (they never block).
-func rawRead(fd int, b []byte) (int, unix.Errno) {
-	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), 0
-}
-
-func rawWrite(fd int, b []byte) (int, unix.Errno) {
-	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), 0
-}
-
 // again reports an errno after which the operation is retried when epoll
 // says so.
 func again(e unix.Errno) bool { return e == unix.EAGAIN || e == unix.EINTR }

@@ -79,12 +79,13 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) (res pumpResult) {
 		res.closeCode, res.messages = sc.CloseCode, sc.Messages
 		s.firstEnd.CompareAndSwap(0, side)
 	}()
+	wr := newWriter(d.dst)
 	forward := func(b []byte) error {
 		sc.scan(b, limit)
 		if sc.CloseCode != 0 && s.firstClose.CompareAndSwap(0, int32(sc.CloseCode)) {
 			s.firstCloser.Store(side)
 		}
-		if _, err := d.dst.Write(b); err != nil {
+		if err := wr.write(b); err != nil {
 			return err
 		}
 		res.bytes += int64(len(b))
@@ -206,9 +207,14 @@ func (r *reader) read() ([]byte, error) {
 	var rerr error
 	err := r.rc.Read(func(fd uintptr) bool {
 		bp := bufPool.Get().(*[]byte)
+		rerr = nil
 		for {
-			n, rerr = syscall.Read(int(fd), *bp)
-			if rerr != syscall.EINTR {
+			var errno syscall.Errno
+			n, errno = rawRead(int(fd), *bp)
+			if errno != syscall.EINTR {
+				if errno != 0 {
+					rerr = errno
+				}
 				break
 			}
 		}
@@ -238,4 +244,50 @@ func (r *reader) release() {
 		bufPool.Put(r.buf)
 		r.buf = nil
 	}
+}
+
+// writer writes a whole buffer to a conn with raw non-blocking writes,
+// waiting for writability (and honouring the write deadline) through
+// syscall.RawConn when the socket is full.
+type writer struct {
+	conn net.Conn
+	rc   syscall.RawConn // nil: not a socket, plain Write
+}
+
+func newWriter(c net.Conn) *writer {
+	w := &writer{conn: c}
+	if sc, ok := c.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			w.rc = rc
+		}
+	}
+	return w
+}
+
+func (w *writer) write(b []byte) error {
+	if w.rc == nil {
+		_, err := w.conn.Write(b)
+		return err
+	}
+	var werr error
+	err := w.rc.Write(func(fd uintptr) bool {
+		for len(b) > 0 {
+			n, errno := rawWrite(int(fd), b)
+			switch errno {
+			case 0:
+				b = b[n:]
+			case syscall.EINTR:
+			case syscall.EAGAIN:
+				return false // wait until writable
+			default:
+				werr = errno
+				return true
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return werr
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -52,18 +53,16 @@ pods:
   static:
 %s
 proxy: {token_secret: %q, idle_timeout: 5s}
+pool: {zombie_sweep_interval: 300ms}
+leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 `, rs.URL(), mediaLeaseTTL, pods.String(), strings.Repeat("s", 32)))
 	a := mediaStartReplica(t, bin, "edge-a", cfg)
 	b := mediaStartReplica(t, bin, "edge-b", cfg)
 
 	// allocate on A; the media URL is rewritten to reach B.
 	allocate := func(t *testing.T, callID string) (pod, wsURL string, status int) {
-		var ans struct {
-			PodName string `json:"pod_name"`
-			WSURL   string `json:"ws_url"`
-		}
-		status = mediaPost(t, a.public+"/api/v1/allocate", fmt.Sprintf(`{"call_sid":%q}`, callID), &ans)
-		return ans.PodName, mediaOn(b, ans.WSURL), status
+		pod, wsURL, status = allocateOn(t, a, callID)
+		return pod, mediaOn(b, wsURL), status
 	}
 
 	t.Run("socket on the other replica echoes and its close frees the pod", func(t *testing.T) {
@@ -105,10 +104,11 @@ proxy: {token_secret: %q, idle_timeout: 5s}
 		mediaEventually(t, 5*time.Second, pod+" released", func() bool { return mediaPod(t, a.admin, pod).Status == "available" })
 	})
 
-	t.Run("kill -9 of the replica holding the socket lets the lease expire", func(t *testing.T) {
-		// The pod returns to its pool only when the leader's zombie sweep
-		// runs (pool-manager issue); what the proxy owes is that nothing
-		// renews the lease of a socket whose replica died.
+	t.Run("kill -9 of the replica holding the socket: the pod comes back after lease expiry and a sweep", func(t *testing.T) {
+		// Nothing renews the lease of a socket whose replica died; the
+		// leader's zombie sweep (pool.zombie_sweep_interval, 300ms here)
+		// then returns the pod. B may have been the leader: A takes over
+		// within leader.lease_duration.
 		pod, url, _ := allocate(t, "CA-e2e-kill")
 		c := mediaDial(t, url)
 		mediaStream(t, c, "CA-e2e-kill", 5)
@@ -120,8 +120,36 @@ proxy: {token_secret: %q, idle_timeout: 5s}
 			t.Fatal("socket still open after its replica died")
 		}
 		killed := time.Now()
+		if p := mediaPod(t, a.admin, pod); p.Status == "available" {
+			t.Fatalf("%s available at once after the kill (%+v): the lease should hold it until it expires", pod, p)
+		}
 		mediaEventually(t, 3*mediaLeaseTTL, "lease of "+pod+" expired", func() bool { return mediaPod(t, a.admin, pod).Lease == "" })
-		t.Logf("lease expired %v after the kill", time.Since(killed).Round(10*time.Millisecond))
+		expired := time.Since(killed)
+		mediaEventually(t, 10*time.Second, pod+" back in its pool", func() bool {
+			p := mediaPod(t, a.admin, pod)
+			return p.Status == "available" && p.CallID == ""
+		})
+		t.Logf("lease expired %v after the kill, pod available after %v", expired.Round(10*time.Millisecond), time.Since(killed).Round(10*time.Millisecond))
+		// Both pods serve calls again (on A, the surviving replica).
+		var got []string
+		var conns []*websocket.Conn
+		for _, id := range []string{"CA-e2e-after-kill-1", "CA-e2e-after-kill-2"} {
+			p, url, status := allocateOn(t, a, id)
+			if status != http.StatusOK {
+				t.Fatalf("allocate %s after the sweep: %d", id, status)
+			}
+			got = append(got, p)
+			c := mediaDial(t, url)
+			mediaStream(t, c, id, 5)
+			conns = append(conns, c)
+		}
+		if !slices.Contains(got, pod) {
+			t.Errorf("after the sweep two calls got %v, not %s", got, pod)
+		}
+		for i, c := range conns {
+			c.Close(websocket.StatusNormalClosure, "")
+			mediaEventually(t, 5*time.Second, got[i]+" released", func() bool { return mediaPod(t, a.admin, got[i]).Status == "available" })
+		}
 	})
 
 	t.Run("SIGTERM drains: open sockets keep flowing, new ones are refused", func(t *testing.T) {
@@ -163,6 +191,18 @@ proxy: {token_secret: %q, idle_timeout: 5s}
 			t.Error("no drain in the log")
 		}
 	})
+}
+
+// allocateOn allocates a call on replica r and returns its pod and media
+// URL (on r).
+func allocateOn(t *testing.T, r *mediaReplica, callID string) (pod, wsURL string, status int) {
+	t.Helper()
+	var ans struct {
+		PodName string `json:"pod_name"`
+		WSURL   string `json:"ws_url"`
+	}
+	status = mediaPost(t, r.public+"/api/v1/allocate", fmt.Sprintf(`{"call_sid":%q}`, callID), &ans)
+	return ans.PodName, mediaOn(r, ans.WSURL), status
 }
 
 // mediaOn points a media URL at replica r, as a load balancer would send
