@@ -40,12 +40,6 @@ type Proxy struct {
 	// MaxMessageBytes bounds one WebSocket frame's payload; a larger frame
 	// closes the socket. Default 1048576.
 	MaxMessageBytes int64 `koanf:"max_message_bytes"`
-	// Relay is how bytes move once a socket is admitted: "epoll" (the
-	// default: a few event loops outside Go's netpoller, Linux only) or
-	// "goroutines" (two copy goroutines per socket on the netpoller; what
-	// epoll falls back to for non-TCP connections and on other systems).
-	// A change applies to new sockets. See docs/bench-media.md.
-	Relay string `koanf:"relay"`
 }
 
 func defaultProxy() Proxy {
@@ -57,7 +51,6 @@ func defaultProxy() Proxy {
 		DrainTimeout:    time.Hour,
 		MaxSockets:      10000,
 		MaxMessageBytes: 1 << 20,
-		Relay:           "epoll",
 	}
 }
 
@@ -78,9 +71,6 @@ func (p Proxy) Validate() error {
 	}
 	if p.MaxMessageBytes <= 0 {
 		errs = append(errs, invalid("proxy.max_message_bytes", p.MaxMessageBytes, "must be > 0"))
-	}
-	if p.Relay != "epoll" && p.Relay != "goroutines" {
-		errs = append(errs, invalid("proxy.relay", p.Relay, "must be epoll or goroutines"))
 	}
 	return errors.Join(errs...)
 }

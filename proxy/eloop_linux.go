@@ -41,9 +41,9 @@ const closeGrace = time.Second
 // loopCount is how many loops serve the sockets: one per four Ps, rounded
 // up. Fewer loops means more ready sockets per wake-up of a loop, and the
 // wake-ups (thread switches) were most of the CPU per message in the
-// profiles; on the 2-core benchmark machine one loop cost 7.6 us per
-// message against 10.0 for two at 200 streams, and 6.3 against 7.2 at 500,
-// with a better p50 (docs/bench-media.md). At 5 to 6 us of CPU per message
+// profiles; on the 2-core benchmark machine one loop cost 7.1 us per
+// message against 8.3 for two at 200 streams, and 5.6 against 6.0 at 500
+// (two loops had a better p50 at 200 streams: docs/bench-media.md). At 5 to 6 us of CPU per message
 // a loop has room for well over 100,000 messages a second.
 func loopCount(procs int) int { return max(1, (procs+3)/4) }
 

@@ -115,6 +115,9 @@ func (p *Proxy) Apply(cfg Config) {
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 5 * time.Second
 	}
+	if cfg.Relay == "" {
+		cfg.Relay = Relay(defaultRelay)
+	}
 	p.conf.Store(&cfg)
 }
 

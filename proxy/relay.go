@@ -30,6 +30,14 @@ const (
 	RelayGoroutines Relay = "goroutines"
 )
 
+// defaultRelay is the relay of a Config without one. It is a variable only
+// so that the benchmark can build an edge whose default is the goroutine
+// relay (bench/media/run.sh:
+// -ldflags "-X github.com/edge-voice/edge/proxy.defaultRelay=goroutines")
+// and measure both side by side; there is no configuration key, as epoll
+// falls back by itself where it cannot be used.
+var defaultRelay = string(RelayEpoll)
+
 // bufSize is one goroutine-relay buffer: a Twilio media frame is ~300
 // bytes; a bigger message just takes more reads. A buffer is taken from the
 // pool only when bytes are ready (see reader), so idle streams hold none.

@@ -21,6 +21,8 @@ trap cleanup EXIT
 ulimit -n 65536 || true
 
 go build -o "$work/edge" ./cmd/edge
+# The same edge with the goroutine relay as its default, for the comparison.
+go build -ldflags "-X github.com/edge-voice/edge/proxy.defaultRelay=goroutines" -o "$work/edge-goroutines" ./cmd/edge
 go build -o "$work/wsload" ./bench/cmd/wsload
 PODS=pod-0=127.0.0.1:17001,pod-1=127.0.0.1:17002,pod-2=127.0.0.1:17003,pod-3=127.0.0.1:17004
 
@@ -34,12 +36,12 @@ nginx_pid=$!
 pids+=($nginx_pid)
 sleep 1
 # edge twice, same config but the relay: the default (epoll) and the
-# goroutine relay (proxy.relay: goroutines), each on its own ports.
+# goroutine relay, each on its own ports.
 GOMAXPROCS=${EDGE_GOMAXPROCS:-} "$work/edge" --config bench/media/edge.yaml 2>"$work/edge.log" &
 edge_pid=$!
 pids+=($edge_pid)
-GOMAXPROCS=${EDGE_GOMAXPROCS:-} EDGE_PROXY__RELAY=goroutines EDGE_LISTEN__PUBLIC=127.0.0.1:18081 EDGE_LISTEN__ADMIN=127.0.0.1:19081 \
-	"$work/edge" --config bench/media/edge.yaml 2>"$work/edge-goroutines.log" &
+GOMAXPROCS=${EDGE_GOMAXPROCS:-} EDGE_LISTEN__PUBLIC=127.0.0.1:18081 EDGE_LISTEN__ADMIN=127.0.0.1:19081 \
+	"$work/edge-goroutines" --config bench/media/edge.yaml 2>"$work/edge-goroutines.log" &
 edgeg_pid=$!
 pids+=($edgeg_pid)
 for port in 19080 19081; do

@@ -50,7 +50,6 @@ func proxyConfig(cfg *config.Config) proxy.Config {
 		DrainTimeout:    cfg.Proxy.DrainTimeout,
 		MaxSockets:      cfg.Proxy.MaxSockets,
 		MaxMessageBytes: cfg.Proxy.MaxMessageBytes,
-		Relay:           proxy.Relay(cfg.Proxy.Relay),
 	}
 }
 

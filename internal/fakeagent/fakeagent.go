@@ -20,9 +20,9 @@ import (
 
 // Agent is one fake voice agent.
 type Agent struct {
-	ln    net.Listener
-	srv   *http.Server
-	log   *slog.Logger
+	ln  net.Listener
+	srv *http.Server
+	log *slog.Logger
 
 	// Sockets counts media sockets accepted; Paths records their request
 	// paths (with query), for tests to check what the proxy sent.

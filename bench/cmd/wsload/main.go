@@ -76,8 +76,8 @@ func pods(ctx context.Context, args []string) error {
 
 type runFlags struct {
 	mode, label, target, pods, pids string
-	streams                  int
-	warmup, measure          time.Duration
+	streams                         int
+	warmup, measure                 time.Duration
 }
 
 func run(ctx context.Context, args []string) error {
