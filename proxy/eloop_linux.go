@@ -150,11 +150,14 @@ func detach(c *net.TCPConn) (int, error) {
 	if derr != nil {
 		return -1, derr
 	}
-	c.Close()
+	// O_NONBLOCK lives on the shared file description, which Go already
+	// set; setting it again only makes that explicit. Before the Close, so
+	// that a failure leaves c usable by the fallback.
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
 		return -1, err
 	}
+	c.Close()
 	return fd, nil
 }
 
@@ -238,10 +241,12 @@ func (l *eloop) send(c ecmd) bool {
 		return false
 	}
 	l.queue = append(l.queue, c)
-	l.mu.Unlock()
 	if !l.queued.Swap(true) {
+		// Under mu: the loop closes wakeFd under mu once stopped, so a
+		// late send never writes to a reused fd number.
 		l.wake()
 	}
+	l.mu.Unlock()
 	return true
 }
 
@@ -255,14 +260,18 @@ func (l *eloop) quit() {
 	l.mu.Lock()
 	l.stopped = true
 	l.queued.Store(true)
-	l.mu.Unlock()
 	l.wake()
+	l.mu.Unlock()
 	<-l.done
 }
 
 func (l *eloop) run() {
 	defer close(l.done)
-	defer unix.Close(l.wakeFd)
+	defer func() {
+		l.mu.Lock()
+		unix.Close(l.wakeFd)
+		l.mu.Unlock()
+	}()
 	defer l.file.Close()
 	for {
 		n := l.wait()
