@@ -6,7 +6,9 @@
 // the pod), the upstream WebSocket handshake to an address learned only from
 // the pod source, a byte relay that parses frame headers in passing (to
 // count messages, see close codes, bound message size and inject close
-// frames at a frame boundary), one batched lease renewal per interval for
+// frames at a frame boundary) served by a few epoll event loops outside Go's
+// netpoller (eloop_linux.go, esock_linux.go; two goroutines per socket in
+// pump.go where epoll cannot be used), one batched lease renewal per interval for
 // every socket of the replica, release of the call when its socket ends, and
 // the drain of hijacked sockets on shutdown, which http.Server.Shutdown does
 // not track.
