@@ -38,7 +38,9 @@ func (e *env) checkCarried(t *testing.T, relay Relay, want int64) {
 // Once the client reads again every message arrives, in order.
 func TestSlowReaderBackpressure(t *testing.T) {
 	eachRelay(t, func(t *testing.T, relay Relay) {
-		e := newEnv(t, envOpt{relay: relay})
+		// Moving 128 MiB under the race detector on a busy machine can leave
+		// the client silent for longer than the usual test idle timeout.
+		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.IdleTimeout = 5 * time.Minute }})
 		_, url := e.allocate("CA1", "")
 		c := e.mustDial(url)
 		c.SetReadLimit(1 << 20)
