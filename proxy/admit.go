@@ -194,6 +194,11 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID string) {
 		return
 	}
 	s.setInterrupt(func() {
+		// A write blocked on a peer that does not read would never see
+		// the read deadlines: bound it, as the loops' close grace does.
+		grace := time.Now().Add(time.Second)
+		s.client.SetWriteDeadline(grace)
+		s.podConn.SetWriteDeadline(grace)
 		s.client.SetReadDeadline(aLongTimeAgo)
 		s.podConn.SetReadDeadline(aLongTimeAgo)
 	})

@@ -192,3 +192,48 @@ func rawDial(t *testing.T, wsURL string) (net.Conn, *bufio.Reader) {
 	}
 	return conn, br
 }
+
+// A socket stalled both ways (the client stopped reading, so the pod's
+// echo blocks and the pod stops reading the client's flood) still ends
+// when edge stops it: a drain deadline must not wait on writes that never
+// complete, and the call is released.
+func TestStopEndsStalledSocket(t *testing.T) {
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) {
+			c.IdleTimeout = 5 * time.Minute
+			c.DrainTimeout = 100 * time.Millisecond
+		}})
+		pod, url := e.allocate("CA1", "")
+		c := e.mustDial(url)
+		var written atomic.Int64
+		go func() {
+			msg := make([]byte, 32<<10)
+			for {
+				if err := c.Write(context.Background(), websocket.MessageBinary, msg); err != nil {
+					return
+				}
+				written.Add(1)
+			}
+		}()
+		last, still := int64(-1), 0
+		for still < 10 {
+			time.Sleep(50 * time.Millisecond)
+			if n := written.Load(); n == last {
+				still++
+			} else {
+				last, still = n, 0
+			}
+		}
+		e.cancel()
+		select {
+		case <-e.runErr:
+			e.runErr <- nil
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run did not return: a stalled socket outlived the drain deadline")
+		}
+		if owner := e.podOwner(pod); owner != "" {
+			t.Errorf("pod %s still leased to %q", pod, owner)
+		}
+		e.checkCarried(t, relay, 1)
+	})
+}
