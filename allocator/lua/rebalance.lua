@@ -46,6 +46,9 @@ end
 local function move(pod, from, to)
   remove_from_pool(from.avail, pod)
   redis.call('SREM', from.assigned, pod)
+  -- Idle: the calls its per-call leases or owner field still name are dead.
+  redis.call('DEL', K.pod_calls(pod))
+  redis.call('HSET', K.pod_info(pod), 'allocated_call_sid', '', 'allocated_at', '')
   redis.call('SET', K.pod_tier(pod), to.tier)
   redis.call('SADD', to.assigned, pod)
   local merchant = string.match(to.tier, '^merchant:(.+)$')

@@ -24,6 +24,9 @@ elseif prev then
   local prev_avail, prev_assigned = pools_of(prev)
   remove_from_pool(prev_avail, pod)
   redis.call('SREM', prev_assigned, pod)
+  -- Idle: the calls its per-call leases or owner field still name are dead.
+  redis.call('DEL', K.pod_calls(pod))
+  redis.call('HSET', K.pod_info(pod), 'allocated_call_sid', '', 'allocated_at', '')
   outcome = 'moved'
 end
 

@@ -130,6 +130,10 @@ for i = 4 + 3 * n, #ARGV, 4 do
       local prev_avail, prev_assigned = pools_of(prev)
       remove_from_pool(prev_avail, pod)
       redis.call('SREM', prev_assigned, pod)
+      -- It is idle: any call its per-call leases or owner field still name
+      -- is dead, and its late renew or release must find nothing here.
+      redis.call('DEL', K.pod_calls(pod))
+      redis.call('HSET', K.pod_info(pod), 'allocated_call_sid', '', 'allocated_at', '')
     end
     tier = want ~= '' and want or choose()
     place(pod, tier, addr, now, want ~= '')
