@@ -24,7 +24,8 @@ func (a *Allocator) Release(ctx context.Context, callID string) (Released, error
 	if err := ValidateID("call_sid", callID); err != nil {
 		return Released{}, err
 	}
-	r, err := a.run(ctx, "release", []string{a.keys.Call(callID)}, callID)
+	args := append([]any{callID}, a.current.Load().poolsArgs...)
+	r, err := a.run(ctx, "release", []string{a.keys.Call(callID)}, args...)
 	if err != nil {
 		a.metrics.releases.WithLabelValues("error").Inc()
 		return Released{}, fmt.Errorf("release %s: %w", callID, err)

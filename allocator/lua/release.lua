@@ -2,6 +2,8 @@
 --
 -- KEYS[1] -> call info hash (K.call(call_id))
 -- ARGV[1] -> call id
+-- ARGV[2] -> number of tiers N, then N pairs: tier name, pool type (to know
+--            a predecessor's call's pool type when its pool is absent)
 --
 -- Returns:
 --   {"not_found"}                                      no live allocation
@@ -29,14 +31,30 @@ local now = now_ms()
 local state = draining and 'draining' or 'available'
 
 -- A call allocated by the predecessor has no pool_type: find it from the pool.
+-- An absent pool (every pod out of it) says nothing: the tier config does.
 local legacy = not kind
 if legacy then
-  kind = is_zset(avail) and 'shared' or 'exclusive'
+  local t = redis.call('TYPE', avail)['ok']
+  if t == 'zset' then
+    kind = 'shared'
+  elseif t == 'set' then
+    kind = 'exclusive'
+  else
+    kind = 'exclusive'
+    for i = 3, 2 + 2 * tonumber(ARGV[2] or 0), 2 do
+      if ARGV[i] == tier then kind = ARGV[i + 1] end
+    end
+  end
 end
 
 if kind == 'shared' then
   local calls = K.pod_calls(pod)
   if redis.call('ZREM', calls, call_id) == 0 and not legacy then
+    return {'stale', pod}
+  end
+  -- The pod left the call's tier since (moved, or removed): the slot went
+  -- with it, and its lease and owner now belong to its new life.
+  if redis.call('GET', K.pod_tier(pod)) ~= tier then
     return {'stale', pod}
   end
   local score = redis.call('ZSCORE', avail, pod)
