@@ -61,27 +61,29 @@ if merchant ~= '' then
   end
 end
 
--- SPOP semantics of the seeds: a draining or unregistered pod popped from an
--- available set does not belong there and stays out; a pod still held by a
+-- SPOP semantics of the seeds: a draining, unready or unregistered pod
+-- popped from an available set does not belong there and stays out (the pod
+-- source puts an unready one back when it is ready); a pod still held by a
 -- live call (a predecessor's double release) stays out until released.
 local function take_exclusive(avail)
   while true do
     local pod = redis.call('SPOP', avail)
     if not pod then return nil end
-    if not is_draining(pod) and redis.call('EXISTS', K.pod_tier(pod)) == 1 and not live_owner(pod) then
+    if not is_draining(pod) and redis.call('EXISTS', K.pod_tier(pod)) == 1 and not is_unready(pod)
+        and not live_owner(pod) then
       return pod
     end
   end
 end
 
--- Least-loaded non-draining pod below max_concurrent.
+-- Least-loaded non-draining, ready pod below max_concurrent.
 local function take_shared(avail, max)
   local offset = 0
   while true do
     local batch = redis.call('ZRANGEBYSCORE', avail, '-inf', '(' .. max, 'LIMIT', offset, 16)
     if #batch == 0 then return nil end
     for _, pod in ipairs(batch) do
-      if not is_draining(pod) and redis.call('EXISTS', K.pod_tier(pod)) == 1 then
+      if not is_draining(pod) and redis.call('EXISTS', K.pod_tier(pod)) == 1 and not is_unready(pod) then
         return pod
       end
     end
