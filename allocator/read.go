@@ -41,8 +41,13 @@ func (a *Allocator) PodInfo(ctx context.Context, pod string) (PodInfo, error) {
 		calls = p.ZRange(ctx, a.keys.PodCalls(pod), 0, -1)
 		return nil
 	})
-	if err != nil && !isNil(err) {
-		return PodInfo{}, fmt.Errorf("read pod %s: %w", pod, unavailable(err))
+	// Pipelined reports only the first failed command, and a missing key
+	// (redis.Nil) counts as one: every command's own error is checked, so a
+	// failed read behind a missing lease is not taken for "missing".
+	for _, e := range []error{err, tier.Err(), info.Err(), draining.Err(), lease.Err(), calls.Err()} {
+		if e != nil && !isNil(e) {
+			return PodInfo{}, fmt.Errorf("read pod %s: %w", pod, unavailable(e))
+		}
 	}
 	if isNil(tier.Err()) {
 		return PodInfo{}, fmt.Errorf("read pod %s: %w", pod, ErrPodNotFound)
