@@ -203,10 +203,24 @@ func (a *attrSink) Handle(_ context.Context, r slog.Record) error { return a.l.a
 // waitFor blocks until a logged line contains every part.
 func (l *logSink) waitFor(t testing.TB, parts ...string) string {
 	t.Helper()
+	return l.waitFrom(t, 0, parts...)
+}
+
+// waitForNew is waitFor for lines logged from now on.
+func (l *logSink) waitForNew(t testing.TB, parts ...string) string {
+	t.Helper()
+	l.mu.Lock()
+	from := len(l.lines)
+	l.mu.Unlock()
+	return l.waitFrom(t, from, parts...)
+}
+
+func (l *logSink) waitFrom(t testing.TB, from int, parts ...string) string {
+	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
 		l.mu.Lock()
-		for _, line := range l.lines {
+		for _, line := range l.lines[from:] {
 			ok := true
 			for _, p := range parts {
 				ok = ok && strings.Contains(line, p)

@@ -256,3 +256,20 @@ func TestPluginThatCannotStartAnswers503AndFailsReadiness(t *testing.T) {
 		t.Errorf("twilio readiness: %v", err)
 	}
 }
+
+// Settings changed while a plugin is restarting reach the process that
+// comes up: one started with the older settings is configured again (a
+// rotated-out auth token must not stay valid until the next restart).
+func TestReconfigureDuringRestartReachesTheNewProcess(t *testing.T) {
+	e := newEnv(t, spec("testprov", plugins.Settings{"greeting": "one"}))
+	gen, pid := e.waitUp(t, "testprov", 0)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// go-plugin logs "plugin started" once the new process runs: the host
+	// is in the middle of its start (handshake, Describe, Configure).
+	e.logs.waitForNew(t, "plugin started", "plugin=testprov")
+	e.host.Reconfigure(spec("testprov", plugins.Settings{"greeting": "two"}))
+	e.waitUp(t, "testprov", gen)
+	e.logs.waitFor(t, "testprov configured", "greeting=two")
+}

@@ -41,6 +41,7 @@ type live struct {
 	prov   plugins.Provider
 	routes []plugins.Route
 	gen    int
+	spec   *Spec // what the process was started and configured with
 }
 
 func newProc(h *Host, s Spec) *proc {
@@ -61,6 +62,10 @@ func (p *proc) run(ctx context.Context) {
 			p.log.Error("provider plugin failed to start", "err", err, "retry_in", backoff)
 		} else {
 			p.setUp(l)
+			if s := p.spec.Load(); s != l.spec {
+				// reconfigure ran during the start and found no process.
+				p.apply(l, s)
+			}
 			err = p.watch(ctx, l)
 			l.client.Kill()
 			if ctx.Err() != nil {
@@ -122,7 +127,7 @@ func (p *proc) start(ctx context.Context) (*live, error) {
 		return nil, err
 	}
 	ok = true
-	return &live{client: client, prov: prov, routes: d.Routes}, nil
+	return &live{client: client, prov: prov, routes: d.Routes, spec: s}, nil
 }
 
 // configure hands the settings over and warns when nothing is verified.
@@ -187,12 +192,17 @@ func (p *proc) ping(ctx context.Context, l *live) error {
 // reconfigure applies changed settings to the running process, or
 // restarts it when the binary changed.
 func (p *proc) reconfigure(s Spec) {
-	old := p.spec.Swap(&s)
+	p.spec.Store(&s)
 	l := p.live.Load()
 	if l == nil {
-		return // the next start uses s
+		return // the next start uses s, or run applies it to the one starting
 	}
-	if old.Path != s.Path || old.SHA256 != s.SHA256 {
+	p.apply(l, &s)
+}
+
+// apply brings the running process l to s.
+func (p *proc) apply(l *live, s *Spec) {
+	if l.spec.Path != s.Path || l.spec.SHA256 != s.SHA256 {
 		p.log.Info("provider plugin binary changed; restarting")
 		l.client.Kill()
 		p.poke()
@@ -200,7 +210,7 @@ func (p *proc) reconfigure(s Spec) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.h.opts.StartTimeout)
 	defer cancel()
-	if err := p.configure(ctx, l.prov, &s); err != nil {
+	if err := p.configure(ctx, l.prov, s); err != nil {
 		p.log.Error("provider plugin rejected new settings; restarting it with them", "err", err)
 		l.client.Kill()
 		p.poke()
