@@ -4,9 +4,10 @@
 -- zombie storm: a failed ZSCORE read as absent reset a busy pod to score 0).
 --
 -- Exclusive and merchant pods that are assigned, not draining, not unready,
--- not available and hold no live lease go back to their pool; their
--- allocated_call_sid is cleared, so a late release or renew of the dead call
--- answers "stale". A shared pod's expired per-call leases are dropped and its
+-- not available and hold no live lease go back to their pool; the dead
+-- call's info is deleted and allocated_call_sid cleared, so a late socket,
+-- renew, release or webhook retry of that call finds no allocation. A shared
+-- pod's expired per-call leases (and those calls' info) are dropped and its
 -- score set to its live calls; one missing from its set is re-added with that
 -- load unless draining or unready.
 --
@@ -39,6 +40,14 @@ local function pool_type_ok(avail, kind)
   return t == 'none' or (kind == 'shared') == (t == 'zset')
 end
 
+-- The call info of a call that lost its pod for good is deleted (only if it
+-- still names this pod).
+local function end_call(call_id, pod)
+  if call_id and call_id ~= '' and redis.call('HGET', K.call(call_id), 'pod_name') == pod then
+    redis.call('DEL', K.call(call_id))
+  end
+end
+
 local now = now_ms()
 local recovered, reclaimed, readded, expired, skipped = {}, 0, 0, 0, 0
 for i = 3 + 2 * n, #ARGV do
@@ -59,6 +68,11 @@ for i = 3 + 2 * n, #ARGV do
       end
       if kind == 'shared' then
         local calls = K.pod_calls(pod)
+        -- A call whose per-call lease ran out is over: its call info goes
+        -- too, so a late socket, renew or webhook retry finds no allocation.
+        for _, dead in ipairs(redis.call('ZRANGEBYSCORE', calls, '-inf', '(' .. now)) do
+          end_call(dead, pod)
+        end
         local gone = redis.call('ZREMRANGEBYSCORE', calls, '-inf', '(' .. now)
         expired = expired + gone
         local live = redis.call('ZCARD', calls)
@@ -87,6 +101,7 @@ for i = 3 + 2 * n, #ARGV do
           and redis.call('SISMEMBER', assigned, pod) == 1
           and redis.call('SISMEMBER', avail, pod) == 0
           and not live_owner(pod) then
+        end_call(redis.call('HGET', K.pod_info(pod), 'allocated_call_sid'), pod)
         redis.call('DEL', K.lease(pod))
         redis.call('SADD', avail, pod)
         redis.call('HSET', K.pod_info(pod), 'status', 'available', 'allocated_call_sid', '',

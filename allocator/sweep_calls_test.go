@@ -1,0 +1,56 @@
+package allocator_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edge-voice/edge/allocator"
+)
+
+// A call the sweep found dead is over everywhere: its call info is gone, so
+// its late release answers not found, a retry of its webhook gets a new
+// allocation, and nothing can admit its socket to the pod's next call.
+func TestSweepEndsDeadCalls(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		a := newAllocator(t, rdb)
+		k := a.Keys()
+		register(t, a, "gold", "g0")
+		register(t, a, "basic", "s0")
+		mustAllocate(t, a, "CA-ex", "")
+		mustAllocate(t, a, "CA-sh", "")
+		mustAllocate(t, a, "CA-live", "") // s0, stays live
+		// Both dead calls' leases run out.
+		rdb.Del(ctx, k.Lease("g0"))
+		rdb.ZAdd(ctx, k.PodCalls("s0"), redis.Z{Score: 1, Member: "CA-sh"})
+
+		res, err := a.SweepPods(ctx, "", []string{"g0", "s0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Recovered) != 1 || res.CallsExpired != 1 {
+			t.Fatalf("sweep = %+v, want g0 recovered and one shared call expired", res)
+		}
+		for _, call := range []string{"CA-ex", "CA-sh"} {
+			if _, err := a.Call(ctx, call); !errors.Is(err, allocator.ErrCallNotFound) {
+				t.Errorf("%s after the sweep: err = %v, want not found", call, err)
+			}
+			if _, err := a.Release(ctx, call); !errors.Is(err, allocator.ErrCallNotFound) {
+				t.Errorf("late release of %s: err = %v, want not found", call, err)
+			}
+		}
+		if _, err := a.Call(ctx, "CA-live"); err != nil {
+			t.Errorf("the live shared call lost its info: %v", err)
+		}
+		if got := rdb.ZScore(ctx, k.PoolAvailable("basic"), "s0").Val(); got != 1 {
+			t.Errorf("s0 load = %v, want 1", got)
+		}
+		// A webhook retry of the dead exclusive call gets a fresh allocation.
+		if al := mustAllocate(t, a, "CA-ex", ""); al.WasExisting {
+			t.Errorf("retry of a swept call answered its old allocation: %+v", al)
+		}
+	})
+}
