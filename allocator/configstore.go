@@ -3,6 +3,7 @@ package allocator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -47,9 +48,15 @@ func (a *Allocator) LoadTierConfig(ctx context.Context) (TierConfig, error) {
 	return tc, nil
 }
 
-// StoreTierConfig validates tc and writes it as the envelope.
+// StoreTierConfig validates tc and writes it as the envelope. A tier that
+// still has pods cannot change type: its available pool is a SET for an
+// exclusive tier and a ZSET for a shared one, and every script touching it
+// would fail on the other type. Move or remove its pods first.
 func (a *Allocator) StoreTierConfig(ctx context.Context, tc TierConfig) error {
 	if err := tc.Validate(); err != nil {
+		return err
+	}
+	if err := a.checkTypeChanges(ctx, tc); err != nil {
 		return err
 	}
 	data, err := tc.Marshal()
@@ -106,4 +113,32 @@ func (a *Allocator) DeleteMerchantConfig(ctx context.Context, id string) (bool, 
 		return false, fmt.Errorf("delete merchant config %s: %w", id, err)
 	}
 	return n == 1, nil
+}
+
+// checkTypeChanges refuses a type change of a tier that has pods, comparing
+// with the config in Redis (or, if that is unreadable, the one in effect).
+func (a *Allocator) checkTypeChanges(ctx context.Context, tc TierConfig) error {
+	old, err := a.LoadTierConfig(ctx)
+	if errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	if err != nil {
+		old = a.current.Load().cfg.Tiers
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(tc.Tiers)) {
+		before, ok := old.Tiers[name]
+		if !ok || before.Type == tc.Tiers[name].Type {
+			continue
+		}
+		n, err := a.rdb.SCard(ctx, a.keys.PoolAssigned(name)).Result()
+		if err != nil {
+			return fmt.Errorf("store tier config: %w", unavailable(err))
+		}
+		if n > 0 {
+			errs = append(errs, fmt.Errorf("%w: tiers.%s.type: cannot change from %s to %s while the tier has %d pods; move them to another tier first",
+				ErrInvalidConfig, name, before.Type, tc.Tiers[name].Type, n))
+		}
+	}
+	return errors.Join(errs...)
 }
