@@ -25,6 +25,9 @@ type proc struct {
 	live atomic.Pointer[live] // nil while down
 
 	kick chan struct{} // an RPC failed: check now
+	// applying serializes apply, so that the last one hands over the
+	// latest spec, not one a concurrent reload replaced.
+	applying sync.Mutex
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every up/down change
@@ -62,9 +65,9 @@ func (p *proc) run(ctx context.Context) {
 			p.log.Error("provider plugin failed to start", "err", err, "retry_in", backoff)
 		} else {
 			p.setUp(l)
-			if s := p.spec.Load(); s != l.spec {
+			if p.spec.Load() != l.spec {
 				// reconfigure ran during the start and found no process.
-				p.apply(l, s)
+				p.apply(l)
 			}
 			err = p.watch(ctx, l)
 			l.client.Kill()
@@ -197,11 +200,14 @@ func (p *proc) reconfigure(s Spec) {
 	if l == nil {
 		return // the next start uses s, or run applies it to the one starting
 	}
-	p.apply(l, &s)
+	p.apply(l)
 }
 
-// apply brings the running process l to s.
-func (p *proc) apply(l *live, s *Spec) {
+// apply brings the running process l to the current spec.
+func (p *proc) apply(l *live) {
+	p.applying.Lock()
+	defer p.applying.Unlock()
+	s := p.spec.Load()
 	if l.spec.Path != s.Path || l.spec.SHA256 != s.SHA256 {
 		p.log.Info("provider plugin binary changed; restarting")
 		l.client.Kill()
