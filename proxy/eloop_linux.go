@@ -107,7 +107,9 @@ func (ls *loops) add(s *socket, up *upstream, early []byte) bool {
 	pfd, err := detach(pc)
 	if err != nil {
 		// The client conn is already gone from the netpoller: end the
-		// socket through a loop rather than half-relay it.
+		// socket through a loop rather than half-relay it. The pod conn is
+		// still a Go conn (detach leaves it usable on failure): close it.
+		pc.Close()
 		pfd = -1
 	}
 	cfg := l.p.cfg()

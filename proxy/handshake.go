@@ -95,8 +95,16 @@ func dialUpstream(ctx context.Context, addr, requestURI string, r *http.Request)
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n", requestURI, addr)
+	// Headers the client names in Connection are hop-by-hop too (RFC 9110
+	// 7.6.1), and a GET's Content-Length means nothing to the pod.
+	named := map[string]bool{}
+	for _, v := range r.Header.Values("Connection") {
+		for _, n := range strings.Split(v, ",") {
+			named[http.CanonicalHeaderKey(strings.TrimSpace(n))] = true
+		}
+	}
 	for name, vs := range r.Header {
-		if hopHeaders[name] || name == "Host" {
+		if hopHeaders[name] || named[name] || name == "Host" || name == "Content-Length" {
 			continue
 		}
 		for _, v := range vs {

@@ -142,9 +142,24 @@ func closeOrigin(s *socket) (initiator, code string) {
 		return "edge", fmt.Sprint(c)
 	}
 	if c := s.firstClose.Load(); c != 0 {
-		return sideName(s.firstCloser.Load()), fmt.Sprint(c)
+		return sideName(s.firstCloser.Load()), codeLabel(int(c))
 	}
 	return sideName(s.firstEnd.Load()), "none"
+}
+
+// codeLabel bounds the close-code label a peer chooses: the registered codes
+// and the application range 4000-4999 stay exact, 3000-3999 (library codes)
+// become "3xxx", anything else "invalid", so no peer can mint thousands of
+// metric series.
+func codeLabel(c int) string {
+	switch {
+	case c >= 1000 && c <= 1015, c >= 4000 && c <= 4999:
+		return fmt.Sprint(c)
+	case c >= 3000 && c <= 3999:
+		return "3xxx"
+	default:
+		return "invalid"
+	}
 }
 
 func sideName(side int32) string {
