@@ -15,6 +15,7 @@ var (
 	errNoToken      = errors.New("missing media token")
 	errShuttingDown = errors.New("shutting down")
 	errOverloaded   = errors.New("too many media sockets")
+	errDuplicate    = errors.New("the call already has a media socket on this replica")
 )
 
 // target is a parsed /ws/pod/<pod>[/<token>]/<rest> path.
@@ -118,6 +119,13 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	// One socket per call: a second one (a replayed URL) would outlive the
+	// call's release when the first closes.
+	if p.hasCall(callID) {
+		p.refuse(w, http.StatusConflict, "duplicate", errDuplicate, "pod", t.pod, "call_sid", callID)
+		return
+	}
+
 	up, err := dialUpstream(ctx, addr, t.uri, r)
 	if err != nil {
 		p.metrics.dialFailures.Inc()
@@ -166,9 +174,16 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID string) {
 	s.client = conn
 	if err := p.admit(s); err != nil {
 		up.conn.Close()
-		fmt.Fprintf(conn, "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+		status, reason := http.StatusServiceUnavailable, "overloaded"
+		switch {
+		case errors.Is(err, errShuttingDown):
+			reason = "shutting_down"
+		case errors.Is(err, errDuplicate):
+			status, reason = http.StatusConflict, "duplicate"
+		}
+		fmt.Fprintf(conn, "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", status, http.StatusText(status))
 		conn.Close()
-		p.metrics.refused.WithLabelValues(map[bool]string{true: "shutting_down", false: "overloaded"}[errors.Is(err, errShuttingDown)]).Inc()
+		p.metrics.refused.WithLabelValues(reason).Inc()
 		return
 	}
 	if err := writeSwitching(brw.Writer, up.resp); err != nil {

@@ -81,7 +81,8 @@ type Proxy struct {
 
 	mu      sync.Mutex
 	sockets map[*socket]struct{}
-	closing bool // shutdown started: admit nothing more
+	byCall  map[string]*socket // the open socket of each call
+	closing bool               // shutdown started: admit nothing more
 	// handlers counts admitted sockets until their release is done; Run
 	// waits for it so that main closes Redis only after the releases.
 	handlers sync.WaitGroup
@@ -101,6 +102,7 @@ func New(cfg Config, lookup func(string) (string, bool), leases Leases, signer *
 		Lookup: lookup, Leases: leases, Signer: signer, Log: log,
 		metrics: newMetrics(reg),
 		sockets: map[*socket]struct{}{},
+		byCall:  map[string]*socket{},
 		changed: make(chan struct{}),
 	}
 	p.Apply(cfg)
@@ -139,8 +141,11 @@ func (p *Proxy) admit(s *socket) error {
 		return errShuttingDown
 	case p.cfg().MaxSockets > 0 && len(p.sockets) >= p.cfg().MaxSockets:
 		return errOverloaded
+	case p.byCall[s.callID] != nil:
+		return errDuplicate
 	}
 	p.sockets[s] = struct{}{}
+	p.byCall[s.callID] = s
 	p.handlers.Add(1)
 	p.notifyLocked()
 	return nil
@@ -150,7 +155,17 @@ func (p *Proxy) forget(s *socket) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.sockets, s)
+	if p.byCall[s.callID] == s {
+		delete(p.byCall, s.callID)
+	}
 	p.notifyLocked()
+}
+
+// hasCall reports whether the call has an open socket on this replica.
+func (p *Proxy) hasCall(callID string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.byCall[callID] != nil
 }
 
 func (p *Proxy) notifyLocked() {

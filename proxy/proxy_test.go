@@ -264,3 +264,22 @@ func TestOversizedFrameClosesSocket(t *testing.T) {
 		}
 	})
 }
+
+// A call has one media socket: a replay of its URL is refused (409) before
+// any pod dial, and the first socket is untouched.
+func TestSecondSocketForACallIsRefused(t *testing.T) {
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay})
+		pod, url := e.allocate("CA1", "")
+		c := e.mustDial(url)
+		echo(t, c, "first")
+		_, err := e.dial(url)
+		if err == nil || !strings.Contains(err.Error(), "status 409") {
+			t.Fatalf("second socket: err = %v, want 409", err)
+		}
+		if n := len(e.agents[pod].Paths()); n != 1 {
+			t.Fatalf("the pod saw %d sockets, want 1: the duplicate reached it", n)
+		}
+		echo(t, c, "first still flows")
+	})
+}
