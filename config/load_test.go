@@ -257,16 +257,7 @@ func TestLoadErrors(t *testing.T) {
 			if err == nil {
 				t.Fatal("Load succeeded, want an error")
 			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error lacks %q:\n%v", w, err)
-				}
-			}
-			for _, n := range tc.not {
-				if strings.Contains(err.Error(), n) {
-					t.Errorf("error shows %q:\n%v", n, err)
-				}
-			}
+			errorMentions(t, err, tc.want, tc.not)
 		})
 	}
 }

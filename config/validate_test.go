@@ -178,16 +178,7 @@ func TestValidate(t *testing.T) {
 			if err == nil {
 				t.Fatal("Validate() = nil, want an error")
 			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error lacks %q:\n%v", w, err)
-				}
-			}
-			for _, n := range tc.not {
-				if strings.Contains(err.Error(), n) {
-					t.Errorf("error shows %q:\n%v", n, err)
-				}
-			}
+			errorMentions(t, err, tc.want, tc.not)
 		})
 	}
 }
@@ -211,5 +202,20 @@ func TestPublicURL(t *testing.T) {
 				t.Errorf("PublicURL() = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// errorMentions checks that err names every want and none of not (secrets).
+func errorMentions(t *testing.T, err error, want, not []string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error lacks %q:\n%v", w, err)
+		}
+	}
+	for _, n := range not {
+		if strings.Contains(err.Error(), n) {
+			t.Errorf("error shows %q:\n%v", n, err)
+		}
 	}
 }
