@@ -135,7 +135,7 @@ func TestRegisterMoveAndUnregister(t *testing.T) {
 		if got := mustAllocate(t, a, "CA2", ""); got.PodName != "p0" || !got.Shared {
 			t.Fatalf("after the move: %+v", got)
 		}
-		un, err := a.UnregisterPod(ctx, "p0")
+		un, err := a.UnregisterPod(ctx, "", "p0")
 		if err != nil || un.Tier != "basic" || un.CallsEnded != 1 {
 			t.Fatalf("unregister = %+v, %v", un, err)
 		}
@@ -146,7 +146,7 @@ func TestRegisterMoveAndUnregister(t *testing.T) {
 			keys := rdb.Keys(ctx, "*").Val()
 			t.Fatalf("%d keys left after unregistering the only pod: %v", n, keys)
 		}
-		if _, err := a.UnregisterPod(ctx, "p0"); !errors.Is(err, allocator.ErrPodNotFound) {
+		if _, err := a.UnregisterPod(ctx, "", "p0"); !errors.Is(err, allocator.ErrPodNotFound) {
 			t.Fatalf("second unregister: err = %v", err)
 		}
 		if _, err := a.RegisterPod(ctx, allocator.Pod{Name: "p1", Tier: "platinum"}); !errors.Is(err, allocator.ErrInvalidConfig) {
@@ -223,4 +223,23 @@ func TestRenewManyBatches(t *testing.T) {
 	if len(held) != len(leases) {
 		t.Fatalf("%d answers for %d leases", len(held), len(leases))
 	}
+}
+
+// A leader that lost the Redis lock removes no pod.
+func TestUnregisterIsFenced(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		a := newAllocator(t, rdb)
+		register(t, a, "gold", "g0")
+		rdb.Set(ctx, a.Keys().LeaderLock(), "B/2", 0)
+		if _, err := a.UnregisterPod(ctx, "A/1", "g0"); !errors.Is(err, allocator.ErrFenced) {
+			t.Fatalf("stale leader: err = %v, want ErrFenced", err)
+		}
+		if _, err := a.PodInfo(ctx, "g0"); err != nil {
+			t.Fatalf("the fenced call removed the pod: %v", err)
+		}
+		if _, err := a.UnregisterPod(ctx, "B/2", "g0"); err != nil {
+			t.Fatalf("current leader: %v", err)
+		}
+	})
 }

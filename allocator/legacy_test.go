@@ -29,7 +29,7 @@ func TestLegacySharedReleaseAfterPodLeft(t *testing.T) {
 		register(t, a, "basic", "b0", "b1", "b2")
 		legacySharedCall(ctx, rdb, k, "CA-old1", "b0")
 		legacySharedCall(ctx, rdb, k, "CA-old2", "b0") // the one the pod info and lease name
-		if _, err := a.UnregisterPod(ctx, "b0"); err != nil {
+		if _, err := a.UnregisterPod(ctx, "", "b0"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := a.Release(ctx, "CA-old1"); err != nil {

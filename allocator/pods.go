@@ -71,18 +71,23 @@ type Unregistered struct {
 
 // UnregisterPod forgets the pod: out of every pool, its keys deleted, its
 // calls ended. An unknown pod is ErrPodNotFound (leftover keys are still
-// deleted).
-func (a *Allocator) UnregisterPod(ctx context.Context, pod string) (Unregistered, error) {
+// deleted). fence is "" or the Redis leader lock value the caller holds, as
+// for SyncPods: a leader that lost the lock gets ErrFenced and removes
+// nothing.
+func (a *Allocator) UnregisterPod(ctx context.Context, fence, pod string) (Unregistered, error) {
 	if err := ValidateID("pod_name", pod); err != nil {
 		return Unregistered{}, err
 	}
-	r, err := a.run(ctx, "unregister", []string{a.keys.PodTier(pod)}, pod)
+	r, err := a.run(ctx, "unregister", []string{a.keys.PodTier(pod)}, pod, fence)
 	if err != nil {
 		return Unregistered{}, fmt.Errorf("unregister %s: %w", pod, err)
 	}
 	rep := reply(r)
-	if rep.str(0) == "not_found" {
+	switch rep.str(0) {
+	case "not_found":
 		return Unregistered{}, fmt.Errorf("unregister %s: %w", pod, ErrPodNotFound)
+	case "fenced":
+		return Unregistered{}, fmt.Errorf("unregister %s: %w", pod, ErrFenced)
 	}
 	return Unregistered{Tier: rep.str(1), CallsEnded: int(rep.int(2))}, nil
 }

@@ -15,7 +15,7 @@ import (
 // consumer; *allocator.Allocator implements it).
 type Pools interface {
 	SyncPods(ctx context.Context, fence string, pods []allocator.PodState) ([]allocator.SyncResult, error)
-	UnregisterPod(ctx context.Context, pod string) (allocator.Unregistered, error)
+	UnregisterPod(ctx context.Context, fence, pod string) (allocator.Unregistered, error)
 	RegisteredPods(ctx context.Context) ([]string, error)
 	SweepPods(ctx context.Context, fence string, pods []string) (allocator.SweepResult, error)
 	Rebalance(ctx context.Context, fence string, maxMoves int) ([]allocator.Move, error)

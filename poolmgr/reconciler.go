@@ -55,7 +55,7 @@ func (r *reconciler) reconcile(ctx context.Context) error {
 		if _, ok := r.m.Registry.Get(pod); ok {
 			continue
 		}
-		out, err := r.m.Pools.UnregisterPod(ctx, pod)
+		out, err := r.m.Pools.UnregisterPod(ctx, r.fence, pod)
 		if err != nil && !errors.Is(err, allocator.ErrPodNotFound) {
 			return fmt.Errorf("reconcile: %w", err)
 		}

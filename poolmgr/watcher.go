@@ -64,7 +64,7 @@ func (w *watcher) apply(ctx context.Context) error {
 		}
 	}
 	for i, pod := range deleted {
-		out, err := w.m.Pools.UnregisterPod(ctx, pod)
+		out, err := w.m.Pools.UnregisterPod(ctx, w.fence, pod)
 		if errors.Is(err, allocator.ErrPodNotFound) {
 			continue
 		}

@@ -4,10 +4,15 @@
 --
 -- KEYS[1] -> the pod's tier key (K.pod_tier(pod))
 -- ARGV[1] -> pod name
+-- ARGV[2] -> fence: "" or the Redis leader lock value the caller holds; a
+--            leader that lost the lock removes nothing
 --
--- Returns {"removed", tier or "", calls ended} or {"not_found"}.
+-- Returns {"removed", tier or "", calls ended}, {"not_found"} or {"fenced"}.
 
 local pod = ARGV[1]
+if ARGV[2] ~= '' and redis.call('GET', K.leader_lock()) ~= ARGV[2] then
+  return {'fenced'}
+end
 local tier = redis.call('GET', KEYS[1])
 local known = tier or redis.call('HEXISTS', K.pod_metadata(), pod) == 1
 if tier then
