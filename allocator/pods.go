@@ -2,9 +2,7 @@ package allocator
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strings"
 )
 
 // Pod is a voice-agent pod as edge registers it.
@@ -25,42 +23,25 @@ const (
 	RegisteredMoved     Registered = "moved"
 )
 
-// RegisterPod makes the pod a member of its tier in one step: assigned, and
-// available unless it is draining or busy. A pod registered in another tier
-// moves if it is idle; a busy one stays and the call answers ErrPodBusy.
+// RegisterPod makes the pod a member of its tier: assigned, and available
+// unless it is draining, unready or busy. A pod registered in another tier
+// moves if it is idle; a busy one stays and the call answers ErrPodBusy. It
+// is SyncPods for one ready pod pinned to p.Tier, outside leader fencing.
 func (a *Allocator) RegisterPod(ctx context.Context, p Pod) (Registered, error) {
-	if err := ValidateID("pod_name", p.Name); err != nil {
-		return "", err
-	}
-	kind, err := a.poolType(p.Tier)
-	if err != nil {
-		return "", fmt.Errorf("register %s: %w", p.Name, err)
-	}
-	meta, err := json.Marshal(p)
-	if err != nil {
-		return "", err
-	}
-	r, err := a.run(ctx, "register", []string{a.keys.PodTier(p.Name)}, p.Name, p.Tier, string(kind), string(meta))
+	res, err := a.SyncPods(ctx, "", []PodState{{Name: p.Name, Address: p.Address, Tier: p.Tier, Ready: true}})
 	if err != nil {
 		return "", fmt.Errorf("register %s in %s: %w", p.Name, p.Tier, err)
 	}
-	rep := reply(r)
-	if rep.str(0) == "busy" {
-		return "", fmt.Errorf("register %s in %s: still serving calls in %s: %w", p.Name, p.Tier, rep.str(1), ErrPodBusy)
+	switch r := res[0]; r.Outcome {
+	case SyncAdded, SyncUnchanged, SyncMoved:
+		return Registered(r.Outcome), nil
+	case SyncBusy:
+		return "", fmt.Errorf("register %s in %s: still serving calls in %s: %w", p.Name, p.Tier, r.Tier, ErrPodBusy)
+	case SyncBadTier:
+		return "", fmt.Errorf("register %s: %w: unknown tier %q", p.Name, ErrInvalidConfig, p.Tier)
+	default:
+		return "", fmt.Errorf("register %s in %s: unexpected outcome %q", p.Name, p.Tier, r.Outcome)
 	}
-	return Registered(rep.str(0)), nil
-}
-
-// poolType is the pool type of a tier value; merchant pools are exclusive.
-func (a *Allocator) poolType(tier string) (TierType, error) {
-	if id, ok := strings.CutPrefix(tier, merchantStep); ok {
-		return Exclusive, ValidateID("merchant pool", id)
-	}
-	t, ok := a.current.Load().cfg.Tiers.Tiers[tier]
-	if !ok {
-		return "", fmt.Errorf("%w: unknown tier %q", ErrInvalidConfig, tier)
-	}
-	return t.Type, nil
 }
 
 // Unregistered is the outcome of UnregisterPod.

@@ -24,13 +24,6 @@ local function tier_of_source(source)
   return string.match(source, '^pool:(.+)$') or source
 end
 
--- Whether a pod's available pool is a ZSET (shared tier). An absent key
--- answers false: an empty exclusive pool and an empty shared pool look alike,
--- and only the callers that know better pass the type in.
-local function is_zset(key)
-  return redis.call('TYPE', key)['ok'] == 'zset'
-end
-
 local function is_draining(pod)
   return redis.call('EXISTS', K.pod_draining(pod)) == 1
 end

@@ -60,7 +60,7 @@ for i = 3 + 2 * n, #ARGV do
       skipped = skipped + 1
     else
       local draining = is_draining(pod)
-      local unready = redis.call('HGET', K.pod_info(pod), 'unready') == '1'
+      local unready = is_unready(pod)
       if unready then
         -- Never available while unready, whatever put it back (e.g. a
         -- predecessor replica's release).
