@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/calls"
 )
 
 // ConfigAPI reads and writes the tier config and the merchant config with
@@ -60,7 +61,7 @@ func (c *ConfigAPI) getTiers(w http.ResponseWriter, r *http.Request) {
 func (c *ConfigAPI) putTiers(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, configBodyLimit))
 	if err != nil {
-		writeError(w, r, c.Log, fmt.Errorf("%w: %v", ErrBadRequest, err))
+		writeError(w, r, c.Log, fmt.Errorf("%w: %v", calls.ErrBadRequest, err))
 		return
 	}
 	tc, err := allocator.ParseTierConfig(body)
@@ -150,7 +151,7 @@ func (c *ConfigAPI) putPool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.Target == nil {
-		writeError(w, r, c.Log, fmt.Errorf("%w: target is required", ErrBadRequest))
+		writeError(w, r, c.Log, fmt.Errorf("%w: target is required", calls.ErrBadRequest))
 		return
 	}
 	if err := c.Alloc.SetMerchantTarget(r.Context(), r.PathValue("pool"), *body.Target); err != nil {
@@ -166,10 +167,10 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, v any) error {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, configBodyLimit))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadRequest, err)
+		return fmt.Errorf("%w: %v", calls.ErrBadRequest, err)
 	}
 	if dec.More() {
-		return fmt.Errorf("%w: trailing data after the JSON body", ErrBadRequest)
+		return fmt.Errorf("%w: trailing data after the JSON body", calls.ErrBadRequest)
 	}
 	return nil
 }

@@ -1,18 +1,35 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+
+	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/calls"
 )
+
+// Calls is what the generic API needs of the call lifecycle (calls.Service).
+type Calls interface {
+	Allocate(ctx context.Context, req calls.Request) (calls.Call, error)
+	Release(ctx context.Context, callID string) (allocator.Released, error)
+}
+
+// Pools is what the admin API reads and changes of the pools directly.
+type Pools interface {
+	Drain(ctx context.Context, pod string) (allocator.Drained, error)
+	PodInfo(ctx context.Context, pod string) (allocator.PodInfo, error)
+	Status(ctx context.Context) ([]allocator.PoolStatus, error)
+}
 
 // Handlers serves the endpoints the predecessor had.
 type Handlers struct {
-	Calls *Calls
-	Alloc Allocator
+	Calls Calls
+	Pools Pools
 	Log   *slog.Logger
 	// MaxBody returns the request body limit in bytes (64 KiB by default).
 	MaxBody func() int64
@@ -49,20 +66,17 @@ func (h *Handlers) allocate(w http.ResponseWriter, r *http.Request) {
 	if body.MerchantID == "" {
 		body.MerchantID = body.ResellerID
 	}
-	res, err := h.Calls.Allocate(r.Context(), CallRequest{
+	c, err := h.Calls.Allocate(r.Context(), calls.Request{
 		CallID: body.CallSID, MerchantID: body.MerchantID,
 		Provider: body.Provider, Flow: body.Flow, Template: body.Template,
 	})
-	if res.Warning != "" {
-		h.Log.Warn("allocation warning", "call_sid", body.CallSID, "warning", res.Warning)
-	}
 	if err != nil {
 		writeError(w, r, h.Log, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, allocateResponse{
-		Success: true, PodName: res.PodName, WSURL: res.WSURL,
-		SourcePool: res.SourcePool, WasExisting: res.WasExisting,
+		Success: true, PodName: c.Pod, WSURL: c.WSURL,
+		SourcePool: c.SourcePool, WasExisting: c.WasExisting,
 	})
 }
 
@@ -74,7 +88,7 @@ func (h *Handlers) release(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, h.Log, err)
 		return
 	}
-	rel, err := h.Alloc.Release(r.Context(), body.CallSID)
+	rel, err := h.Calls.Release(r.Context(), body.CallSID)
 	if err != nil {
 		writeError(w, r, h.Log, err)
 		return
@@ -98,7 +112,7 @@ func (h *Handlers) drain(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, h.Log, err)
 		return
 	}
-	d, err := h.Alloc.Drain(r.Context(), body.PodName)
+	d, err := h.Pools.Drain(r.Context(), body.PodName)
 	if err != nil {
 		writeError(w, r, h.Log, err)
 		return
@@ -114,7 +128,7 @@ func (h *Handlers) drain(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handlers) status(w http.ResponseWriter, r *http.Request) {
-	pools, err := h.Alloc.Status(r.Context())
+	pools, err := h.Pools.Status(r.Context())
 	if err != nil {
 		writeError(w, r, h.Log, err)
 		return
@@ -133,7 +147,7 @@ func (h *Handlers) status(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handlers) podInfo(w http.ResponseWriter, r *http.Request) {
-	info, err := h.Alloc.PodInfo(r.Context(), r.PathValue("name"))
+	info, err := h.Pools.PodInfo(r.Context(), r.PathValue("name"))
 	if err != nil {
 		writeError(w, r, h.Log, err)
 		return
@@ -154,7 +168,7 @@ func (h *Handlers) decode(w http.ResponseWriter, r *http.Request, v any) error {
 }
 
 // DecodeJSON decodes exactly one JSON value from body, mapping an oversized
-// body to ErrBodyTooLarge and anything malformed to ErrBadRequest.
+// body to calls.ErrBodyTooLarge and anything malformed to calls.ErrBadRequest.
 func DecodeJSON(body io.Reader, v any) error {
 	dec := json.NewDecoder(body)
 	err := dec.Decode(v)
@@ -164,11 +178,11 @@ func DecodeJSON(body io.Reader, v any) error {
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return fmt.Errorf("%w: limit is %d bytes", ErrBodyTooLarge, tooLarge.Limit)
+		return fmt.Errorf("%w: limit is %d bytes", calls.ErrBodyTooLarge, tooLarge.Limit)
 	case errors.Is(err, io.EOF):
-		return fmt.Errorf("%w: empty body", ErrBadRequest)
+		return fmt.Errorf("%w: empty body", calls.ErrBadRequest)
 	case err != nil:
-		return fmt.Errorf("%w: malformed JSON: %v", ErrBadRequest, err)
+		return fmt.Errorf("%w: malformed JSON: %v", calls.ErrBadRequest, err)
 	}
 	return nil
 }

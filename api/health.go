@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/edge-voice/edge/calls"
 )
 
 // Readiness answers /readyz: ready while no check fails and the process is
@@ -45,7 +47,7 @@ func (rd *Readiness) Check(ctx context.Context) map[string]string {
 	rd.mu.RUnlock()
 	failed := map[string]string{}
 	if rd.stopping.Load() {
-		failed["shutdown"] = ErrShuttingDown.Error()
+		failed["shutdown"] = calls.ErrShuttingDown.Error()
 	}
 	for _, c := range checks {
 		if err := c.fn(ctx); err != nil {

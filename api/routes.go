@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"time"
+
+	"github.com/edge-voice/edge/proxy"
 )
 
 // Surface is everything edge serves, listed in one place.
@@ -40,7 +42,7 @@ func (s *Surface) Public() http.Handler {
 		mux.Handle("/providers/{name}/", s.bounded(s.Providers.ServeHTTP))
 	}
 	if s.Media != nil {
-		mux.Handle("/ws/pod/", s.Media)
+		mux.Handle(proxy.PathPrefix, s.Media)
 	}
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.HandleFunc("GET /readyz", s.Ready.serve)

@@ -2,7 +2,7 @@
 // each configured provider as a go-plugin process (restarted with backoff
 // when it crashes or stops answering), and serves the providers' webhook
 // routes by asking the plugin to verify and parse a request, allocating
-// through api.Calls, and having the plugin render the answer.
+// through calls.Service, and having the plugin render the answer.
 //
 // The webhook path costs one plugin RPC when the plugin returns an answer
 // template (all built-ins do), two otherwise or on a failure. While a

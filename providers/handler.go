@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/edge-voice/edge/api"
+	"github.com/edge-voice/edge/calls"
 	"github.com/edge-voice/edge/plugins"
 )
 
@@ -91,39 +91,44 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request, p *proc, route stri
 // from the template when the plugin gave one, else through Answer.
 func (h *Host) allocate(w http.ResponseWriter, r *http.Request, p *proc, l *live, res *plugins.WebhookResult) string {
 	ar := *res.Allocate
-	out, err := h.opts.Calls.Allocate(r.Context(), api.CallRequest{
+	c, err := h.opts.Calls.Allocate(r.Context(), calls.Request{
 		CallID: ar.CallID, MerchantID: ar.MerchantID, Provider: p.name, Flow: ar.Flow, Template: ar.Template,
 	})
-	if err == nil {
-		a := &plugins.Allocation{
-			CallID: out.CallID, PodName: out.PodName, WSURL: out.WSURL, SourcePool: out.SourcePool, WasExisting: out.WasExisting,
-		}
-		if res.Template != nil {
-			if resp, terr := res.Template.Render(*a); terr == nil {
-				writeResponse(w, resp)
-				return "allocated"
-			} else {
-				p.log.Warn("provider answer template unusable; asking the plugin", "err", terr)
-			}
-		}
-		resp, err := call(h, p, "Answer", r.Context(), func(ctx context.Context) (*plugins.Response, error) {
-			return l.prov.Answer(ctx, &plugins.AnswerRequest{Request: ar, Allocation: a})
-		})
-		if err != nil {
-			// The pod is allocated; a provider retry gets the same one.
-			return h.pluginFailed(w, p, err)
-		}
-		writeResponse(w, resp)
-		return "allocated"
+	if err != nil {
+		return h.refuse(w, r, p, l, ar, err)
 	}
+	a := &plugins.Allocation{
+		CallID: c.ID, PodName: c.Pod, WSURL: c.WSURL, SourcePool: c.SourcePool, WasExisting: c.WasExisting,
+	}
+	if res.Template != nil {
+		resp, terr := res.Template.Render(*a)
+		if terr == nil {
+			writeResponse(w, resp)
+			return "allocated"
+		}
+		p.log.Warn("provider answer template unusable; asking the plugin", "err", terr)
+	}
+	resp, err := call(h, p, "Answer", r.Context(), func(ctx context.Context) (*plugins.Response, error) {
+		return l.prov.Answer(ctx, &plugins.AnswerRequest{Request: ar, Allocation: a})
+	})
+	if err != nil {
+		// The pod is allocated; a provider retry gets the same one.
+		return h.pluginFailed(w, p, err)
+	}
+	writeResponse(w, resp)
+	return "allocated"
+}
 
-	f := api.FailureOf(err)
+// refuse answers a failed allocation in the provider's own markup (the
+// plugin's failure answer), with the status calls.FailureOf gives it.
+func (h *Host) refuse(w http.ResponseWriter, r *http.Request, p *proc, l *live, ar plugins.AllocationRequest, err error) string {
+	f := calls.FailureOf(err)
 	fail := &plugins.Failure{Kind: plugins.FailureInternal, Message: f.Message, Status: f.Status}
 	outcome := "internal"
-	switch {
-	case f.Code == plugins.ReasonNoPods || f.Code == plugins.ReasonAllDraining || f.Code == plugins.ReasonAtCapacity:
+	switch f.Kind {
+	case calls.KindNoCapacity:
 		fail.Kind, fail.Reason, outcome = plugins.FailureNoCapacity, f.Code, f.Code
-	case f.Status == http.StatusBadRequest:
+	case calls.KindInvalid:
 		fail.Kind, outcome = plugins.FailureInvalidRequest, "invalid_request"
 	}
 	level := p.log.Warn

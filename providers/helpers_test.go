@@ -19,9 +19,11 @@ import (
 
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/api"
+	"github.com/edge-voice/edge/calls"
 	"github.com/edge-voice/edge/internal/testredis"
 	"github.com/edge-voice/edge/plugins"
 	"github.com/edge-voice/edge/providers"
+	"github.com/edge-voice/edge/proxy"
 )
 
 // env is a host with real plugin processes, a real Redis and edge's own
@@ -66,9 +68,9 @@ func newEnvNoWait(t testing.TB, specs ...providers.Spec) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := &api.Calls{Alloc: e.alloc, BaseURL: func() string { return "wss://edge.example.com" }}
+	svc := calls.NewService(e.alloc, proxy.NewSigner([]byte("test-secret"), time.Minute), func() string { return "wss://edge.example.com" }, nil)
 	e.host, err = providers.New(providers.Options{
-		Calls: calls, Log: slog.New(e.logs), Reg: e.reg,
+		Calls: svc, Log: slog.New(e.logs), Reg: e.reg,
 		RPCTimeout: 500 * time.Millisecond, HealthInterval: 200 * time.Millisecond,
 		BackoffMin: 10 * time.Millisecond, BackoffMax: time.Second,
 		WebhookBaseURL: func() string { return "https://edge.example.com" },
@@ -81,7 +83,7 @@ func newEnvNoWait(t testing.TB, specs ...providers.Spec) *env {
 	go func() { e.host.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	surface := &api.Surface{
-		Handlers:  &api.Handlers{Calls: calls, Alloc: e.alloc, Log: slog.New(slog.DiscardHandler)},
+		Handlers:  &api.Handlers{Calls: svc, Pools: e.alloc, Log: slog.New(slog.DiscardHandler)},
 		Ready:     &api.Readiness{},
 		Providers: e.host,
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/edge-voice/edge/api"
+	"github.com/edge-voice/edge/calls"
 	"github.com/edge-voice/edge/plugins"
 )
 
@@ -40,15 +40,15 @@ func (s *Spec) Describe() string {
 	return s.Path
 }
 
-// Allocator is what the host needs of edge's allocation API.
-type Allocator interface {
-	Allocate(ctx context.Context, req api.CallRequest) (api.CallResult, error)
+// Calls is what the host needs of the call lifecycle (calls.Service).
+type Calls interface {
+	Allocate(ctx context.Context, req calls.Request) (calls.Call, error)
 }
 
 // Options configure a Host. Func fields are read on every request so that
 // config reloads apply at once; nil means the documented default.
 type Options struct {
-	Calls Allocator
+	Calls Calls
 	Log   *slog.Logger
 	Reg   prometheus.Registerer
 

@@ -28,7 +28,7 @@ type target struct {
 }
 
 func parseTarget(r *http.Request) (target, bool) {
-	path, ok := strings.CutPrefix(r.URL.EscapedPath(), "/ws/pod/")
+	path, ok := strings.CutPrefix(r.URL.EscapedPath(), PathPrefix)
 	if !ok {
 		return target{}, false
 	}

@@ -18,7 +18,9 @@ import (
 
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/api"
+	"github.com/edge-voice/edge/calls"
 	"github.com/edge-voice/edge/config"
+	"github.com/edge-voice/edge/proxy"
 )
 
 // component is anything that runs until its context ends.
@@ -35,7 +37,8 @@ type app struct {
 	watcher *config.Watcher
 	rdb     redis.UniversalClient
 	alloc   *allocator.Allocator
-	calls   *api.Calls
+	calls   *calls.Service
+	signer  *proxy.Signer
 	ready   *api.Readiness
 	surface *api.Surface
 
@@ -118,10 +121,11 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	if err := a.buildAllocator(ctx); err != nil {
 		return err
 	}
-	a.calls = &api.Calls{Alloc: a.alloc, BaseURL: func() string { return a.cfg().PublicURL() }}
+	a.signer = newSigner(a.cfg(), a.log)
+	a.calls = calls.NewService(a.alloc, a.signer, func() string { return a.cfg().PublicURL() }, a.log)
 	a.surface = &api.Surface{
 		Handlers: &api.Handlers{
-			Calls: a.calls, Alloc: a.alloc, Log: a.log,
+			Calls: a.calls, Pools: a.alloc, Log: a.log,
 			MaxBody:  func() int64 { return a.cfg().HTTP.MaxBodyBytes },
 			IsLeader: func() bool { return a.isLeader() },
 		},

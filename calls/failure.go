@@ -1,0 +1,85 @@
+package calls
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/edge-voice/edge/allocator"
+)
+
+// Errors of the faces themselves (body, auth, shutdown), mapped with the
+// allocator's outcomes in FailureOf.
+var (
+	ErrBodyTooLarge = errors.New("request body too large")
+	ErrBadRequest   = errors.New("bad request")
+	ErrUnauthorized = errors.New("unauthorized")
+	ErrForbidden    = errors.New("forbidden")
+	ErrShuttingDown = errors.New("shutting down")
+)
+
+// Kind is what a face branches on when it answers a failure: a provider
+// plugin renders "no capacity" and "invalid request" in its own markup.
+type Kind int
+
+const (
+	KindInternal Kind = iota
+	KindNoCapacity
+	KindInvalid
+	KindNotFound
+	KindConflict
+	KindUnauthorized
+	KindForbidden
+	KindUnavailable
+)
+
+// Failure is how a failed call operation is answered: its kind, an HTTP
+// status, a stable code for machines (the no-capacity reasons are the
+// allocator's: no_pods, all_draining, at_capacity) and a message safe to
+// show the caller. The cause goes to the log only.
+type Failure struct {
+	Kind    Kind
+	Status  int
+	Code    string
+	Message string
+}
+
+// FailureOf maps an error to its answer. It is the one place where errors
+// become HTTP statuses, for the generic API, the admin API and the
+// provider webhooks alike.
+func FailureOf(err error) Failure {
+	var nc *allocator.NoCapacityError
+	switch {
+	case errors.As(err, &nc):
+		msg := "no pods available"
+		switch nc.Reason {
+		case allocator.ReasonAllDraining:
+			msg = "all pods are draining"
+		case allocator.ReasonAtCapacity:
+			msg = "all pods are busy"
+		}
+		return Failure{KindNoCapacity, http.StatusServiceUnavailable, string(nc.Reason), msg}
+	case errors.Is(err, ErrBodyTooLarge):
+		return Failure{KindInvalid, http.StatusRequestEntityTooLarge, "body_too_large", err.Error()}
+	case errors.Is(err, allocator.ErrInvalidID), errors.Is(err, ErrBadRequest), errors.Is(err, allocator.ErrInvalidConfig):
+		return Failure{KindInvalid, http.StatusBadRequest, "invalid_request", err.Error()}
+	case errors.Is(err, allocator.ErrCallNotFound):
+		return Failure{KindNotFound, http.StatusNotFound, "call_not_found", "call not found"}
+	case errors.Is(err, allocator.ErrPodNotFound):
+		return Failure{KindNotFound, http.StatusNotFound, "pod_not_found", "pod not found"}
+	case errors.Is(err, allocator.ErrPodBusy):
+		return Failure{KindConflict, http.StatusConflict, "pod_busy", err.Error()}
+	case errors.Is(err, ErrUnauthorized):
+		return Failure{KindUnauthorized, http.StatusUnauthorized, "unauthorized", "unauthorized"}
+	case errors.Is(err, ErrForbidden):
+		return Failure{KindForbidden, http.StatusForbidden, "forbidden", "forbidden"}
+	case errors.Is(err, ErrShuttingDown):
+		return Failure{KindUnavailable, http.StatusServiceUnavailable, "shutting_down", "shutting down"}
+	case errors.Is(err, allocator.ErrUnavailable):
+		return Failure{KindUnavailable, http.StatusServiceUnavailable, "redis_unavailable", "pool state unavailable, retry"}
+	case errors.Is(err, context.DeadlineExceeded):
+		return Failure{KindUnavailable, http.StatusServiceUnavailable, "timeout", "backend timeout"}
+	default:
+		return Failure{KindInternal, http.StatusInternalServerError, "internal", "internal error"}
+	}
+}

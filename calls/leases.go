@@ -1,0 +1,68 @@
+package calls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/proxy"
+)
+
+// MediaLeases is the allocator as the media proxy sees it (proxy.Leases):
+// the one adapter edge runs, and the one the proxy's tests use.
+type MediaLeases struct {
+	Alloc *allocator.Allocator
+}
+
+var _ proxy.Leases = MediaLeases{}
+
+func (l MediaLeases) CallPod(ctx context.Context, callID string) (string, error) {
+	c, err := l.Alloc.Call(ctx, callID)
+	if err != nil {
+		return "", noAllocation(err)
+	}
+	return c.PodName, nil
+}
+
+func (l MediaLeases) PodCall(ctx context.Context, pod string) (string, error) {
+	info, err := l.Alloc.PodInfo(ctx, pod)
+	if err != nil {
+		return "", noAllocation(err)
+	}
+	// A shared pod has several calls: without a token, which one this
+	// socket is cannot be told.
+	if len(info.Calls) > 0 || info.Lease == "" || info.Lease != info.CallID {
+		return "", fmt.Errorf("pod %s has no single live call: %w", pod, proxy.ErrNoAllocation)
+	}
+	return info.Lease, nil
+}
+
+func (l MediaLeases) Renew(ctx context.Context, ls []proxy.Lease) ([]bool, error) {
+	in := make([]allocator.Lease, len(ls))
+	for i, x := range ls {
+		in[i] = allocator.Lease{CallID: x.CallID, PodName: x.Pod}
+	}
+	return l.Alloc.Renew(ctx, in)
+}
+
+func (l MediaLeases) Release(ctx context.Context, callID string) (string, error) {
+	r, err := l.Alloc.Release(ctx, callID)
+	switch {
+	case err != nil:
+		return "", noAllocation(err)
+	case r.Stale:
+		return "stale", nil
+	default:
+		return "released", nil
+	}
+}
+
+// noAllocation maps the allocator's "nothing there" outcomes to the
+// proxy's; other errors (Redis down) stay what they are.
+func noAllocation(err error) error {
+	if errors.Is(err, allocator.ErrCallNotFound) || errors.Is(err, allocator.ErrPodNotFound) || errors.Is(err, allocator.ErrInvalidID) {
+		return fmt.Errorf("%w: %w", proxy.ErrNoAllocation, err)
+	}
+	return err
+}

@@ -1,0 +1,75 @@
+package calls
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/edge-voice/edge/allocator"
+)
+
+// Allocator is what Service needs of the allocator.
+type Allocator interface {
+	Allocate(ctx context.Context, req allocator.Request) (allocator.Allocation, error)
+	Release(ctx context.Context, callID string) (allocator.Released, error)
+}
+
+// MediaURLs mints the media WebSocket URL of a call (proxy.Signer).
+type MediaURLs interface {
+	URL(base, callID, pod, path string) string
+}
+
+// Call is a call that holds a pod, with the media URL its provider opens.
+type Call struct {
+	ID         string
+	Pod        string
+	SourcePool string // "pool:<tier>" or "merchant:<id>"
+	WSURL      string
+	// WasExisting is true when the call already had this pod (a retry or
+	// a concurrent duplicate): the same pod and a URL to the same place.
+	WasExisting bool
+}
+
+// Service runs the call lifecycle for every face.
+type Service struct {
+	alloc   Allocator
+	media   MediaURLs
+	baseURL func() string
+	log     *slog.Logger
+}
+
+// NewService returns a Service. baseURL returns the public ws:// or wss://
+// base of media URLs (read per call, so a config reload applies at once).
+func NewService(alloc Allocator, media MediaURLs, baseURL func() string, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{alloc: alloc, media: media, baseURL: baseURL, log: log}
+}
+
+// Allocate gives the call a pod and mints its media URL. A repeat for the
+// same call id answers the same pod. Errors are the allocator's outcomes
+// (see FailureOf) or ErrInvalidID for a request unfit for keys and URLs.
+func (s *Service) Allocate(ctx context.Context, req Request) (Call, error) {
+	if err := req.normalize(); err != nil {
+		return Call{}, err
+	}
+	al, err := s.alloc.Allocate(ctx, allocator.Request{CallID: req.CallID, MerchantID: req.MerchantID})
+	if al.Warning != "" {
+		// Both faces land here: a bad merchant config is logged once per
+		// allocation whichever way the call came.
+		s.log.Warn("allocation warning", "call_sid", req.CallID, "merchant_id", req.MerchantID, "provider", req.Provider, "warning", al.Warning)
+	}
+	if err != nil {
+		return Call{}, err
+	}
+	return Call{
+		ID: al.CallID, Pod: al.PodName, SourcePool: al.SourcePool, WasExisting: al.WasExisting,
+		WSURL: s.media.URL(s.baseURL(), al.CallID, al.PodName, req.agentPath()),
+	}, nil
+}
+
+// Release ends the call's allocation (fenced, idempotent: a second release
+// answers allocator.ErrCallNotFound).
+func (s *Service) Release(ctx context.Context, callID string) (allocator.Released, error) {
+	return s.alloc.Release(ctx, callID)
+}

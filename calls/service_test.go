@@ -1,0 +1,113 @@
+package calls_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/calls"
+	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/proxy"
+)
+
+type env struct {
+	rdb    *redis.Client
+	alloc  *allocator.Allocator
+	signer *proxy.Signer
+	svc    *calls.Service
+	logs   *bytes.Buffer
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	rdb := testredis.Start(t).Client()
+	alloc, err := allocator.New(rdb, allocator.Config{Tiers: allocator.TierConfig{
+		Tiers:        map[string]allocator.Tier{"gold": {Type: allocator.Exclusive, Target: 1}},
+		DefaultChain: []string{"gold"},
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alloc.SyncPods(context.Background(), "", []allocator.PodState{{Name: "agent-0", Address: "127.0.0.1:1", Tier: "gold", Ready: true}}); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{rdb: rdb, alloc: alloc, signer: proxy.NewSigner([]byte("secret"), time.Minute), logs: &bytes.Buffer{}}
+	e.svc = calls.NewService(alloc, e.signer, func() string { return "wss://edge.example.com/" }, slog.New(slog.NewTextHandler(e.logs, nil)))
+	return e
+}
+
+func TestAllocateMintsAMediaURLTheProxyAccepts(t *testing.T) {
+	e := newEnv(t)
+	c, err := e.svc.Allocate(context.Background(), calls.Request{CallID: "CA1", Provider: "plivo", Flow: "v1", Template: "survey"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "wss://edge.example.com/ws/pod/agent-0/"
+	rest, ok := strings.CutPrefix(c.WSURL, prefix)
+	token, path, _ := strings.Cut(rest, "/")
+	if !ok || path != "agent/voice/breeze-buddy/plivo/callback/survey" {
+		t.Fatalf("media URL %q: want %s<token>/agent/voice/breeze-buddy/plivo/callback/survey", c.WSURL, prefix)
+	}
+	if id, err := e.signer.Verify(token, "agent-0"); err != nil || id != "CA1" {
+		t.Fatalf("token of %q: call %q, %v; want CA1", c.WSURL, id, err)
+	}
+	again, err := e.svc.Allocate(context.Background(), calls.Request{CallID: "CA1"})
+	if err != nil || !again.WasExisting || again.Pod != "agent-0" || !strings.HasSuffix(again.WSURL, "/order-confirmation/v2") {
+		t.Fatalf("retry: %+v, %v", again, err)
+	}
+}
+
+// A bad merchant config is logged by the service, so the webhook path and
+// the generic API both report it (the webhook path used to drop it).
+func TestAllocationWarningIsLogged(t *testing.T) {
+	e := newEnv(t)
+	if err := e.rdb.HSet(context.Background(), e.alloc.Keys().MerchantConfig(), "acme", "{not json").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Allocate(context.Background(), calls.Request{CallID: "CA2", MerchantID: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if log := e.logs.String(); !strings.Contains(log, "allocation warning") || !strings.Contains(log, "merchant_id=acme") {
+		t.Fatalf("log has no warning for acme's bad config:\n%s", log)
+	}
+}
+
+func TestFailureOfEveryOutcome(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	_, invalid := e.svc.Allocate(ctx, calls.Request{CallID: "bad id"})
+	if _, err := e.svc.Allocate(ctx, calls.Request{CallID: "CA3"}); err != nil {
+		t.Fatal(err)
+	}
+	_, noCapacity := e.svc.Allocate(ctx, calls.Request{CallID: "CA4"})
+	_, notFound := e.svc.Release(ctx, "CA-none")
+	tests := map[string]struct {
+		err  error
+		want calls.Failure
+	}{
+		"invalid id":  {invalid, calls.Failure{Kind: calls.KindInvalid, Status: http.StatusBadRequest, Code: "invalid_request"}},
+		"no capacity": {noCapacity, calls.Failure{Kind: calls.KindNoCapacity, Status: http.StatusServiceUnavailable, Code: "at_capacity", Message: "all pods are busy"}},
+		"not found":   {notFound, calls.Failure{Kind: calls.KindNotFound, Status: http.StatusNotFound, Code: "call_not_found", Message: "call not found"}},
+		"redis down":  {allocator.ErrUnavailable, calls.Failure{Kind: calls.KindUnavailable, Status: http.StatusServiceUnavailable, Code: "redis_unavailable", Message: "pool state unavailable, retry"}},
+		"unknown":     {errors.New("boom"), calls.Failure{Kind: calls.KindInternal, Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := calls.FailureOf(tc.err)
+			if tc.want.Message == "" {
+				tc.want.Message = got.Message // the validation text names the field
+			}
+			if got != tc.want {
+				t.Fatalf("FailureOf(%v) = %+v, want %+v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
