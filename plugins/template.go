@@ -12,7 +12,7 @@ import (
 
 // Template is a success answer with slots that edge fills with the
 // allocation's values. It exists for speed: a webhook then costs one RPC
-// instead of two (issue 3, performance), while the plugin still owns the
+// instead of two (the webhook latency budget), while the plugin still owns the
 // markup. Each slot carries the escaping of the markup around it, so edge
 // never pastes a raw value.
 type Template struct {

@@ -1,5 +1,5 @@
-// Package poolmgr keeps edge's Redis pools true to what the pod source says
-// (issue 5). It owns:
+// Package poolmgr keeps edge's Redis pools true to what the pod source says.
+// It owns:
 //
 //   - the pod sources: a Kubernetes pod informer (KubeSource) or the static
 //     list of the config (StaticSource), both feeding a Registry;

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/alicebob/miniredis/v2"
@@ -59,16 +60,22 @@ func (a *app) startFakeAgents(ctx context.Context, cfg *config.Config) error {
 	return nil
 }
 
-// printQuickStart logs commands ready to paste against this edge.
-func (a *app) printQuickStart() {
+// printQuickStart logs that edge is ready, then writes commands ready to
+// paste against this edge to out as plain lines: inside a log line they
+// would be quoted and escaped, and a pasted `{\"call_sid\"...` body is
+// refused.
+func (a *app) printQuickStart(out io.Writer) {
 	pub := localURL("http", a.publicAddr)
 	adm := localURL("http", a.adminAddr)
+	a.log.Info("edge is ready", "public", pub, "admin", adm)
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n  allocate a pod:  curl -s -X POST %s/api/v1/allocate -H 'Content-Type: application/json' -d '{\"call_sid\":\"CA-demo-1\",\"merchant_id\":\"demo\"}'\n", pub)
+	b.WriteString("\nTry it (ready to paste):\n")
+	fmt.Fprintf(&b, "  allocate a pod:  curl -s -X POST %s/api/v1/allocate -H 'Content-Type: application/json' -d '{\"call_sid\":\"CA-demo-1\",\"merchant_id\":\"demo\"}'\n", pub)
 	fmt.Fprintf(&b, "  release it:      curl -s -X POST %s/api/v1/release -H 'Content-Type: application/json' -d '{\"call_sid\":\"CA-demo-1\"}'\n", adm)
 	fmt.Fprintf(&b, "  pool status:     curl -s %s/api/v1/status\n", adm)
 	for _, hint := range a.quickStart {
 		b.WriteString("  " + hint + "\n")
 	}
-	a.log.Info("edge is ready" + b.String())
+	b.WriteString("\n")
+	io.WriteString(out, b.String())
 }

@@ -24,8 +24,11 @@ func TestEmbeddedDefault(t *testing.T) {
 	if status != 200 || !strings.HasPrefix(body["pod_name"].(string), "fake-agent-") {
 		t.Fatalf("allocate on the embedded default: %d %v", status, body)
 	}
-	if !strings.Contains(edge.Log(), "curl -s -X POST "+edge.PublicURL+"/api/v1/allocate") {
-		t.Errorf("the start-up log has no ready-to-paste allocate curl:\n%s", edge.Log())
+	// Plain lines, pasteable as they are: not quoted inside a log line,
+	// where the JSON body's quotes would come out escaped.
+	paste := "curl -s -X POST " + edge.PublicURL + `/api/v1/allocate -H 'Content-Type: application/json' -d '{"call_sid":"CA-demo-1","merchant_id":"demo"}'`
+	if !strings.Contains(edge.Log(), "\n  allocate a pod:  "+paste+"\n") {
+		t.Errorf("the start-up output has no ready-to-paste allocate curl line:\n%s", edge.Log())
 	}
 	status, body = postJSON(t, edge.AdminURL+"/api/v1/release", `{"call_sid":"CA-demo-1"}`)
 	if status != 200 || body["released_to_pool"] != true {

@@ -13,7 +13,7 @@ import (
 	"github.com/edge-voice/edge/poolmgr"
 )
 
-// setupPools wires the pool manager (issue 5): a pod source feeding the
+// setupPools wires the pool manager: a pod source feeding the
 // registry the media proxy resolves pods in (every replica), leader
 // election, the leader's loops (watcher, reconciler, zombie sweep), the
 // tier-config refresh (every replica) and the tier/merchant config API.

@@ -144,7 +144,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		return err
 	}
 	a.watchConfig()
-	a.printQuickStart()
+	a.printQuickStart(stderr)
 
 	g, gctx := errgroup.WithContext(ctx)
 	for _, c := range a.components {

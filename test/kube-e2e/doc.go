@@ -1,5 +1,5 @@
 // Package kubee2e is edge's test tier against a real kube-apiserver and etcd
-// on loopback (issue 5): the pod informer with its label selector, pod
+// on loopback: the pod informer with its label selector, pod
 // add/ready/delete, RBAC from deploy/, and leader failover between two edge
 // processes. The tests skip unless EDGE_KUBE_APISERVER names a kube-apiserver
 // binary; build it with ./build-apiserver.sh (cached under
