@@ -56,7 +56,7 @@ func TestAllocateMintsAMediaURLTheProxyAccepts(t *testing.T) {
 	if !ok || path != "agent/voice/breeze-buddy/plivo/callback/survey" {
 		t.Fatalf("media URL %q: want %s<token>/agent/voice/breeze-buddy/plivo/callback/survey", c.WSURL, prefix)
 	}
-	if id, err := e.signer.Verify(token, "agent-0"); err != nil || id != "CA1" {
+	if id, err := e.signer.Verify(token, "agent-0", "/"+path); err != nil || id != "CA1" {
 		t.Fatalf("token of %q: call %q, %v; want CA1", c.WSURL, id, err)
 	}
 	again, err := e.svc.Allocate(context.Background(), calls.Request{CallID: "CA1"})

@@ -12,6 +12,7 @@ import (
 // Refusals, each with its HTTP status and metric reason.
 var (
 	errUnknownPod   = errors.New("unknown pod")
+	errBadPath      = errors.New("media path or query not safe to forward")
 	errNoToken      = errors.New("missing media token")
 	errShuttingDown = errors.New("shutting down")
 	errOverloaded   = errors.New("too many media sockets")
@@ -22,44 +23,120 @@ var (
 type target struct {
 	pod   string
 	token string // "" when the first segment is not a token
-	// uri is what the pod is asked for: /<rest>[?query], exactly what the
-	// nginx hop sent.
+	// path is what the pod is asked for, /<rest>, checked by cleanPath and
+	// covered by the token's MAC.
+	path string
+	// uri is path plus the client's query, checked by cleanQuery.
 	uri string
 }
 
-func parseTarget(r *http.Request) (target, bool) {
+// parseTarget reads the socket's path. A malformed pod segment is
+// errUnknownPod; a path or query that is not safe to hand a pod is
+// errBadPath. Both are refused before any Redis read or dial.
+func parseTarget(r *http.Request) (target, error) {
 	path, ok := strings.CutPrefix(r.URL.EscapedPath(), PathPrefix)
 	if !ok {
-		return target{}, false
+		return target{}, errUnknownPod
 	}
 	pod, rest, _ := strings.Cut(path, "/")
 	if !validID(pod) {
-		return target{}, false
+		return target{}, errUnknownPod
 	}
 	t := target{pod: pod}
 	if first, after, _ := strings.Cut(rest, "/"); strings.HasPrefix(first, TokenPrefix) {
 		t.token, rest = first, after
 	}
-	t.uri = "/" + rest
+	t.path = "/" + rest
+	if !cleanPath(t.path) || !cleanQuery(r.URL.RawQuery) {
+		return target{}, errBadPath
+	}
+	t.uri = t.path
 	if r.URL.RawQuery != "" {
 		t.uri += "?" + r.URL.RawQuery
 	}
-	return t, true
+	return t, nil
+}
+
+// cleanPath accepts "/" and "/seg/seg..." where every segment is made of
+// [A-Za-z0-9_.~-], is not "." or "..", and none is empty: no percent
+// escapes at all, so no encoded traversal, CR, LF or NUL can reach a pod,
+// and what the token signed is what the pod reads.
+func cleanPath(p string) bool {
+	if p == "/" {
+		return true
+	}
+	if len(p) > 1024 || p[0] != '/' {
+		return false
+	}
+	for _, seg := range strings.Split(p[1:], "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+		for i := 0; i < len(seg); i++ {
+			if !idByte(seg[i]) && seg[i] != '~' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// cleanQuery refuses control characters in the query, raw or
+// percent-encoded (%00-%1F, %7F), and malformed escapes: the pod's HTTP
+// parser or logs must never see a CR, LF or NUL from a client.
+func cleanQuery(q string) bool {
+	if len(q) > 4096 {
+		return false
+	}
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case c < 0x20 || c == 0x7f:
+			return false
+		case c == '%':
+			if i+2 >= len(q) || !isHex(q[i+1]) || !isHex(q[i+2]) {
+				return false
+			}
+			if b := unhex(q[i+1])<<4 | unhex(q[i+2]); b < 0x20 || b == 0x7f {
+				return false
+			}
+			i += 2
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
 }
 
 // validID mirrors the allocator's id rule ([A-Za-z0-9_.-]{1,128}), so a pod
 // name is never looked up or logged unless it could be real.
+// "." and ".." are refused: as path segments they mean something else.
 func validID(s string) bool {
-	if s == "" || len(s) > 128 {
+	if s == "" || len(s) > 128 || s == "." || s == ".." {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+		if !idByte(s[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+func idByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
 }
 
 func (p *Proxy) refuse(w http.ResponseWriter, status int, reason string, err error, attrs ...any) {
@@ -68,28 +145,30 @@ func (p *Proxy) refuse(w http.ResponseWriter, status int, reason string, err err
 	http.Error(w, http.StatusText(status), status)
 }
 
-// serve admits a socket in order of cost: path and pod (memory), token
-// (an HMAC, constant-time), then one Redis read, then the pod dial.
+// serve admits a socket in order of cost: path, handshake and token (an
+// HMAC, constant-time), the pod (memory), then one Redis read, then the
+// pod dial.
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
-	t, ok := parseTarget(r)
-	if !ok {
-		p.refuse(w, http.StatusNotFound, "unknown_pod", errUnknownPod)
+	t, err := parseTarget(r)
+	if errors.Is(err, errBadPath) {
+		p.refuse(w, http.StatusBadRequest, "bad_path", err)
 		return
 	}
-	addr, ok := p.Lookup(t.pod)
-	if !ok {
-		p.refuse(w, http.StatusNotFound, "unknown_pod", errUnknownPod, "pod", t.pod)
+	if err != nil {
+		p.refuse(w, http.StatusNotFound, "unknown_pod", err)
 		return
 	}
+	// The handshake and the token are checked before the pod is looked
+	// up, so that a stranger cannot tell known pod names from unknown ones.
 	if err := checkUpgrade(r); err != nil {
-		p.refuse(w, http.StatusBadRequest, "not_websocket", err, "pod", t.pod)
+		p.refuse(w, http.StatusBadRequest, "not_websocket", err)
 		return
 	}
 	cfg := p.cfg()
 	var callID string
 	switch {
 	case t.token != "":
-		id, err := p.Signer.Verify(t.token, t.pod)
+		id, err := p.Signer.Verify(t.token, t.pod, t.path)
 		if err != nil {
 			reason := "bad_token"
 			if errors.Is(err, ErrExpiredToken) {
@@ -101,6 +180,11 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		callID = id
 	case cfg.RequireToken:
 		p.refuse(w, http.StatusForbidden, "bad_token", errNoToken, "pod", t.pod)
+		return
+	}
+	addr, ok := p.Lookup(t.pod)
+	if !ok {
+		p.refuse(w, http.StatusNotFound, "unknown_pod", errUnknownPod, "pod", t.pod)
 		return
 	}
 	if p.draining() {
@@ -126,7 +210,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	up, err := dialUpstream(ctx, addr, t.uri, r)
+	up, err := dialUpstream(ctx, addr, t.uri, r, p.Forwarded)
 	if err != nil {
 		p.metrics.dialFailures.Inc()
 		p.refuse(w, http.StatusBadGateway, "upstream", err, "pod", t.pod, "call_sid", callID)

@@ -16,12 +16,16 @@ import (
 const websocketGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 // hopHeaders are not forwarded (RFC 9110 section 7.6.1); the upgrade pair is
-// written again by dialUpstream.
+// written again by dialUpstream. The client's own forwarding headers are
+// dropped too: edge sets X-Forwarded-* itself (see Proxy.Forwarded), so a
+// pod never reads an origin a client made up.
 var hopHeaders = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true,
 	"Proxy-Authenticate": true, "Proxy-Authorization": true, "Te": true,
 	"Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
 	"X-Forwarded-For": true, "X-Forwarded-Proto": true, "X-Forwarded-Host": true,
+	"X-Forwarded-Port": true, "X-Forwarded-Prefix": true, "X-Forwarded-Server": true,
+	"X-Real-Ip": true, "Forwarded": true, "X-Client-Ip": true, "True-Client-Ip": true,
 }
 
 // errNotUpgrade is a request that is not a WebSocket opening handshake.
@@ -74,7 +78,7 @@ type upstream struct {
 // only) with the client's key, so the client's own check of
 // Sec-WebSocket-Accept holds end to end, and validates the pod's 101. Errors
 // mean the client gets 502.
-func dialUpstream(ctx context.Context, addr, requestURI string, r *http.Request) (*upstream, error) {
+func dialUpstream(ctx context.Context, addr, requestURI string, r *http.Request, fwd ForwardedFunc) (*upstream, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -111,9 +115,12 @@ func dialUpstream(ctx context.Context, addr, requestURI string, r *http.Request)
 			b.WriteString(name + ": " + headerValue(v) + "\r\n")
 		}
 	}
-	for name, v := range forwarded(r) {
-		b.WriteString(name + ": " + headerValue(v) + "\r\n")
+	if fwd == nil {
+		fwd = direct
 	}
+	xff, proto, host := fwd(r)
+	b.WriteString("X-Forwarded-For: " + headerValue(xff) + "\r\nX-Forwarded-Proto: " + headerValue(proto) +
+		"\r\nX-Forwarded-Host: " + headerValue(host) + "\r\n")
 	b.WriteString("\r\n")
 	if _, err := conn.Write([]byte(b.String())); err != nil {
 		return nil, fmt.Errorf("handshake with pod %s: %w", addr, err)
@@ -142,28 +149,22 @@ func dialUpstream(ctx context.Context, addr, requestURI string, r *http.Request)
 	return up, nil
 }
 
-// forwarded returns the X-Forwarded-* headers for the pod, as the nginx hop
-// set them: the client address appended to any chain a load balancer in
-// front of edge started.
-func forwarded(r *http.Request) map[string]string {
-	out := map[string]string{"X-Forwarded-Host": r.Host}
-	client, _, err := net.SplitHostPort(r.RemoteAddr)
+// ForwardedFunc returns the X-Forwarded-For, -Proto and -Host values the
+// pod gets for r (forwarded.Trusted.Headers: a chain only trusted proxies
+// started, plus the client's address).
+type ForwardedFunc func(r *http.Request) (xff, proto, host string)
+
+// direct trusts no forwarding header: the peer, TLS or not, and the Host.
+func direct(r *http.Request) (xff, proto, host string) {
+	xff, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		client = r.RemoteAddr
+		xff = r.RemoteAddr
 	}
-	if prior := r.Header.Values("X-Forwarded-For"); len(prior) > 0 {
-		client = strings.Join(prior, ", ") + ", " + client
+	proto = "http"
+	if r.TLS != nil {
+		proto = "https"
 	}
-	out["X-Forwarded-For"] = client
-	proto := r.Header.Get("X-Forwarded-Proto")
-	if proto == "" {
-		proto = "http"
-		if r.TLS != nil {
-			proto = "https"
-		}
-	}
-	out["X-Forwarded-Proto"] = proto
-	return out
+	return xff, proto, r.Host
 }
 
 // headerValue drops CR and LF, which net/http already refuses in incoming

@@ -171,8 +171,11 @@ func (e *env) allocate(callID, merchant string) (pod, url string) {
 	if err != nil {
 		e.t.Fatalf("allocate %s: %v", callID, err)
 	}
-	return al.PodName, e.url(al.PodName, e.signer.Mint(callID, al.PodName))
+	return al.PodName, e.url(al.PodName, e.signer.Mint(callID, al.PodName, agentPath))
 }
+
+// base is the proxy's ws:// base URL.
+func (e *env) base() string { return "ws" + strings.TrimPrefix(e.srv.URL, "http") }
 
 // url is the media URL for pod with a segment ("" for none).
 func (e *env) url(pod, segment string) string {
@@ -180,8 +183,11 @@ func (e *env) url(pod, segment string) string {
 	if segment != "" {
 		u += "/" + segment
 	}
-	return u + "/agent/voice/breeze-buddy/twilio/callback/order-confirmation/v2?x=1"
+	return u + agentPath + "?x=1"
 }
+
+// agentPath is the path the tests' tokens are minted for.
+const agentPath = "/agent/voice/breeze-buddy/twilio/callback/order-confirmation/v2"
 
 func (e *env) dial(url string) (*websocket.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -15,18 +15,16 @@ import "strings"
 // to the proxy.
 const PathPrefix = "/ws/pod/"
 
-// URL returns the media WebSocket URL of callID on pod with a fresh token.
-// pod and path must be validated by the caller ([A-Za-z0-9_.-] segments).
+// URL returns the media WebSocket URL of callID on pod with a fresh token
+// that covers path. pod and path must be validated by the caller: path is
+// "" or starts with "/" and has [A-Za-z0-9_.-] segments (see cleanPath).
 func (s *Signer) URL(base, callID, pod, path string) string {
 	var b strings.Builder
 	b.WriteString(strings.TrimRight(base, "/"))
 	b.WriteString(PathPrefix)
 	b.WriteString(pod)
 	b.WriteByte('/')
-	b.WriteString(s.Mint(callID, pod))
-	if path != "" && path[0] != '/' {
-		b.WriteByte('/')
-	}
+	b.WriteString(s.Mint(callID, pod, path))
 	b.WriteString(path)
 	return b.String()
 }

@@ -75,6 +75,9 @@ type Proxy struct {
 	Leases Leases
 	Signer *Signer
 	Log    *slog.Logger
+	// Forwarded gives the X-Forwarded-* values for the pod; nil trusts no
+	// client header (the peer's address, the connection's scheme).
+	Forwarded ForwardedFunc
 
 	conf    atomic.Pointer[Config]
 	metrics *metrics

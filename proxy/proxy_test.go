@@ -19,7 +19,9 @@ func TestRelayEchoesAndReleasesOnClose(t *testing.T) {
 		e := newEnv(t, envOpt{relay: relay})
 		pod, url := e.allocate("CA1", "")
 		ctx := context.Background()
-		c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: []string{"audio.v1"}})
+		// Forwarding headers from a client no trusted proxy vouches for.
+		spoofed := http.Header{"X-Forwarded-For": {"6.6.6.6"}, "X-Forwarded-Proto": {"https"}, "X-Real-Ip": {"6.6.6.6"}, "Forwarded": {"for=6.6.6.6"}}
+		c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: []string{"audio.v1"}, HTTPHeader: spoofed})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +41,8 @@ func TestRelayEchoesAndReleasesOnClose(t *testing.T) {
 			t.Errorf("pod saw paths %q, want %q (prefix and token stripped, query kept)", got, want)
 		}
 		h := ag.Headers()[0]
-		if h.Get("X-Forwarded-For") != "127.0.0.1" || h.Get("X-Forwarded-Proto") != "http" || h.Get("X-Forwarded-Host") == "" {
+		if h.Get("X-Forwarded-For") != "127.0.0.1" || h.Get("X-Forwarded-Proto") != "http" || h.Get("X-Forwarded-Host") == "" ||
+			h.Get("X-Real-Ip") != "" || h.Get("Forwarded") != "" {
 			t.Errorf("forwarding headers = %v", h)
 		}
 
@@ -71,9 +74,9 @@ func TestRefusedBeforeRedisAndDial(t *testing.T) {
 	e := newEnv(t, envOpt{})
 	pod, _ := e.allocate("CA1", "")
 	other := map[string]string{"pod-a": "pod-b", "pod-b": "pod-a"}[pod]
-	expired := NewSigner([]byte(strings.Repeat("k", 32)), -time.Minute).Mint("CA1", pod)
-	foreign := NewSigner([]byte(strings.Repeat("z", 32)), time.Minute).Mint("CA1", pod)
-	good := e.signer.Mint("CA1", pod)
+	expired := NewSigner([]byte(strings.Repeat("k", 32)), -time.Minute).Mint("CA1", pod, agentPath)
+	foreign := NewSigner([]byte(strings.Repeat("z", 32)), time.Minute).Mint("CA1", pod, agentPath)
+	good := e.signer.Mint("CA1", pod, agentPath)
 	tampered := good[:len(good)-2] + map[bool]string{true: "AA", false: "BB"}[!strings.HasSuffix(good, "AA")]
 
 	cases := map[string]struct {
@@ -81,16 +84,27 @@ func TestRefusedBeforeRedisAndDial(t *testing.T) {
 		status     int
 		redisTrips bool // may the refusal read Redis?
 	}{
-		"unknown pod":          {e.url("pod-x", good), http.StatusNotFound, false},
-		"bad pod name":         {e.url("pod:a", good), http.StatusNotFound, false},
-		"no token":             {e.url(pod, ""), http.StatusForbidden, false},
-		"tampered token":       {e.url(pod, tampered), http.StatusForbidden, false},
-		"other secret":         {e.url(pod, foreign), http.StatusForbidden, false},
-		"expired token":        {e.url(pod, expired), http.StatusForbidden, false},
-		"token of another pod": {e.url(other, good), http.StatusForbidden, false},
-		"garbage token":        {e.url(pod, "c.!!!"), http.StatusForbidden, false},
-		"call not allocated":   {e.url(pod, e.signer.Mint("CA-never", pod)), http.StatusForbidden, true},
-		"call on another pod":  {e.url(other, e.signer.Mint("CA1", other)), http.StatusForbidden, true},
+		"unknown pod":            {e.url("pod-x", e.signer.Mint("CA1", "pod-x", agentPath)), http.StatusNotFound, false},
+		"bad pod name":           {e.url("pod:a", good), http.StatusNotFound, false},
+		"no token":               {e.url(pod, ""), http.StatusForbidden, false},
+		"tampered token":         {e.url(pod, tampered), http.StatusForbidden, false},
+		"other secret":           {e.url(pod, foreign), http.StatusForbidden, false},
+		"expired token":          {e.url(pod, expired), http.StatusForbidden, false},
+		"token of another pod":   {e.url(other, good), http.StatusForbidden, false},
+		"garbage token":          {e.url(pod, "c.!!!"), http.StatusForbidden, false},
+		"call not allocated":     {e.url(pod, e.signer.Mint("CA-never", pod, agentPath)), http.StatusForbidden, true},
+		"call on another pod":    {e.url(other, e.signer.Mint("CA1", other, agentPath)), http.StatusForbidden, true},
+		"token of another path":  {e.url(pod, e.signer.Mint("CA1", pod, "/admin")), http.StatusForbidden, false},
+		"path other than signed": {e.base() + "/ws/pod/" + pod + "/" + good + "/agent/other", http.StatusForbidden, false},
+		"encoded traversal":      {e.base() + "/ws/pod/" + pod + "/" + good + "/agent/%2e%2e/admin", http.StatusBadRequest, false},
+		"dot segment":            {e.base() + "/ws/pod/" + pod + "/" + good + "/agent/./x", http.StatusBadRequest, false},
+		"empty segment":          {e.base() + "/ws/pod/" + pod + "/" + good + "/agent//x", http.StatusBadRequest, false},
+		"encoded CR LF in path":  {e.base() + "/ws/pod/" + pod + "/" + good + "/agent%0d%0aX-Evil:%201", http.StatusBadRequest, false},
+		"encoded NUL in path":    {e.base() + "/ws/pod/" + pod + "/" + good + "/a%00b", http.StatusBadRequest, false},
+		"encoded CR LF in query": {e.url(pod, good) + "&h=%0D%0AX-Evil:%201", http.StatusBadRequest, false},
+		"encoded NUL in query":   {e.url(pod, good) + "&n=%00", http.StatusBadRequest, false},
+		"bad escape in query":    {e.url(pod, good) + "&n=%zz", http.StatusBadRequest, false},
+		"dot-dot pod":            {e.base() + "/ws/pod/%2e%2e/" + good + agentPath, http.StatusNotFound, false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -119,6 +133,16 @@ func TestRefusedBeforeRedisAndDial(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("plain GET: %d, want 400", resp.StatusCode)
+	}
+	// The same for a pod that does not exist: pod names cannot be
+	// enumerated by their answers.
+	resp, err = http.Get(e.srv.URL + "/ws/pod/pod-x/" + good + "/agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("plain GET of an unknown pod: %d, want 400 like a known one", resp.StatusCode)
 	}
 	// The refused attempts did not disturb the call.
 	echo(t, e.mustDial(e.url(pod, good)), "still mine")

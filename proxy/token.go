@@ -27,16 +27,17 @@ var (
 )
 
 // Signer mints and verifies the per-call media tokens. A token binds a call
-// id, the pod and an expiry with an HMAC-SHA256 of a secret that every
-// replica shares, so a socket can arrive at any replica and a token is no
-// use for another pod or after it expires.
+// id, the pod, the path the pod is asked for and an expiry with an
+// HMAC-SHA256 of a secret that every replica shares, so a socket can arrive
+// at any replica and a token is no use for another pod, another path on the
+// pod, or after it expires.
 //
 // Layout before base64url (no padding):
 //
 //	len(callID) (1 byte) | callID | expiry (8 bytes, unix seconds, big endian) | mac (16 bytes)
 //
-// mac = HMAC-SHA256(secret, "edge-media-v1" 0 pod 0 callID 0 expiry)[:16].
-// The pod is not inside the token: it is the path segment before it.
+// mac = HMAC-SHA256(secret, "edge-media-v2" 0 pod 0 path 0 callID 0 expiry)[:16].
+// The pod and the path are not inside the token: they are the URL around it.
 type Signer struct {
 	secret []byte
 	ttl    atomic.Int64 // time.Duration; SetTTL changes it at run time
@@ -62,20 +63,22 @@ func RandomSecret() []byte {
 	return b
 }
 
-// Mint returns the path segment for callID on pod, TokenPrefix included.
-func (s *Signer) Mint(callID, pod string) string {
+// Mint returns the path segment for callID on pod, TokenPrefix included,
+// valid for the pod path that follows it in the URL.
+func (s *Signer) Mint(callID, pod, path string) string {
 	exp := s.now().Add(time.Duration(s.ttl.Load())).Unix()
 	raw := make([]byte, 0, 1+len(callID)+8+macLen)
 	raw = append(raw, byte(len(callID)))
 	raw = append(raw, callID...)
 	raw = binary.BigEndian.AppendUint64(raw, uint64(exp))
-	raw = append(raw, s.mac(callID, pod, exp)...)
+	raw = append(raw, s.mac(callID, pod, path, exp)...)
 	return TokenPrefix + base64.RawURLEncoding.EncodeToString(raw)
 }
 
-// Verify checks segment (TokenPrefix included) for pod and returns its call
-// id. The MAC is compared in constant time; nothing else is secret.
-func (s *Signer) Verify(segment, pod string) (callID string, err error) {
+// Verify checks segment (TokenPrefix included) for pod and the path after
+// it, and returns its call id. The MAC is compared in constant time;
+// nothing else is secret.
+func (s *Signer) Verify(segment, pod, path string) (callID string, err error) {
 	enc, ok := strings.CutPrefix(segment, TokenPrefix)
 	if !ok || len(enc) > 512 {
 		return "", ErrBadToken
@@ -90,7 +93,7 @@ func (s *Signer) Verify(segment, pod string) (callID string, err error) {
 	}
 	callID = string(raw[1 : 1+n])
 	exp := int64(binary.BigEndian.Uint64(raw[1+n : 1+n+8]))
-	if !hmac.Equal(raw[1+n+8:], s.mac(callID, pod, exp)) {
+	if !hmac.Equal(raw[1+n+8:], s.mac(callID, pod, path, exp)) {
 		return "", ErrBadToken
 	}
 	if s.now().Unix() > exp {
@@ -99,10 +102,12 @@ func (s *Signer) Verify(segment, pod string) (callID string, err error) {
 	return callID, nil
 }
 
-func (s *Signer) mac(callID, pod string, exp int64) []byte {
+func (s *Signer) mac(callID, pod, path string, exp int64) []byte {
 	h := hmac.New(sha256.New, s.secret)
-	h.Write([]byte("edge-media-v1\x00"))
+	h.Write([]byte("edge-media-v2\x00"))
 	h.Write([]byte(pod))
+	h.Write([]byte{0})
+	h.Write([]byte(path))
 	h.Write([]byte{0})
 	h.Write([]byte(callID))
 	h.Write([]byte{0})
