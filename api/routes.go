@@ -38,7 +38,15 @@ func (s *Surface) Public() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /api/v1/allocate", s.bounded(s.Handlers.allocate))
 	if s.Providers != nil {
-		mux.Handle("POST /api/v1/{provider}/allocate", s.bounded(s.Providers.ServeHTTP))
+		// GET too: Plivo's answer_method may be GET (the signature then
+		// covers the URL and its query). A trailing slash is the same
+		// route: providers sign whatever URL was configured.
+		for _, pattern := range []string{
+			"POST /api/v1/{provider}/allocate", "GET /api/v1/{provider}/allocate",
+			"POST /api/v1/{provider}/allocate/{$}", "GET /api/v1/{provider}/allocate/{$}",
+		} {
+			mux.Handle(pattern, s.bounded(s.Providers.ServeHTTP))
+		}
 		mux.Handle("/providers/{name}/", s.bounded(s.Providers.ServeHTTP))
 	}
 	if s.Media != nil {
