@@ -20,6 +20,10 @@ type Surface struct {
 	// RequestTimeout bounds each API request (not media sockets); nil or
 	// zero means no bound beyond the client's.
 	RequestTimeout func() time.Duration
+	// BodyTimeout bounds reading a request's body, WriteTimeout writing its
+	// answer (plain requests only: an upgraded media socket clears both).
+	// nil or zero: no bound.
+	BodyTimeout, WriteTimeout func() time.Duration
 
 	// Providers serves the provider webhooks: the predecessor's
 	// /api/v1/{provider}/allocate and each plugin's /providers/{name}/...
@@ -75,7 +79,7 @@ func (s *Surface) Admin() http.Handler {
 	guarded.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	guarded.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	for pattern, h := range s.AdminExtra {
-		guarded.Handle(pattern, h)
+		guarded.Handle(pattern, s.bounded(h.ServeHTTP))
 	}
 
 	mux := http.NewServeMux()
@@ -88,9 +92,18 @@ func (s *Surface) Admin() http.Handler {
 }
 
 // bounded gives a request a deadline, which the Redis client honours: a hung
-// Redis costs a caller the request timeout, not a hung connection.
+// Redis costs a caller the request timeout, not a hung connection. A client
+// that sends its body or reads the answer too slowly loses the connection.
 func (s *Surface) bounded(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		now := time.Now()
+		if d := get(s.BodyTimeout); d > 0 {
+			rc.SetReadDeadline(now.Add(d))
+		}
+		if d := get(s.WriteTimeout); d > 0 {
+			rc.SetWriteDeadline(now.Add(d))
+		}
 		if s.RequestTimeout != nil {
 			if d := s.RequestTimeout(); d > 0 {
 				ctx, cancel := context.WithTimeout(r.Context(), d)
@@ -100,4 +113,11 @@ func (s *Surface) bounded(h http.HandlerFunc) http.Handler {
 		}
 		h(w, r)
 	})
+}
+
+func get(f func() time.Duration) time.Duration {
+	if f == nil {
+		return 0
+	}
+	return f()
 }

@@ -94,6 +94,19 @@ type HTTP struct {
 	// Default 30s. Media sockets have their own, longer deadline:
 	// proxy.drain_timeout.
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+	// BodyTimeout bounds reading one request's body. Default 10s.
+	BodyTimeout time.Duration `koanf:"body_timeout"`
+	// WriteTimeout bounds writing one answer (plain requests; media sockets
+	// are the proxy's). Default 15s, more than request_timeout so that a
+	// timed-out request still gets its 503.
+	WriteTimeout time.Duration `koanf:"write_timeout"`
+	// IdleTimeout closes a keep-alive connection with no request for this
+	// long. Default 60s.
+	IdleTimeout time.Duration `koanf:"idle_timeout" reload:"restart"`
+	// MaxConnections bounds the connections each listener holds (upgraded
+	// media sockets excluded: proxy.max_sockets bounds those). At the
+	// bound an idle connection, else the oldest, is shed. Default 8192.
+	MaxConnections int `koanf:"max_connections" reload:"restart"`
 }
 
 func defaultHTTP() HTTP {
@@ -102,6 +115,10 @@ func defaultHTTP() HTTP {
 		ReadHeaderTimeout: 5 * time.Second,
 		RequestTimeout:    10 * time.Second,
 		ShutdownTimeout:   30 * time.Second,
+		BodyTimeout:       10 * time.Second,
+		WriteTimeout:      15 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxConnections:    8192,
 	}
 }
 
@@ -115,6 +132,14 @@ func (h HTTP) Validate() error {
 		positive("http.read_header_timeout", h.ReadHeaderTimeout),
 		positive("http.request_timeout", h.RequestTimeout),
 		positive("http.shutdown_timeout", h.ShutdownTimeout),
+		positive("http.body_timeout", h.BodyTimeout),
+		positive("http.idle_timeout", h.IdleTimeout),
 	)
+	if h.WriteTimeout <= h.RequestTimeout {
+		errs = append(errs, invalid("http.write_timeout", h.WriteTimeout, "must be > http.request_timeout, or a timed-out request loses its answer"))
+	}
+	if h.MaxConnections < 1 {
+		errs = append(errs, invalid("http.max_connections", h.MaxConnections, "must be >= 1"))
+	}
 	return errors.Join(errs...)
 }

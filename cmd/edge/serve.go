@@ -133,6 +133,8 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		Metrics:        promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}),
 		AdminToken:     func() string { return a.cfg().AdminToken },
 		RequestTimeout: func() time.Duration { return a.cfg().HTTP.RequestTimeout },
+		BodyTimeout:    func() time.Duration { return a.cfg().HTTP.BodyTimeout },
+		WriteTimeout:   func() time.Duration { return a.cfg().HTTP.WriteTimeout },
 	}
 
 	for _, setup := range []func(context.Context, *app) error{setupPools, setupMedia, setupProviders} {
@@ -234,13 +236,17 @@ func allocatorConfig(cfg *config.Config, tiers allocator.TierConfig) allocator.C
 func (a *app) listen() error {
 	cfg := a.cfg()
 	grace := func() time.Duration { return a.cfg().HTTP.ShutdownTimeout }
-	pub, err := newListener("public", cfg.Listen.Public, a.surface.Public(), cfg.HTTP.ReadHeaderTimeout, grace, a.log)
+	lc := api.ListenerConfig{
+		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
+		MaxConns: cfg.HTTP.MaxConnections, Grace: grace,
+	}
+	pub, err := api.Listen("public", cfg.Listen.Public, a.surface.Public(), lc, a.log, a.reg)
 	if err != nil {
 		return fmt.Errorf("listen.public: %w", err)
 	}
-	adm, err := newListener("admin", cfg.Listen.Admin, a.surface.Admin(), cfg.HTTP.ReadHeaderTimeout, grace, a.log)
+	adm, err := api.Listen("admin", cfg.Listen.Admin, a.surface.Admin(), lc, a.log, a.reg)
 	if err != nil {
-		pub.ln.Close()
+		pub.Close()
 		return fmt.Errorf("listen.admin: %w", err)
 	}
 	a.publicAddr, a.adminAddr = pub.Addr(), adm.Addr()
