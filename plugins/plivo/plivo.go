@@ -100,6 +100,9 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 	if callID == "" {
 		return plugins.RejectBadRequest("CallUUID is missing"), nil
 	}
+	if !ValidCallUUID(callID) {
+		return plugins.RejectBadRequest("CallUUID is not a UUID"), nil
+	}
 	ar := plugins.CallQuery(req.Query(), callID)
 	ar.Extras = map[string]string{"from": form.Get("From"), "to": form.Get("To")}
 	tmpl, err := plugins.NewTemplate(plugins.EscapeXML, func(a plugins.Allocation) (*plugins.Response, error) {

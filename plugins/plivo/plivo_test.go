@@ -30,6 +30,10 @@ const (
 // followed by "." when present, the body params sorted as name+value, then
 // "." + nonce; HMAC-SHA256 with the auth token, base64.
 func sign(token, baseURL, sortedQuery, sortedBody string) string {
+	return signNonce(token, baseURL, sortedQuery, sortedBody, nonce)
+}
+
+func signNonce(token, baseURL, sortedQuery, sortedBody, nonce string) string {
 	s := baseURL + "?"
 	if sortedQuery != "" {
 		s += sortedQuery + "."
@@ -40,10 +44,13 @@ func sign(token, baseURL, sortedQuery, sortedBody string) string {
 	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
 
-// callBody and its sorted concatenation.
+// uuid is a CallUUID of the documented form; callBody and its sorted
+// concatenation.
+const uuid = "3f1c2b4a-8d9e-4f10-a1b2-c3d4e5f60718"
+
 var (
-	callBody    = "To=%2B15550199&CallUUID=pl-0123&From=%2B15550100"
-	callSorted  = "CallUUIDpl-0123From+15550100To+15550199"
+	callBody    = "To=%2B15550199&CallUUID=" + uuid + "&From=%2B15550100"
+	callSorted  = "CallUUID" + uuid + "From+15550100To+15550199"
 	querySorted = "flow=v2&merchant_id=acme"
 )
 
@@ -111,12 +118,13 @@ func TestConformance(t *testing.T) {
 	plugintest.Run(t, plivo.New(), plugintest.Suite{
 		Settings: plugins.Settings{plivo.SettingAuthTokens: tokNew + "," + tokOld},
 		Valid: []plugintest.Valid{
-			{Name: "signed", Request: request(hookURL, sign(tokNew, base, querySorted, callSorted), callBody), CallID: "pl-0123"},
+			{Name: "signed", Request: request(hookURL, sign(tokNew, base, querySorted, callSorted), callBody), CallID: uuid},
 		},
 		Invalid: []plugintest.Invalid{
 			{Name: "forged", Request: request(hookURL, sign("guess", base, querySorted, callSorted), callBody), Status: 403},
 			{Name: "unsigned", Request: request(hookURL, "", callBody), Status: 403},
 			{Name: "no call uuid", Request: request(hookURL, sign(tokNew, base, querySorted, "From+1"), "From=%2B1"), Status: 400},
+			{Name: "call uuid not a uuid", Request: request(hookURL, sign(tokNew, base, querySorted, "CallUUIDpl-0123"), "CallUUID=pl-0123"), Status: 400},
 			{Name: "malformed", Request: request(hookURL, "x", "%zz"), Status: 400},
 		},
 	})
@@ -128,9 +136,9 @@ func TestGoldenAnswers(t *testing.T) {
 	if _, err := p.Configure(ctx, plugins.Settings{plivo.SettingContentType: "audio/x-l16;rate=16000"}); err != nil {
 		t.Fatal(err)
 	}
-	req := plugins.AllocationRequest{CallID: "pl-0123"}
+	req := plugins.AllocationRequest{CallID: uuid}
 	for name, ar := range map[string]*plugins.AnswerRequest{
-		"stream": {Request: req, Allocation: &plugins.Allocation{CallID: "pl-0123", PodName: "voice-agent-0",
+		"stream": {Request: req, Allocation: &plugins.Allocation{CallID: uuid, PodName: "voice-agent-0",
 			WSURL: "wss://edge.example.com/ws/pod/voice-agent-0/c.tok/agent/voice/breeze-buddy/plivo/callback/order-confirmation/v2"}},
 		"at_capacity": {Request: req, Failure: &plugins.Failure{Kind: plugins.FailureNoCapacity, Reason: plugins.ReasonAtCapacity, Message: "all pods are busy", Status: 503}},
 	} {
@@ -145,7 +153,7 @@ func TestGoldenAnswers(t *testing.T) {
 // FuzzWebhook: no panic, no error, an allocation only for a verified request.
 func FuzzWebhook(f *testing.F) {
 	f.Add([]byte(callBody), hookURL, sign(tokNew, base, querySorted, callSorted), nonce)
-	f.Add([]byte("CallUUID=a;b"), base, "", "")
+	f.Add([]byte("CallUUID="+uuid+";b"), base, "", "")
 	f.Add([]byte("%"), "http://[::1/x", "a,b,,", "n")
 	p := plivo.New()
 	if _, err := p.Configure(context.Background(), plugins.Settings{plivo.SettingAuthTokens: tokNew}); err != nil {
@@ -165,4 +173,49 @@ func FuzzWebhook(f *testing.F) {
 			t.Fatalf("allocated an unverified request %q %q %q %q", body, u, sig, nonce)
 		}
 	})
+}
+
+// TestFieldBoundaryShift: V3 concatenates body params as name+value with no
+// separator, so CallUUID=<uuid>Directioninbound with Direction dropped signs
+// like the original. It must be refused, not allocated under a new id.
+func TestFieldBoundaryShift(t *testing.T) {
+	orig := "CallUUID=" + uuid + "&Direction=inbound"
+	shifted := "CallUUID=" + uuid + "Directioninbound"
+	sig := sign(tokNew, base, querySorted, "CallUUID"+uuid+"Directioninbound")
+	p := plivo.New()
+	if _, err := p.Configure(context.Background(), plugins.Settings{plivo.SettingAuthTokens: tokNew}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Webhook(context.Background(), request(hookURL, sig, orig))
+	if err != nil || res.Allocate == nil || res.Allocate.CallID != uuid {
+		t.Fatalf("the original webhook: %+v, %v", res, err)
+	}
+	req := request(hookURL, sig, shifted)
+	req.Header.Set(plivo.NonceHeader, "another-nonce-0001") // not a replay of the first
+	req.Header.Set(plivo.SignatureHeader, signNonce(tokNew, base, querySorted, "CallUUID"+uuid+"Directioninbound", "another-nonce-0001"))
+	res, err = p.Webhook(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Allocate != nil || res.Answer == nil || res.Answer.Status != http.StatusBadRequest {
+		t.Fatalf("shifted webhook: allocation %+v, answer %+v; want the 400 invalid-request answer", res.Allocate, res.Answer)
+	}
+}
+
+func TestValidCallUUID(t *testing.T) {
+	for s, want := range map[string]bool{
+		uuid:                                    true,
+		strings.ToUpper(uuid):                   true,
+		"3f1c2b4a8d9e4f10a1b2c3d4e5f60718":      false,
+		"3f1c2b4a-8d9e-4f10-a1b2-c3d4e5f6071":   false,
+		"3f1c2b4a-8d9e-4f10-a1b2-c3d4e5f607189": false,
+		"3f1c2b4a-8d9e-4f10-a1b2_c3d4e5f60718":  false,
+		"3f1c2b4a-8d9e-4f10-a1b2-c3d4e5f6071g":  false,
+		"pl-0123":                               false,
+		"":                                      false,
+	} {
+		if got := plivo.ValidCallUUID(s); got != want {
+			t.Errorf("ValidCallUUID(%q) = %v, want %v", s, got, want)
+		}
+	}
 }

@@ -125,7 +125,7 @@ func Run(t *testing.T, impl plugins.Provider, s Suite) {
 // hostile values check the provider's escaping: real media URLs never hold
 // these characters, but a provider must not rely on that.
 var hostile = plugins.Allocation{
-	CallID: "CA1", PodName: "pod-0", SourcePool: "pool:gold",
+	CallID: "CA0123456789abcdef0123456789abcdef", PodName: "pod-0", SourcePool: "pool:gold",
 	WSURL: `wss://edge.example/ws/pod/pod-0/a?b=1&c=<d>"e'`,
 }
 
@@ -179,7 +179,7 @@ func checkFailures(ctx context.Context, t *testing.T, p plugins.Provider) {
 		{Kind: plugins.FailureInvalidRequest, Message: `bad <id> & "x"`, Status: 400},
 		{Kind: plugins.FailureInternal, Message: "internal error", Status: 500},
 	} {
-		resp, err := p.Answer(ctx, &plugins.AnswerRequest{Request: plugins.AllocationRequest{CallID: "CA1"}, Failure: &f})
+		resp, err := p.Answer(ctx, &plugins.AnswerRequest{Request: plugins.AllocationRequest{CallID: "CA0123456789abcdef0123456789abcdef"}, Failure: &f})
 		if err != nil {
 			t.Errorf("Answer(%v/%s): %v", f.Kind, f.Reason, err)
 			continue
