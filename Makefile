@@ -12,7 +12,7 @@ PKGS    := ./...
 FUZZTIME ?= 5s
 FUZZ := ./allocator:FuzzParseTierConfig ./allocator:FuzzValidateID \
 	./plugins:FuzzParseForm ./plugins/twilio:FuzzWebhook ./plugins/plivo:FuzzWebhook ./plugins/exotel:FuzzWebhook \
-	./plugins/twilio:FuzzVerifyAgainstSDK
+	./plugins/twilio:FuzzVerifyAgainstSDK ./plugins/plivo:FuzzVerifyAgainstPlivoGo
 
 run:
 	$(GO) run ./cmd/edge
