@@ -11,7 +11,8 @@ PKGS    := ./...
 # longer FUZZTIME hunts for real.
 FUZZTIME ?= 5s
 FUZZ := ./allocator:FuzzParseTierConfig ./allocator:FuzzValidateID \
-	./plugins:FuzzParseForm ./plugins/twilio:FuzzWebhook ./plugins/plivo:FuzzWebhook ./plugins/exotel:FuzzWebhook
+	./plugins:FuzzParseForm ./plugins/twilio:FuzzWebhook ./plugins/plivo:FuzzWebhook ./plugins/exotel:FuzzWebhook \
+	./plugins/twilio:FuzzVerifyAgainstSDK ./plugins/plivo:FuzzVerifyAgainstPlivoGo
 
 run:
 	$(GO) run ./cmd/edge

@@ -53,7 +53,7 @@ func BenchmarkWebhookVsGeneric(b *testing.B) {
 		return send("/api/v1/allocate", "application/json", fmt.Sprintf(`{"call_sid":"g-%d","merchant_id":"acme"}`, i))
 	}
 	twilio := func(i int) (time.Duration, error) {
-		form := url.Values{"CallSid": {fmt.Sprintf("t-%d", i)}, "From": {"+15550100"}, "To": {"+15550199"}, "AccountSid": {"AC1"}}
+		form := url.Values{"CallSid": {fmt.Sprintf("CA%032x", uint64(i))}, "From": {"+15550100"}, "To": {"+15550199"}, "AccountSid": {"AC1"}}
 		return send(twilioPath, "application/x-www-form-urlencoded", form.Encode(),
 			"X-Twilio-Signature", twilioSign("https://edge.example.com"+twilioPath, form))
 	}

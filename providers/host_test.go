@@ -54,18 +54,18 @@ func signedTwilio(t *testing.T, e *env, callSid string) answer {
 
 func TestTwilioWebhookAllocatesAndRetriesAnswerTheSame(t *testing.T) {
 	e := twilioEnv(t)
-	first := signedTwilio(t, e, "CA-1")
+	first := signedTwilio(t, e, "CA00000000000000000000000000000001")
 	first.body = withoutToken(first.body)
 	if first.status != 200 || first.ctype != "text/xml" ||
 		!strings.Contains(first.body, `<Stream url="wss://edge.example.com/ws/pod/voice-agent-0/agent/voice/breeze-buddy/twilio/callback/order-confirmation/v2">`) ||
 		!strings.Contains(first.body, `<Parameter name="merchant_id" value="acme">`) {
 		t.Fatalf("answer %+v", first)
 	}
-	if again := signedTwilio(t, e, "CA-1"); withoutToken(again.body) != first.body || again.status != first.status {
+	if again := signedTwilio(t, e, "CA00000000000000000000000000000001"); withoutToken(again.body) != first.body || again.status != first.status {
 		t.Errorf("retry answered\n%+v\nfirst answer was\n%+v", again, first)
 	}
-	if n, _ := e.rdb.Exists(context.Background(), "voice:call:CA-1").Result(); n != 1 {
-		t.Errorf("no call info in Redis for CA-1")
+	if n, _ := e.rdb.Exists(context.Background(), "voice:call:CA00000000000000000000000000000001").Result(); n != 1 {
+		t.Errorf("no call info in Redis for CA00000000000000000000000000000001")
 	}
 	// One RPC per webhook: the answer came from the plugin's template.
 	webhook := metric(t, e, "edge_plugin_rpc_duration_seconds", "plugin", "twilio", "method", "Webhook")
@@ -115,7 +115,7 @@ func metric(t testing.TB, e *env, name string, labels ...string) float64 {
 
 func TestRejectedWebhooksChangeNothingInRedis(t *testing.T) {
 	e := twilioEnv(t)
-	form := url.Values{"CallSid": {"CA-2"}}
+	form := url.Values{"CallSid": {"CA00000000000000000000000000000002"}}
 	before := e.snapshot(t)
 	for name, tc := range map[string]struct {
 		method, path, body string
@@ -160,7 +160,7 @@ func TestExotelVoicebotLookupAndNoCapacity(t *testing.T) {
 	if got.status != 503 || !strings.Contains(got.body, `"code":"no_pods"`) {
 		t.Errorf("exotel without pods: %+v", got)
 	}
-	got = e.do(t, "POST", "/api/v1/twilio/allocate", "CallSid=CA-3")
+	got = e.do(t, "POST", "/api/v1/twilio/allocate", "CallSid=CA00000000000000000000000000000003")
 	if got.status != 200 || !strings.Contains(got.body, "<Say>") || !strings.Contains(got.body, "<Hangup>") {
 		t.Errorf("twilio without pods: %+v", got)
 	}
@@ -215,7 +215,7 @@ func TestKilledPluginIsRestartedAndServesAgain(t *testing.T) {
 	if pid2 == pid {
 		t.Fatalf("same pid %d after restart", pid)
 	}
-	if got := signedTwilio(t, e, "CA-after-restart"); got.status != 200 || !strings.Contains(got.body, "<Stream") {
+	if got := signedTwilio(t, e, "CA0000000000000000000000000000000a"); got.status != 200 || !strings.Contains(got.body, "<Stream") {
 		t.Errorf("after restart %d: %+v", gen2, got)
 	}
 	if n := metric(t, e, "edge_plugin_restarts_total", "plugin", "twilio"); n < 1 {
@@ -248,7 +248,7 @@ func TestPluginThatCannotStartAnswers503AndFailsReadiness(t *testing.T) {
 	e := newEnvNoWait(t, good, bad)
 	e.waitUp(t, "twilio", 0) // the checksum matched
 	e.logs.waitFor(t, "failed to start", "plugin=plivo", "checksum")
-	if got := e.do(t, "POST", "/api/v1/plivo/allocate", "CallUUID=x"); got.status != 503 {
+	if got := e.do(t, "POST", "/api/v1/plivo/allocate", "CallUUID=00000000-0000-4000-8000-000000000001"); got.status != 503 {
 		t.Errorf("plivo down: %+v", got)
 	}
 	if err := e.host.Check("plivo")(context.Background()); err == nil {

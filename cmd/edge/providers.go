@@ -64,7 +64,7 @@ func setupProviders(_ context.Context, a *app) error {
 	})
 	if slices.Contains(host.Names(), "twilio") {
 		a.quickStart = append(a.quickStart, fmt.Sprintf(
-			"twilio webhook:  curl -s -X POST '%s/api/v1/twilio/allocate?merchant_id=demo' -d CallSid=CA-demo-2",
+			"twilio webhook:  curl -s -X POST '%s/api/v1/twilio/allocate?merchant_id=demo' -d CallSid=CA00000000000000000000000000de0002",
 			localURL("http", cfg.Listen.Public)))
 	}
 	return nil

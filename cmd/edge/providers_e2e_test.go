@@ -51,10 +51,10 @@ func TestBuiltinProvidersAsPluginProcesses(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if status, body := webhook("CA-e2e-1", token); status != 200 || !strings.Contains(body, "<Connect><Stream url=\"ws://") {
+	if status, body := webhook("CA0000000000000000000000000000e2e1", token); status != 200 || !strings.Contains(body, "<Connect><Stream url=\"ws://") {
 		t.Fatalf("signed webhook: %d %s", status, body)
 	}
-	if status, _ := webhook("CA-e2e-2", "forged"); status != 403 {
+	if status, _ := webhook("CA0000000000000000000000000000e2e2", "forged"); status != 403 {
 		t.Errorf("forged webhook: %d", status)
 	}
 
@@ -66,7 +66,7 @@ func TestBuiltinProvidersAsPluginProcesses(t *testing.T) {
 		np, ok := provFindChild(edge.Pid(), "plugin twilio")
 		return ok && np != pid && provGet(t, edge.AdminURL+"/readyz") == 200
 	})
-	if status, body := webhook("CA-e2e-3", token); status != 200 || !strings.Contains(body, "<Stream") {
+	if status, body := webhook("CA0000000000000000000000000000e2e3", token); status != 200 || !strings.Contains(body, "<Stream") {
 		t.Errorf("webhook after the restart: %d %s", status, body)
 	}
 	for _, name := range []string{"plivo", "exotel"} {

@@ -95,7 +95,7 @@ providers:
 	if status, _ := post(signed(`{"call_id":"x"}`)); status != 200 {
 		t.Errorf("second call: %d", status)
 	}
-	r, _ := http.Post(edge.PublicURL+"/api/v1/twilio/allocate", "application/x-www-form-urlencoded", strings.NewReader("CallSid=CA1"))
+	r, _ := http.Post(edge.PublicURL+"/api/v1/twilio/allocate", "application/x-www-form-urlencoded", strings.NewReader("CallSid=CA00000000000000000000000000000001"))
 	if r.StatusCode != 404 {
 		t.Errorf("built-ins disabled, twilio answered %d", r.StatusCode)
 	}

@@ -78,13 +78,15 @@ func (s *settings) authenticate(req *plugins.Request) *plugins.WebhookResult {
 }
 
 // BasicCredentials decodes an "Authorization: Basic ..." header into
-// "user:password".
+// "user:password". The scheme name is case-insensitive and followed by one
+// or more spaces (RFC 7617 section 2, RFC 7235 section 2.1): a client that
+// sends "basic" holds the same credentials as one that sends "Basic".
 func BasicCredentials(header string) (string, bool) {
-	enc, ok := strings.CutPrefix(header, "Basic ")
-	if !ok {
+	scheme, enc, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
 		return "", false
 	}
-	dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(enc))
+	dec, err := base64.StdEncoding.DecodeString(strings.Trim(enc, " "))
 	if err != nil || !strings.Contains(string(dec), ":") {
 		return "", false
 	}

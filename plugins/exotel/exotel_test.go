@@ -38,6 +38,7 @@ func TestConformance(t *testing.T) {
 			{Name: "json", Request: post(`{"CallSid":"ex-1","CallFrom":"0990","Extra":{"a":1}}`, basic(creds), "203.0.113.9"), CallID: "ex-1"},
 			{Name: "old credentials", Request: post(`{"CallSid":"ex-1"}`, basic("exo:pass-old"), "198.51.100.7"), CallID: "ex-1"},
 			{Name: "voicebot lookup", Request: lookup("CallSid=ex-2&CallFrom=0990&merchant_id=acme", basic(creds), "203.0.113.9"), CallID: "ex-2"},
+			{Name: "lower-case basic scheme", Request: post(`{"CallSid":"ex-4"}`, "basic "+base64.StdEncoding.EncodeToString([]byte(creds)), "203.0.113.9"), CallID: "ex-4"},
 			{Name: "ipv4 mapped", Request: post(`{"CallSid":"ex-3"}`, basic(creds), "::ffff:203.0.113.9"), CallID: "ex-3"},
 		},
 		Invalid: []plugintest.Invalid{
@@ -50,6 +51,23 @@ func TestConformance(t *testing.T) {
 			{Name: "lookup without call sid", Request: lookup("merchant_id=acme", basic(creds), "203.0.113.9"), Status: 400},
 		},
 	})
+}
+
+// TestBasicSchemeCaseInsensitive: RFC 7617 section 2 (after RFC 7235
+// section 2.1) makes the scheme name case-insensitive, so "basic" and
+// "BASIC" are the same credentials as "Basic".
+func TestBasicSchemeCaseInsensitive(t *testing.T) {
+	enc := base64.StdEncoding.EncodeToString([]byte(creds))
+	for _, h := range []string{"basic " + enc, "BASIC " + enc, "bAsIc  " + enc} {
+		if got, ok := exotel.BasicCredentials(h); !ok || got != creds {
+			t.Errorf("BasicCredentials(%q) = %q, %v; want %q", h, got, ok, creds)
+		}
+	}
+	for _, h := range []string{"Bearer " + enc, "Basic" + enc, "Basicx " + enc, "Basic\t" + enc, enc, ""} {
+		if got, ok := exotel.BasicCredentials(h); ok {
+			t.Errorf("BasicCredentials(%q) = %q, want a refusal", h, got)
+		}
+	}
 }
 
 func TestConfigureRejectsBadAllowList(t *testing.T) {

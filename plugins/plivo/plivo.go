@@ -7,7 +7,9 @@ import (
 	"context"
 	"encoding/xml"
 	"net/http"
+	"net/url"
 	"sync/atomic"
+	"time"
 
 	"github.com/edge-voice/edge/plugins"
 )
@@ -42,12 +44,17 @@ type settings struct {
 
 // Provider is the Plivo provider; use New.
 type Provider struct {
-	s atomic.Pointer[settings]
+	s     atomic.Pointer[settings]
+	nonce *nonceSet // survives Configure: a reload must not forget nonces
 }
 
 // New returns a Plivo provider with default settings (no verification).
 func New() *Provider {
-	p := &Provider{}
+	return newProvider(time.Now)
+}
+
+func newProvider(now func() time.Time) *Provider {
+	p := &Provider{nonce: newNonceSet(DefaultNonceWindow, DefaultNonceCap, now)}
 	p.s.Store(&settings{contentType: DefaultContentType, speak: DefaultSpeakMessage})
 	return p
 }
@@ -83,15 +90,19 @@ func (p *Provider) Configure(_ context.Context, s plugins.Settings) (plugins.Con
 // Webhook implements plugins.Provider.
 func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.WebhookResult, error) {
 	s := p.s.Load()
-	if req.Method != http.MethodPost {
-		return plugins.Reject(http.StatusMethodNotAllowed, "method_not_allowed", "Plivo webhooks are POST"), nil
+	form, rej := params(req)
+	if rej != nil {
+		return rej, nil
 	}
-	form, err := plugins.ParseForm(req.Body)
-	if err != nil {
-		return plugins.RejectBadRequest(err.Error()), nil
-	}
-	if len(s.tokens) > 0 && !Verify(s.tokens, req.Method, req.URL, form, req.Header.Get(NonceHeader), req.Header.Get(SignatureHeader)) {
-		return plugins.RejectForbidden("missing or invalid " + SignatureHeader), nil
+	if len(s.tokens) > 0 {
+		nonce := req.Header.Get(NonceHeader)
+		if !Verify(s.tokens, req.Method, req.URL, form, nonce, req.Header.Get(SignatureHeader)) {
+			return plugins.RejectForbidden("missing or invalid " + SignatureHeader), nil
+		}
+		// After the signature: a forger cannot fill the set.
+		if !p.nonce.firstUse(nonce) {
+			return plugins.RejectForbidden(NonceHeader + " was seen before: a replay"), nil
+		}
 	}
 	if req.Route == "hangup" {
 		return &plugins.WebhookResult{Answer: &plugins.Response{Status: http.StatusNoContent}}, nil
@@ -99,6 +110,9 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 	callID := form.Get("CallUUID")
 	if callID == "" {
 		return plugins.RejectBadRequest("CallUUID is missing"), nil
+	}
+	if !ValidCallUUID(callID) {
+		return plugins.RejectBadRequest("CallUUID is not a UUID"), nil
 	}
 	ar := plugins.CallQuery(req.Query(), callID)
 	ar.Extras = map[string]string{"from": form.Get("From"), "to": form.Get("To")}
@@ -109,6 +123,23 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 		return nil, err
 	}
 	return &plugins.WebhookResult{Allocate: ar, Template: tmpl}, nil
+}
+
+// params are the webhook's parameters: the form body of a POST, or the
+// query of a GET (the answer_method of a Plivo application may be GET; its
+// signature then covers the URL alone).
+func params(req *plugins.Request) (url.Values, *plugins.WebhookResult) {
+	switch req.Method {
+	case http.MethodPost:
+		form, err := plugins.ParseForm(req.Body)
+		if err != nil {
+			return nil, plugins.RejectBadRequest(err.Error())
+		}
+		return form, nil
+	case http.MethodGet:
+		return req.Query(), nil
+	}
+	return nil, plugins.Reject(http.StatusMethodNotAllowed, "method_not_allowed", "Plivo webhooks are POST or GET")
 }
 
 // Answer implements plugins.Provider.

@@ -30,6 +30,10 @@ const (
 // followed by "." when present, the body params sorted as name+value, then
 // "." + nonce; HMAC-SHA256 with the auth token, base64.
 func sign(token, baseURL, sortedQuery, sortedBody string) string {
+	return signNonce(token, baseURL, sortedQuery, sortedBody, nonce)
+}
+
+func signNonce(token, baseURL, sortedQuery, sortedBody, nonce string) string {
 	s := baseURL + "?"
 	if sortedQuery != "" {
 		s += sortedQuery + "."
@@ -40,10 +44,13 @@ func sign(token, baseURL, sortedQuery, sortedBody string) string {
 	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
 
-// callBody and its sorted concatenation.
+// uuid is a CallUUID of the documented form; callBody and its sorted
+// concatenation.
+const uuid = "3f1c2b4a-8d9e-4f10-a1b2-c3d4e5f60718"
+
 var (
-	callBody    = "To=%2B15550199&CallUUID=pl-0123&From=%2B15550100"
-	callSorted  = "CallUUIDpl-0123From+15550100To+15550199"
+	callBody    = "To=%2B15550199&CallUUID=" + uuid + "&From=%2B15550100"
+	callSorted  = "CallUUID" + uuid + "From+15550100To+15550199"
 	querySorted = "flow=v2&merchant_id=acme"
 )
 
@@ -55,6 +62,14 @@ func request(u, sig, body string) *plugins.Request {
 	}
 	_, raw, _ := strings.Cut(u, "?")
 	return &plugins.Request{Route: plugins.RouteAllocate, Method: "POST", URL: u, Header: h, RawQuery: raw, Body: []byte(body)}
+}
+
+// withNonce re-signs req's sorted strings under its own nonce: the plugin
+// refuses a nonce it has seen, so each request of a suite needs one.
+func withNonce(req *plugins.Request, n, sortedQuery, sortedBody string) *plugins.Request {
+	req.Header.Set(plivo.NonceHeader, n)
+	req.Header.Set(plivo.SignatureHeader, signNonce(tokNew, base, sortedQuery, sortedBody, n))
+	return req
 }
 
 func TestVerify(t *testing.T) {
@@ -71,8 +86,15 @@ func TestVerify(t *testing.T) {
 		"query order ignored":  {base + "?merchant_id=acme&flow=v2", good, true},
 		"signed with port":     {"https://edge.example.com:443/api/v1/plivo/allocate?merchant_id=acme&flow=v2", good, true},
 		"other query":          {base + "?merchant_id=evil&flow=v2", good, false},
-		"other body":           {hookURL, sign(tokNew, base, querySorted, "CallUUIDother"), false},
-		"empty":                {hookURL, "", false},
+		// Plivo's SDKs split the query on '&' alone and keep a stray '%':
+		// a URL with ';' or '%' in its query is not malformed to them.
+		"semicolon in query": {base + "?merchant_id=acme;x=1&flow=v2", sign(tokNew, base, "flow=v2&merchant_id=acme;x=1", callSorted), true},
+		"stray percent":      {base + "?merchant_id=100%&flow=v2", sign(tokNew, base, "flow=v2&merchant_id=100%", callSorted), true},
+		// plivo-go signs the query raw, without decoding it.
+		"raw query, as plivo-go":   {base + "?merchant_id=a%2Bb&flow=v2", sign(tokNew, base, "flow=v2&merchant_id=a%2Bb", callSorted), true},
+		"decoded, as plivo-python": {base + "?merchant_id=a%2Bb&flow=v2", sign(tokNew, base, "flow=v2&merchant_id=a+b", callSorted), true},
+		"other body":               {hookURL, sign(tokNew, base, querySorted, "CallUUIDother"), false},
+		"empty":                    {hookURL, "", false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := plivo.Verify([]string{tokNew, tokOld}, "POST", tc.url, body, nonce, tc.header); got != tc.want {
@@ -109,14 +131,16 @@ func TestSignedStringShapes(t *testing.T) {
 
 func TestConformance(t *testing.T) {
 	plugintest.Run(t, plivo.New(), plugintest.Suite{
-		Settings: plugins.Settings{plivo.SettingAuthTokens: tokNew + "," + tokOld},
+		Settings:       plugins.Settings{plivo.SettingAuthTokens: tokNew + "," + tokOld},
+		RefusesReplays: true,
 		Valid: []plugintest.Valid{
-			{Name: "signed", Request: request(hookURL, sign(tokNew, base, querySorted, callSorted), callBody), CallID: "pl-0123"},
+			{Name: "signed", Request: request(hookURL, sign(tokNew, base, querySorted, callSorted), callBody), CallID: uuid},
 		},
 		Invalid: []plugintest.Invalid{
 			{Name: "forged", Request: request(hookURL, sign("guess", base, querySorted, callSorted), callBody), Status: 403},
 			{Name: "unsigned", Request: request(hookURL, "", callBody), Status: 403},
-			{Name: "no call uuid", Request: request(hookURL, sign(tokNew, base, querySorted, "From+1"), "From=%2B1"), Status: 400},
+			{Name: "no call uuid", Request: withNonce(request(hookURL, "x", "From=%2B1"), "n-no-uuid", querySorted, "From+1"), Status: 400},
+			{Name: "call uuid not a uuid", Request: withNonce(request(hookURL, "x", "CallUUID=pl-0123"), "n-bad-uuid", querySorted, "CallUUIDpl-0123"), Status: 400},
 			{Name: "malformed", Request: request(hookURL, "x", "%zz"), Status: 400},
 		},
 	})
@@ -128,9 +152,9 @@ func TestGoldenAnswers(t *testing.T) {
 	if _, err := p.Configure(ctx, plugins.Settings{plivo.SettingContentType: "audio/x-l16;rate=16000"}); err != nil {
 		t.Fatal(err)
 	}
-	req := plugins.AllocationRequest{CallID: "pl-0123"}
+	req := plugins.AllocationRequest{CallID: uuid}
 	for name, ar := range map[string]*plugins.AnswerRequest{
-		"stream": {Request: req, Allocation: &plugins.Allocation{CallID: "pl-0123", PodName: "voice-agent-0",
+		"stream": {Request: req, Allocation: &plugins.Allocation{CallID: uuid, PodName: "voice-agent-0",
 			WSURL: "wss://edge.example.com/ws/pod/voice-agent-0/c.tok/agent/voice/breeze-buddy/plivo/callback/order-confirmation/v2"}},
 		"at_capacity": {Request: req, Failure: &plugins.Failure{Kind: plugins.FailureNoCapacity, Reason: plugins.ReasonAtCapacity, Message: "all pods are busy", Status: 503}},
 	} {
@@ -145,7 +169,7 @@ func TestGoldenAnswers(t *testing.T) {
 // FuzzWebhook: no panic, no error, an allocation only for a verified request.
 func FuzzWebhook(f *testing.F) {
 	f.Add([]byte(callBody), hookURL, sign(tokNew, base, querySorted, callSorted), nonce)
-	f.Add([]byte("CallUUID=a;b"), base, "", "")
+	f.Add([]byte("CallUUID="+uuid+";b"), base, "", "")
 	f.Add([]byte("%"), "http://[::1/x", "a,b,,", "n")
 	p := plivo.New()
 	if _, err := p.Configure(context.Background(), plugins.Settings{plivo.SettingAuthTokens: tokNew}); err != nil {
@@ -165,4 +189,117 @@ func FuzzWebhook(f *testing.F) {
 			t.Fatalf("allocated an unverified request %q %q %q %q", body, u, sig, nonce)
 		}
 	})
+}
+
+// TestFieldBoundaryShift: V3 concatenates body params as name+value with no
+// separator, so CallUUID=<uuid>Directioninbound with Direction dropped signs
+// like the original. It must be refused, not allocated under a new id.
+func TestFieldBoundaryShift(t *testing.T) {
+	orig := "CallUUID=" + uuid + "&Direction=inbound"
+	shifted := "CallUUID=" + uuid + "Directioninbound"
+	sig := sign(tokNew, base, querySorted, "CallUUID"+uuid+"Directioninbound")
+	p := plivo.New()
+	if _, err := p.Configure(context.Background(), plugins.Settings{plivo.SettingAuthTokens: tokNew}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Webhook(context.Background(), request(hookURL, sig, orig))
+	if err != nil || res.Allocate == nil || res.Allocate.CallID != uuid {
+		t.Fatalf("the original webhook: %+v, %v", res, err)
+	}
+	req := request(hookURL, sig, shifted)
+	req.Header.Set(plivo.NonceHeader, "another-nonce-0001") // not a replay of the first
+	req.Header.Set(plivo.SignatureHeader, signNonce(tokNew, base, querySorted, "CallUUID"+uuid+"Directioninbound", "another-nonce-0001"))
+	res, err = p.Webhook(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Allocate != nil || res.Answer == nil || res.Answer.Status != http.StatusBadRequest {
+		t.Fatalf("shifted webhook: allocation %+v, answer %+v; want the 400 invalid-request answer", res.Allocate, res.Answer)
+	}
+}
+
+func TestValidCallUUID(t *testing.T) {
+	for s, want := range map[string]bool{
+		uuid:                                    true,
+		strings.ToUpper(uuid):                   true,
+		"3f1c2b4a8d9e4f10a1b2c3d4e5f60718":      false,
+		"3f1c2b4a-8d9e-4f10-a1b2-c3d4e5f6071":   false,
+		"3f1c2b4a-8d9e-4f10-a1b2-c3d4e5f607189": false,
+		"3f1c2b4a-8d9e-4f10-a1b2_c3d4e5f60718":  false,
+		"3f1c2b4a-8d9e-4f10-a1b2-c3d4e5f6071g":  false,
+		"pl-0123":                               false,
+		"":                                      false,
+	} {
+		if got := plivo.ValidCallUUID(s); got != want {
+			t.Errorf("ValidCallUUID(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+// TestAnswerMethodGET: a Plivo application whose answer_method is GET calls
+// the answer URL with the call's parameters in the query; the signature
+// then covers the URL alone. The plugin must allocate for it.
+func TestAnswerMethodGET(t *testing.T) {
+	p := plivo.New()
+	if _, err := p.Configure(context.Background(), plugins.Settings{plivo.SettingAuthTokens: tokNew}); err != nil {
+		t.Fatal(err)
+	}
+	raw := "merchant_id=acme&CallUUID=" + uuid + "&From=%2B15550100&Direction=inbound"
+	signed := base + "?CallUUID=" + uuid + "&Direction=inbound&From=+15550100&merchant_id=acme." + nonce
+	req := &plugins.Request{Route: plugins.RouteAllocate, Method: "GET", URL: base + "?" + raw, RawQuery: raw, Header: http.Header{
+		plivo.NonceHeader: {nonce}, plivo.SignatureHeader: {hmacB64(tokNew, signed)},
+	}}
+	res, err := p.Webhook(context.Background(), req)
+	if err != nil || res.Allocate == nil {
+		t.Fatalf("GET webhook: %+v, %v", res, err)
+	}
+	if res.Allocate.CallID != uuid || res.Allocate.MerchantID != "acme" || res.Allocate.Extras["from"] != "+15550100" {
+		t.Errorf("allocation %+v", res.Allocate)
+	}
+	// The same URL signed for a POST does not verify as a GET.
+	req.Header.Set(plivo.NonceHeader, "n2")
+	req.Header.Set(plivo.SignatureHeader, hmacB64(tokNew, base+"?CallUUID="+uuid+"&Direction=inbound&From=+15550100&merchant_id=acme.n2x"))
+	if res, _ := p.Webhook(context.Background(), req); res.Allocate != nil {
+		t.Error("allocated a GET with a wrong signature")
+	}
+	req.Method = "PUT"
+	if res, _ := p.Webhook(context.Background(), req); res.Answer == nil || res.Answer.Status != http.StatusMethodNotAllowed {
+		t.Errorf("PUT: %+v", res)
+	}
+}
+
+// TestReplayedNonceRefused: a captured signed webhook sent again within
+// the window is refused; the same call with a fresh nonce (a new delivery
+// by Plivo) is not.
+func TestReplayedNonceRefused(t *testing.T) {
+	p := plivo.New()
+	if _, err := p.Configure(context.Background(), plugins.Settings{plivo.SettingAuthTokens: tokNew}); err != nil {
+		t.Fatal(err)
+	}
+	req := request(hookURL, sign(tokNew, base, querySorted, callSorted), callBody)
+	if res, _ := p.Webhook(context.Background(), req); res.Allocate == nil {
+		t.Fatalf("first delivery refused: %s", res.Answer.Body)
+	}
+	res, err := p.Webhook(context.Background(), req)
+	if err != nil || res.Allocate != nil || res.Answer.Status != http.StatusForbidden {
+		t.Fatalf("replay: %+v, %v; want 403", res, err)
+	}
+	// A reload keeps the nonces: Configure replaces settings only.
+	if _, err := p.Configure(context.Background(), plugins.Settings{plivo.SettingAuthTokens: tokNew}); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := p.Webhook(context.Background(), req); res.Allocate != nil {
+		t.Fatal("a replay after a config reload was allocated")
+	}
+	fresh := withNonce(request(hookURL, "x", callBody), "a-fresh-nonce", querySorted, callSorted)
+	if res, _ := p.Webhook(context.Background(), fresh); res.Allocate == nil {
+		t.Errorf("a fresh nonce was refused: %s", res.Answer.Body)
+	}
+	// A forgery does not spend the nonce it carries.
+	forged := withNonce(request(hookURL, "x", callBody), "unspent", querySorted, callSorted)
+	forged.Header.Set(plivo.SignatureHeader, "forged")
+	p.Webhook(context.Background(), forged)
+	if res, _ := p.Webhook(context.Background(), withNonce(request(hookURL, "x", callBody), "unspent", querySorted, callSorted)); res.Allocate == nil {
+		t.Errorf("a forged request spent its nonce: %s", res.Answer.Body)
+	}
 }

@@ -18,8 +18,8 @@ const (
 	NonceHeader     = "X-Plivo-Signature-V3-Nonce"
 )
 
-// SignedString is what Plivo's V3 signature covers, as Plivo's own SDKs
-// build it (validate_v3_signature):
+// SignedString is what Plivo's V3 signature covers with the query's values
+// decoded, as plivo-python builds it (validate_v3_signature):
 //
 //	GET:  scheme://host/path[?sorted query, merged with params]       + "." + nonce
 //	POST: scheme://host/path?[sorted query + "."]sorted body params   + "." + nonce
@@ -27,22 +27,25 @@ const (
 // The sorted query is "k=v" pairs joined by "&" (decoded values, repeated
 // names each value sorted); body params are name+value concatenated with no
 // separator, sorted by name. A POST with an empty body signs like a GET
-// with no params.
+// with no params. The query is split on '&' alone and a stray '%' is kept
+// as it is, as Python's parse_qs does: Plivo does not refuse a URL with
+// ';' or '%' in its query, so neither may edge.
 func SignedString(method, fullURL string, body url.Values, nonce string) (string, error) {
 	u, err := url.Parse(fullURL)
 	if err != nil {
 		return "", err
 	}
 	base := u.Scheme + "://" + u.Host + u.Path
-	query, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
-		return "", err
-	}
+	query := lenientQuery(u.RawQuery)
 	var b strings.Builder
 	b.WriteString(base)
 	if method == "GET" {
+		// plivo-python: params.update(query), the query's values win. For a
+		// GET, edge passes the query itself as the params.
 		for k, v := range body {
-			query[k] = append(query[k], v...)
+			if _, ok := query[k]; !ok {
+				query[k] = v
+			}
 		}
 		if q := sortedQuery(query); q != "" {
 			b.WriteString("?" + q)
@@ -62,6 +65,51 @@ func SignedString(method, fullURL string, body url.Values, nonce string) (string
 	}
 	b.WriteString("." + nonce)
 	return b.String(), nil
+}
+
+// lenientQuery decodes a query as Plivo's SDKs read it: pairs split on '&'
+// only, '+' as a space, valid escapes decoded and invalid ones kept.
+func lenientQuery(raw string) url.Values {
+	q := url.Values{}
+	for pair := range strings.SplitSeq(raw, "&") {
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		q[unescape(k)] = append(q[unescape(k)], unescape(v))
+	}
+	return q
+}
+
+func unescape(s string) string {
+	s = strings.ReplaceAll(s, "+", " ")
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+			i += 2
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
 }
 
 func sortedQuery(q url.Values) string {
@@ -90,26 +138,38 @@ func Signature(token, method, fullURL string, body url.Values, nonce string) (st
 	if err != nil {
 		return "", err
 	}
-	mac := hmac.New(sha256.New, []byte(token))
-	mac.Write([]byte(s))
-	return base64.StdEncoding.EncodeToString(mac.Sum(nil)), nil
+	return mac(token, s), nil
+}
+
+func mac(token, s string) string {
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte(s))
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
 }
 
 // Verify reports whether any of the comma-separated signatures in header
-// (Plivo sends one per active auth token) matches under any of tokens and
-// either form of the URL's default port. Comparisons are constant-time.
+// (Plivo sends one per active auth token) matches under any of tokens,
+// either form of the URL's default port, and either way Plivo's SDKs read
+// the query (decoded, SignedString; raw, RawSignedString). Comparisons are
+// constant-time.
 func Verify(tokens []string, method, fullURL string, body url.Values, nonce, header string) bool {
 	if header == "" || nonce == "" {
 		return false
 	}
+	var signed []string
+	for _, u := range plugins.URLPortVariants(fullURL) {
+		if s, err := SignedString(method, u, body, nonce); err == nil {
+			signed = append(signed, s)
+		}
+		if s, ok := RawSignedString(method, u, body, nonce); ok && !slices.Contains(signed, s) {
+			signed = append(signed, s)
+		}
+	}
 	got := plugins.SplitList(header)
 	ok := false
-	for _, u := range plugins.URLPortVariants(fullURL) {
+	for _, s := range signed {
 		for _, tok := range tokens {
-			want, err := Signature(tok, method, u, body, nonce)
-			if err != nil {
-				return false
-			}
+			want := mac(tok, s)
 			for _, g := range got {
 				if plugins.EqualMAC([]byte(want), []byte(g)) {
 					ok = true

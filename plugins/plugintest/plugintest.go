@@ -31,6 +31,11 @@ type Suite struct {
 	// Invalid are webhooks that must be refused with Status (403 for a
 	// forged signature, 400 for a missing call id, ...).
 	Invalid []Invalid
+	// RefusesReplays: the provider signs each delivery with a fresh nonce
+	// and refuses one it has seen, so a second delivery of a Valid request
+	// must be refused (4xx) instead of parsed again. Every Valid and
+	// Invalid request must then carry its own nonce.
+	RefusesReplays bool
 }
 
 // Valid is a webhook that must be allocated.
@@ -92,7 +97,7 @@ func Run(t *testing.T, impl plugins.Provider, s Suite) {
 	}
 
 	for _, v := range s.Valid {
-		t.Run("valid/"+v.Name, func(t *testing.T) { checkValid(ctx, t, p, v) })
+		t.Run("valid/"+v.Name, func(t *testing.T) { checkValid(ctx, t, p, v, s.RefusesReplays) })
 	}
 	for _, inv := range s.Invalid {
 		t.Run("invalid/"+inv.Name, func(t *testing.T) {
@@ -125,11 +130,11 @@ func Run(t *testing.T, impl plugins.Provider, s Suite) {
 // hostile values check the provider's escaping: real media URLs never hold
 // these characters, but a provider must not rely on that.
 var hostile = plugins.Allocation{
-	CallID: "CA1", PodName: "pod-0", SourcePool: "pool:gold",
+	CallID: "CA0123456789abcdef0123456789abcdef", PodName: "pod-0", SourcePool: "pool:gold",
 	WSURL: `wss://edge.example/ws/pod/pod-0/a?b=1&c=<d>"e'`,
 }
 
-func checkValid(ctx context.Context, t *testing.T, p plugins.Provider, v Valid) {
+func checkValid(ctx context.Context, t *testing.T, p plugins.Provider, v Valid, refusesReplays bool) {
 	res, err := p.Webhook(ctx, v.Request)
 	if err != nil {
 		t.Fatalf("Webhook: %v", err)
@@ -145,8 +150,13 @@ func checkValid(ctx context.Context, t *testing.T, p plugins.Provider, v Valid) 
 		t.Errorf("call id %q, want %q", res.Allocate.CallID, v.CallID)
 	}
 	again, err := p.Webhook(ctx, v.Request)
-	if err != nil || again.Allocate == nil || again.Allocate.CallID != v.CallID {
-		t.Errorf("a retry of the same webhook parsed differently: %+v, %v", again, err)
+	switch {
+	case err != nil:
+		t.Errorf("a second delivery: %v", err)
+	case refusesReplays && (again.Allocate != nil || again.Answer == nil || again.Answer.Status/100 != 4):
+		t.Errorf("a replay of the same signed webhook was not refused: %+v", again)
+	case !refusesReplays && (again.Allocate == nil || again.Allocate.CallID != v.CallID):
+		t.Errorf("a retry of the same webhook parsed differently: %+v", again)
 	}
 	a := hostile
 	a.CallID = v.CallID
@@ -179,7 +189,7 @@ func checkFailures(ctx context.Context, t *testing.T, p plugins.Provider) {
 		{Kind: plugins.FailureInvalidRequest, Message: `bad <id> & "x"`, Status: 400},
 		{Kind: plugins.FailureInternal, Message: "internal error", Status: 500},
 	} {
-		resp, err := p.Answer(ctx, &plugins.AnswerRequest{Request: plugins.AllocationRequest{CallID: "CA1"}, Failure: &f})
+		resp, err := p.Answer(ctx, &plugins.AnswerRequest{Request: plugins.AllocationRequest{CallID: "CA0123456789abcdef0123456789abcdef"}, Failure: &f})
 		if err != nil {
 			t.Errorf("Answer(%v/%s): %v", f.Kind, f.Reason, err)
 			continue

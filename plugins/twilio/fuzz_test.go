@@ -13,8 +13,8 @@ import (
 // verifier. Invariants: no panic, no error, and an allocation only for a
 // request whose signature is the one the documented algorithm gives.
 func FuzzWebhook(f *testing.F) {
-	f.Add([]byte("CallSid=CA1&From=%2B1"), hookURL, sign(tokNew, hookURL, "CallSid", "CA1", "From", "+1"))
-	f.Add([]byte("CallSid=CA1;x=1"), hookURL, "")
+	f.Add([]byte("CallSid="+sid+"&From=%2B1"), hookURL, sign(tokNew, hookURL, "CallSid", sid, "From", "+1"))
+	f.Add([]byte("CallSid="+sid+";x=1"), hookURL, "")
 	f.Add([]byte("%zz"), "https://[::1]:443/a?b", "AAAA")
 	p := twilio.New()
 	if _, err := p.Configure(context.Background(), plugins.Settings{twilio.SettingAuthTokens: tokNew}); err != nil {

@@ -1,12 +1,15 @@
 package twilio
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha1"
 	"encoding/base64"
+	"maps"
 	"net/url"
 	"slices"
-	"sort"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/edge-voice/edge/plugins"
 )
@@ -17,42 +20,113 @@ const SignatureHeader = "X-Twilio-Signature"
 // Signature computes Twilio's X-Twilio-Signature for a POST: base64 of
 // HMAC-SHA1 keyed with the auth token over the full URL followed by every
 // POST parameter sorted by name, each as name+value. A repeated name
-// contributes each distinct value in sorted order, as Twilio's own
-// validators do.
+// contributes each distinct value in sorted order, as twilio-node and
+// twilio-python do.
 // https://www.twilio.com/docs/usage/webhooks/webhooks-security
 func Signature(token, fullURL string, form url.Values) string {
+	return sign(token, fullURL, paramString(form, strings.Compare, allValues))
+}
+
+func sign(token, fullURL, params string) string {
 	mac := hmac.New(sha1.New, []byte(token))
 	mac.Write([]byte(fullURL))
-	names := make([]string, 0, len(form))
-	for name := range form {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		values := slices.Compact(slices.Sorted(slices.Values(form[name])))
-		for _, v := range values {
-			mac.Write([]byte(name))
-			mac.Write([]byte(v))
-		}
-	}
+	mac.Write([]byte(params))
 	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
 
 // Verify reports whether sig matches the request under any of tokens
-// (several during a rotation) and either form of the URL's default port:
-// Twilio signs the URL exactly as it was configured, port or not.
+// (several during a rotation), any URL form Twilio's validators try
+// (urlForms) and any parameter form they build (paramForms).
 func Verify(tokens []string, fullURL string, form url.Values, sig string) bool {
 	if sig == "" {
 		return false
 	}
+	params := paramForms(form)
 	ok := false
-	for _, u := range plugins.URLPortVariants(fullURL) {
-		for _, tok := range tokens {
-			// No early return: the time taken does not tell which one matched.
-			if plugins.EqualMAC([]byte(Signature(tok, u, form)), []byte(sig)) {
-				ok = true
+	for _, u := range urlForms(fullURL) {
+		for _, p := range params {
+			for _, tok := range tokens {
+				// No early return: the time taken does not tell which one matched.
+				if plugins.EqualMAC([]byte(sign(tok, u, p)), []byte(sig)) {
+					ok = true
+				}
 			}
 		}
 	}
 	return ok
+}
+
+// paramForms are the parameter strings Twilio's validators sign, without
+// duplicates. They differ only for names outside ASCII and for repeated
+// names, so most webhooks have one:
+//
+//   - names (and values) ordered by bytes (twilio-go, twilio-python) or by
+//     UTF-16 code units (twilio-node's sort(), .NET's ordinal and Java's
+//     compareTo): a name with a character above U+FFFF sorts before one
+//     in U+E000..U+FFFF in UTF-16 and after it in UTF-8;
+//   - a repeated name as each distinct value sorted (twilio-node,
+//     twilio-python), its first value only (twilio-go's ValidateBody), or
+//     its values joined with "," (.NET's NameValueCollection).
+//
+// edge reads the first value of a name; no form drops a name, so none lets
+// a parameter edge reads go unsigned.
+func paramForms(form url.Values) []string {
+	var out []string
+	for _, order := range []func(a, b string) int{strings.Compare, compareUTF16} {
+		for _, pick := range []func([]string, func(a, b string) int) []string{allValues, firstValue, joinedValues} {
+			if s := paramString(form, order, pick); !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+func paramString(form url.Values, order func(a, b string) int, pick func([]string, func(a, b string) int) []string) string {
+	var b strings.Builder
+	for _, name := range slices.SortedFunc(maps.Keys(form), order) {
+		for _, v := range pick(form[name], order) {
+			b.WriteString(name)
+			b.WriteString(v)
+		}
+	}
+	return b.String()
+}
+
+func allValues(vs []string, order func(a, b string) int) []string {
+	return slices.Compact(slices.SortedFunc(slices.Values(vs), order))
+}
+
+func firstValue(vs []string, _ func(a, b string) int) []string { return vs[:1] }
+
+func joinedValues(vs []string, _ func(a, b string) int) []string {
+	return []string{strings.Join(vs, ",")}
+}
+
+// compareUTF16 orders strings by their UTF-16 code units, as JavaScript,
+// Java and .NET compare strings. Invalid UTF-8 reads as U+FFFD.
+func compareUTF16(a, b string) int {
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		a, b = a[na:], b[nb:]
+		if ra == rb {
+			continue
+		}
+		if c := cmp.Compare(utf16Key(ra), utf16Key(rb)); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// utf16Key maps a rune to a key that orders like its UTF-16 code units:
+// the first unit in the high half, the second (a low surrogate, for a rune
+// above U+FFFF) in the low half.
+func utf16Key(r rune) int64 {
+	if r < 0x10000 {
+		return int64(r) << 16
+	}
+	r -= 0x10000
+	return int64(0xD800+r>>10)<<16 | int64(0xDC00+r&0x3FF)
 }

@@ -91,6 +91,9 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 	if callID == "" {
 		return plugins.RejectBadRequest("CallSid is missing"), nil
 	}
+	if !ValidCallSid(callID) {
+		return plugins.RejectBadRequest("CallSid is not a Twilio Call SID (CA + 32 hex digits)"), nil
+	}
 	ar := plugins.CallQuery(req.Query(), callID)
 	ar.Extras = map[string]string{"from": form.Get("From"), "to": form.Get("To"), "account_sid": form.Get("AccountSid")}
 	tmpl, err := plugins.NewTemplate(plugins.EscapeXML, func(a plugins.Allocation) (*plugins.Response, error) {

@@ -66,7 +66,10 @@ func request(u, sig string, pairs ...string) *plugins.Request {
 	return &plugins.Request{Route: plugins.RouteAllocate, Method: "POST", URL: u, Header: h, RawQuery: raw, Body: form(pairs...)}
 }
 
-var call = []string{"CallSid", "CA0123", "From", "+15550100", "To", "+15550199", "AccountSid", "AC99"}
+// sid is a Call SID of the documented form (CA + 32 lower-case hex).
+const sid = "CA0123456789abcdef0123456789abcdef"
+
+var call = []string{"CallSid", sid, "From", "+15550100", "To", "+15550199", "AccountSid", "AC99"}
 
 func TestVerify(t *testing.T) {
 	noPort := "https://edge.example.com/api/v1/twilio/allocate?merchant_id=acme"
@@ -88,7 +91,7 @@ func TestVerify(t *testing.T) {
 		"other query":             {noPort + "&x=1", noPort, tokNew, "", false},
 		"http vs https":           {"http://edge.example.com/api/v1/twilio/allocate?merchant_id=acme", noPort, tokNew, "", false},
 		"empty signature":         {noPort, noPort, tokNew, "-", false},
-		"signature of other body": {noPort, noPort, tokNew, sign(tokNew, noPort, "CallSid", "CA9"), false},
+		"signature of other body": {noPort, noPort, tokNew, sign(tokNew, noPort, "CallSid", "CA9876543210fedcba9876543210fedcba"), false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			sig := tc.sig
@@ -118,13 +121,15 @@ func TestConformance(t *testing.T) {
 	plugintest.Run(t, twilio.New(), plugintest.Suite{
 		Settings: plugins.Settings{twilio.SettingAuthTokens: tokNew + "," + tokOld},
 		Valid: []plugintest.Valid{
-			{Name: "signed", Request: request(hookURL, sign(tokNew, hookURL, call...), call...), CallID: "CA0123"},
-			{Name: "signed with old token", Request: request(hookURL, sign(tokOld, hookURL, call...), call...), CallID: "CA0123"},
+			{Name: "signed", Request: request(hookURL, sign(tokNew, hookURL, call...), call...), CallID: sid},
+			{Name: "signed with old token", Request: request(hookURL, sign(tokOld, hookURL, call...), call...), CallID: sid},
 		},
 		Invalid: []plugintest.Invalid{
 			{Name: "forged", Request: request(hookURL, sign("guess", hookURL, call...), call...), Status: 403},
 			{Name: "unsigned", Request: request(hookURL, "", call...), Status: 403},
 			{Name: "no call sid", Request: request(hookURL, sign(tokNew, hookURL, "From", "+1"), "From", "+1"), Status: 400},
+			{Name: "call sid not of the documented form", Request: request(hookURL, sign(tokNew, hookURL, "CallSid", "CA-demo-2"), "CallSid", "CA-demo-2"), Status: 400},
+			{Name: "upper-case call sid", Request: request(hookURL, sign(tokNew, hookURL, "CallSid", "CA0123456789ABCDEF0123456789ABCDEF"), "CallSid", "CA0123456789ABCDEF0123456789ABCDEF"), Status: 400},
 			{Name: "malformed form", Request: &plugins.Request{Route: "allocate", Method: "POST", URL: hookURL, Header: http.Header{}, Body: []byte("a=%zz")}, Status: 400},
 			{Name: "GET", Request: &plugins.Request{Route: "allocate", Method: "GET", URL: hookURL, Header: http.Header{}}, Status: 405},
 		},
@@ -138,10 +143,10 @@ func TestGoldenAnswers(t *testing.T) {
 		if _, err := p.Configure(ctx, plugins.Settings{twilio.SettingFailureMode: mode}); err != nil {
 			t.Fatal(err)
 		}
-		req := plugins.AllocationRequest{CallID: "CA0123", MerchantID: "acme"}
+		req := plugins.AllocationRequest{CallID: sid, MerchantID: "acme"}
 		answers := map[string]*plugins.AnswerRequest{
 			"connect": {Request: req, Allocation: &plugins.Allocation{
-				CallID: "CA0123", PodName: "voice-agent-0", SourcePool: "pool:gold",
+				CallID: sid, PodName: "voice-agent-0", SourcePool: "pool:gold",
 				WSURL: "wss://edge.example.com/ws/pod/voice-agent-0/c.tok/agent/voice/breeze-buddy/twilio/callback/order-confirmation/v2",
 			}},
 			"no_pods": {Request: req, Failure: &plugins.Failure{Kind: plugins.FailureNoCapacity, Reason: plugins.ReasonNoPods, Message: "no pods available", Status: 503}},
@@ -156,6 +161,53 @@ func TestGoldenAnswers(t *testing.T) {
 				t.Fatal(err)
 			}
 			plugintest.Golden(t, fmt.Sprintf("%s_%s", name, mode), []byte(fmt.Sprintf("HTTP %d\nContent-Type: %s\n\n%s\n", resp.Status, resp.ContentType, resp.Body)))
+		}
+	}
+}
+
+// TestFieldBoundaryShift: Twilio signs name+value pairs with no separator,
+// so moving a boundary keeps the signature. A captured webhook rewritten as
+// CallSid=<sid>Directioninbound with Direction dropped must be refused, not
+// allocated under a new call id.
+func TestFieldBoundaryShift(t *testing.T) {
+	orig := []string{"CallSid", sid, "Direction", "inbound"}
+	shifted := []string{"CallSid", sid + "Directioninbound"}
+	sig := sign(tokNew, hookURL, orig...)
+	if sign(tokNew, hookURL, shifted...) != sig {
+		t.Fatal("the shifted body does not sign like the original: the test shows nothing")
+	}
+	p := twilio.New()
+	if _, err := p.Configure(context.Background(), plugins.Settings{twilio.SettingAuthTokens: tokNew}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.Webhook(context.Background(), request(hookURL, sig, orig...))
+	if err != nil || res.Allocate == nil || res.Allocate.CallID != sid {
+		t.Fatalf("the original webhook: %+v, %v", res, err)
+	}
+	res, err = p.Webhook(context.Background(), request(hookURL, sig, shifted...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Allocate != nil || res.Answer == nil || res.Answer.Status != http.StatusBadRequest {
+		t.Fatalf("shifted webhook: allocation %+v, answer %+v; want the 400 invalid-request answer", res.Allocate, res.Answer)
+	}
+}
+
+func TestValidCallSid(t *testing.T) {
+	for s, want := range map[string]bool{
+		sid:                                  true,
+		"CA" + strings.Repeat("f", 32):       true,
+		"CA" + strings.Repeat("F", 32):       false,
+		"CA" + strings.Repeat("0", 31):       false,
+		"CA" + strings.Repeat("0", 33):       false,
+		"MA0123456789abcdef0123456789abcdef": false,
+		"ca0123456789abcdef0123456789abcdef": false,
+		"CA0123456789abcdef0123456789abcdeg": false,
+		"CA1":                                false,
+		"":                                   false,
+	} {
+		if got := twilio.ValidCallSid(s); got != want {
+			t.Errorf("ValidCallSid(%q) = %v, want %v", s, got, want)
 		}
 	}
 }
