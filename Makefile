@@ -39,6 +39,7 @@ lint:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
+	@$(GO) mod tidy -diff >/dev/null || { echo "go mod tidy would change go.mod/go.sum: run go mod tidy"; exit 1; }
 
 unit:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)

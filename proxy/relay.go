@@ -20,7 +20,7 @@ type Relay string
 
 const (
 	// RelayEpoll serves every relayed pair from a few event loops, one
-	// epoll set each, outside Go's netpoller (epoll_linux.go): no goroutine
+	// epoll set each, outside Go's netpoller (eloop_linux.go): no goroutine
 	// wake-up per message. The default on Linux, measured in
 	// docs/bench-media.md.
 	RelayEpoll Relay = "epoll"
