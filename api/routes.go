@@ -87,7 +87,7 @@ func (s *Surface) Admin() http.Handler {
 	mux.HandleFunc("GET /api/v1/health", healthz)
 	mux.HandleFunc("GET /readyz", s.Ready.serve)
 	mux.HandleFunc("GET /api/v1/ready", s.Ready.serve)
-	mux.Handle("/", requireToken(s.AdminToken, guarded))
+	mux.Handle("/", requireToken(s.AdminToken, sameOriginJSON(guarded)))
 	return mux
 }
 

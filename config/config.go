@@ -82,6 +82,7 @@ func (c *Config) Validate() error {
 		c.Listen.Validate(),
 		validatePublicBaseURL(c.PublicBaseURL),
 		validateAdminToken(c.AdminToken),
+		validateAdminExposure(c.Listen.Admin, c.AdminToken),
 		c.Log.Validate(),
 		c.Redis.Validate(),
 		c.Allocator.Validate(),

@@ -45,7 +45,7 @@ func TestLoadLayers(t *testing.T) {
 		"file over defaults": {
 			file: "listen:\n  public: \":8081\"\nallocator:\n  lease_ttl: 45s\nredis:\n  key_prefix: \"{voice}:\"\npods:\n  pod_port: 9000\n",
 			want: map[string]string{
-				"listen.public": ":8081", "listen.admin": ":9090", "allocator.lease_ttl": "45s",
+				"listen.public": ":8081", "listen.admin": "127.0.0.1:9090", "allocator.lease_ttl": "45s",
 				"allocator.renew_interval": "20s", "redis.key_prefix": "{voice}:", "pods.pod_port": "9000",
 			},
 		},
@@ -75,12 +75,12 @@ func TestLoadLayers(t *testing.T) {
 			file: "redis:\n  url: redis://file:6379\nlog:\n  level: warn\n",
 			env:  []string{"EDGE_REDIS__URL=redis://env:6379", "EDGE_LISTEN__PUBLIC=:7001"},
 			args: []string{
-				"--set", "listen.public=:7002", "--listen-public", ":7003", "--listen-admin=:7004",
+				"--set", "listen.public=:7002", "--listen-public", ":7003", "--listen-admin=127.0.0.1:7004",
 				"--redis-url", "redis://flag:6379", "--public-base-url", "ws://10.0.0.1:7003",
 				"--log-level", "error",
 			},
 			want: map[string]string{
-				"listen.public": ":7003", "listen.admin": ":7004", "redis.url": "redis://flag:6379",
+				"listen.public": ":7003", "listen.admin": "127.0.0.1:7004", "redis.url": "redis://flag:6379",
 				"public_base_url": "ws://10.0.0.1:7003", "log.level": "error",
 			},
 		},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"time"
 )
@@ -19,7 +20,7 @@ type Listen struct {
 }
 
 func defaultListen() Listen {
-	return Listen{Public: ":8080", Admin: ":9090"}
+	return Listen{Public: ":8080", Admin: "127.0.0.1:9090"}
 }
 
 // Validate checks both addresses are host:port and differ.
@@ -32,6 +33,27 @@ func (l Listen) Validate() error {
 		errs = append(errs, invalid("listen.admin", l.Admin, fmt.Sprintf("must not share port %d with listen.public", pub)))
 	}
 	return errors.Join(errs...)
+}
+
+// validateAdminExposure refuses an admin listener reachable from other hosts
+// without a token: drain, tier rewrites and pprof would be open to anyone
+// who can reach the port.
+func validateAdminExposure(addr, token string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || token != "" || loopback(host) {
+		return nil // a bad address is listen.admin's own error
+	}
+	return fmt.Errorf("listen.admin: %q is reachable from other hosts and admin_token is not set: "+
+		"set admin_token (EDGE_ADMIN_TOKEN, e.g. from a Secret) or listen on 127.0.0.1", addr)
+}
+
+// loopback reports a listen host that only this machine reaches.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // wildcard reports a listen host that binds every interface.

@@ -219,3 +219,32 @@ func errorMentions(t *testing.T, err error, want, not []string) {
 		}
 	}
 }
+
+// An admin listener other hosts can reach needs a token; loopback does not.
+func TestAdminExposedNeedsToken(t *testing.T) {
+	cases := map[string]struct {
+		addr, token string
+		ok          bool
+	}{
+		"default loopback":       {"127.0.0.1:9090", "", true},
+		"localhost":              {"localhost:9090", "", true},
+		"ipv6 loopback":          {"[::1]:9090", "", true},
+		"every interface":        {":9090", "", false},
+		"unspecified":            {"0.0.0.0:9090", "", false},
+		"pod address":            {"10.1.2.3:9090", "", false},
+		"every interface, token": {":9090", "s3cret-token", true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := Default()
+			c.Listen.Admin, c.AdminToken = tc.addr, tc.token
+			err := c.Validate()
+			if tc.ok && err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			if !tc.ok && (err == nil || !strings.Contains(err.Error(), "listen.admin") || !strings.Contains(err.Error(), "admin_token")) {
+				t.Fatalf("Validate = %v, want an error naming listen.admin and how to fix it", err)
+			}
+		})
+	}
+}
