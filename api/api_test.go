@@ -28,11 +28,14 @@ type env struct {
 	alloc         *allocator.Allocator
 	public, admin *httptest.Server
 	token         string
+	// callers authenticates the generic allocate API: open to anyone
+	// unless a test applies tokens.
+	callers *api.Callers
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{srv: testredis.Start(t)}
+	e := &env{srv: testredis.Start(t), callers: api.NewCallers(api.OpenAnyone, nil)}
 	opts := e.srv.Options()
 	opts.ReadTimeout, opts.DialTimeout, opts.MaxRetries = 300*time.Millisecond, 300*time.Millisecond, -1
 	e.rdb = redis.NewClient(opts)
@@ -50,7 +53,7 @@ func newEnv(t *testing.T) *env {
 	ready := &api.Readiness{}
 	ready.Add("redis", func(ctx context.Context) error { return e.rdb.Ping(ctx).Err() })
 	s := &api.Surface{
-		Handlers:   &api.Handlers{Calls: svc, Pools: e.alloc, Log: log},
+		Handlers:   &api.Handlers{Calls: svc, Pools: e.alloc, Callers: e.callers, Log: log},
 		Ready:      ready,
 		AdminToken: func() string { return e.token },
 	}

@@ -30,7 +30,10 @@ type Pools interface {
 type Handlers struct {
 	Calls Calls
 	Pools Pools
-	Log   *slog.Logger
+	// Callers authenticates the generic allocate API; nil refuses every
+	// caller.
+	Callers *Callers
+	Log     *slog.Logger
 	// MaxBody returns the request body limit in bytes (64 KiB by default).
 	MaxBody func() int64
 	// IsLeader reports whether this replica runs the leader loops (status
@@ -58,6 +61,12 @@ type allocateResponse struct {
 }
 
 func (h *Handlers) allocate(w http.ResponseWriter, r *http.Request) {
+	who, err := h.Callers.authenticate(r)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="edge"`)
+		writeError(w, r, h.Log, err)
+		return
+	}
 	var body allocateRequest
 	if err := h.decode(w, r, &body); err != nil {
 		writeError(w, r, h.Log, err)
@@ -66,9 +75,14 @@ func (h *Handlers) allocate(w http.ResponseWriter, r *http.Request) {
 	if body.MerchantID == "" {
 		body.MerchantID = body.ResellerID
 	}
+	if !who.may(body.MerchantID) {
+		writeError(w, r, h.Log, merchantRefused(body.MerchantID))
+		return
+	}
 	c, err := h.Calls.Allocate(r.Context(), calls.Request{
 		CallID: body.CallSID, MerchantID: body.MerchantID,
 		Provider: body.Provider, Flow: body.Flow, Template: body.Template,
+		Creator: who.id,
 	})
 	if err != nil {
 		writeError(w, r, h.Log, err)

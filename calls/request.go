@@ -14,6 +14,10 @@ type Request struct {
 	Provider   string // default "twilio"
 	Flow       string // default "v2"; "v2" appends /v2 to the media path
 	Template   string // default "order-confirmation" ("template" for exotel)
+	// Creator is who asks: "provider:<name>" for a signed webhook,
+	// "token:<name>" for an authenticated API caller. A repeat of a live
+	// call answers its media URL only to the call's creator.
+	Creator string
 }
 
 // Defaults of the predecessor's media URL.

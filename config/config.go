@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/forwarded"
 )
 
 // Config is everything edge reads at start. A loaded Config is shared
@@ -54,6 +55,14 @@ type Config struct {
 	Proxy Proxy `koanf:"proxy"`
 	// Providers configures the provider plugins (config/plugins.go).
 	Providers Providers `koanf:"providers"`
+	// GenericAPI says who may call the generic allocate API.
+	GenericAPI GenericAPI `koanf:"generic_api"`
+	// TrustedProxies are the CIDRs (or addresses) of the load balancers in
+	// front of edge whose X-Forwarded-For/-Proto/-Host edge believes: for
+	// the webhook URL a provider signed, IP allow-lists and the headers
+	// pods get. Empty (default): nobody's. Trusting everyone (0.0.0.0/0,
+	// ::/0) lets any client set its own address: edge WARNs at start.
+	TrustedProxies []string `koanf:"trusted_proxies"`
 }
 
 // Default returns the defaults: what edge runs with given no file, no
@@ -94,6 +103,8 @@ func (c *Config) Validate() error {
 		c.Reload.Validate(),
 		c.Proxy.Validate(),
 		c.Providers.Validate(),
+		c.GenericAPI.Validate(),
+		validateTrustedProxies(c.TrustedProxies),
 	)
 }
 
@@ -146,6 +157,11 @@ func validatePublicBaseURL(s string) error {
 		return invalid(path, s, "must not have a query or fragment")
 	}
 	return nil
+}
+
+func validateTrustedProxies(cidrs []string) error {
+	_, err := forwarded.Parse("trusted_proxies", cidrs)
+	return err
 }
 
 func validateAdminToken(s string) error {

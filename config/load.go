@@ -238,7 +238,11 @@ func describeDecodeError(e *mapstructure.DecodeError, file string) []error {
 		if e.Name() != "" {
 			key = e.Name() + "." + key
 		}
-		errs = append(errs, fmt.Errorf("config file %s: unknown key %q", file, key))
+		err := fmt.Errorf("config file %s: unknown key %q", file, key)
+		if key == "providers.trust_forwarded" {
+			err = fmt.Errorf("%w: replaced by trusted_proxies, a list of the load balancers' CIDRs (trusting everyone must be spelled out: [0.0.0.0/0, ::/0])", err)
+		}
+		errs = append(errs, err)
 	}
 	return errs
 }

@@ -34,12 +34,8 @@ type Providers struct {
 	// say). Providers sign the full URL, so the plugins verify against this
 	// base + path + query. It differs from public_base_url, the ws(s) base
 	// of media URLs. Empty: the request's Host (and X-Forwarded-Proto/-Host
-	// when trust_forwarded); set it in production.
+	// from a trusted proxy, see trusted_proxies); set it in production.
 	WebhookBaseURL string `koanf:"webhook_base_url"`
-	// TrustForwarded: X-Forwarded-For/-Proto/-Host come from a trusted load
-	// balancer (the source IP allow-list then reads the last
-	// X-Forwarded-For entry). Default false.
-	TrustForwarded bool `koanf:"trust_forwarded"`
 	// Builtin runs the built-in providers (twilio, plivo, exotel). Default
 	// true. A built-in can also be disabled alone, or replaced by a binary.
 	Builtin bool `koanf:"builtin" reload:"restart"`

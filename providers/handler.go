@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/edge-voice/edge/calls"
+	"github.com/edge-voice/edge/forwarded"
 	"github.com/edge-voice/edge/plugins"
 )
 
@@ -93,6 +93,7 @@ func (h *Host) allocate(w http.ResponseWriter, r *http.Request, p *proc, l *live
 	ar := *res.Allocate
 	c, err := h.opts.Calls.Allocate(r.Context(), calls.Request{
 		CallID: ar.CallID, MerchantID: ar.MerchantID, Provider: p.name, Flow: ar.Flow, Template: ar.Template,
+		Creator: "provider:" + p.name,
 	})
 	if err != nil {
 		return h.refuse(w, r, p, l, ar, err)
@@ -193,19 +194,8 @@ func (h *Host) publicURL(r *http.Request, s *Spec) string {
 		base = h.opts.WebhookBaseURL()
 	}
 	if base == "" {
-		scheme, host := "http", r.Host
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		if h.trustForwarded() {
-			if v := firstValue(r.Header.Get("X-Forwarded-Proto")); v == "http" || v == "https" {
-				scheme = v
-			}
-			if v := firstValue(r.Header.Get("X-Forwarded-Host")); v != "" {
-				host = v
-			}
-		}
-		base = scheme + "://" + host
+		t := h.trusted()
+		base = t.Scheme(r) + "://" + t.Host(r)
 	}
 	u := strings.TrimRight(base, "/") + r.URL.EscapedPath()
 	if r.URL.RawQuery != "" {
@@ -214,29 +204,17 @@ func (h *Host) publicURL(r *http.Request, s *Spec) string {
 	return u
 }
 
-// remoteIP is the caller's address: the connection's peer, or with a
-// trusted load balancer the last X-Forwarded-For entry (the one it added).
+// remoteIP is the caller's address: the connection's peer, or the client a
+// trusted proxy names (forwarded.Trusted.ClientIP).
 func (h *Host) remoteIP(r *http.Request) string {
-	if h.trustForwarded() {
-		if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
-			parts := strings.Split(xff[len(xff)-1], ",")
-			if ip := strings.TrimSpace(parts[len(parts)-1]); ip != "" {
-				return ip
-			}
-		}
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
+	return h.trusted().ClientIP(r).String()
 }
 
-func (h *Host) trustForwarded() bool { return h.opts.TrustForwarded != nil && h.opts.TrustForwarded() }
-
-func firstValue(s string) string {
-	v, _, _ := strings.Cut(s, ",")
-	return strings.TrimSpace(v)
+func (h *Host) trusted() *forwarded.Trusted {
+	if h.opts.Trusted == nil {
+		return nil
+	}
+	return h.opts.Trusted()
 }
 
 func writeResponse(w http.ResponseWriter, resp *plugins.Response) {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edge-voice/edge/calls"
+	"github.com/edge-voice/edge/forwarded"
 	"github.com/edge-voice/edge/plugins"
 )
 
@@ -66,11 +67,12 @@ type Options struct {
 	// WebhookBaseURL returns the http(s) base that providers call edge at
 	// ("https://edge.example.com"); the full URL given to plugins (what
 	// providers sign) is this base + the request's path and query. "": the
-	// request's own Host (and X-Forwarded-Proto/Host when TrustForwarded).
+	// request's own Host (and X-Forwarded-Proto/Host from a trusted proxy).
 	WebhookBaseURL func() string
-	// TrustForwarded returns whether X-Forwarded-For/-Proto/-Host are set by
-	// a trusted load balancer in front of edge.
-	TrustForwarded func() bool
+	// Trusted returns the trusted-proxy list: whose X-Forwarded-For/-Proto/
+	// -Host are believed (URL reconstruction, the client IP of allow-lists).
+	// nil: nobody's.
+	Trusted func() *forwarded.Trusted
 }
 
 // Host runs provider plugins and serves their routes.

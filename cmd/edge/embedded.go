@@ -9,6 +9,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/api"
 	"github.com/edge-voice/edge/config"
 	"github.com/edge-voice/edge/internal/fakeagent"
 )
@@ -70,11 +71,15 @@ func (a *app) printQuickStart(out io.Writer) {
 	a.log.Info("edge is ready", "public", pub, "admin", adm)
 	var b strings.Builder
 	b.WriteString("\nTry it (ready to paste):\n")
-	fmt.Fprintf(&b, "  allocate a pod:  curl -s -X POST %s/api/v1/allocate -H 'Content-Type: application/json' -d '{\"call_sid\":\"CA-demo-1\",\"merchant_id\":\"demo\"}'\n", pub)
+	auth := ""
+	if m := a.cfg().OpenMode(); m != api.OpenLoopback && m != api.OpenAnyone {
+		auth = " -H 'Authorization: Bearer <a generic_api token>'"
+	}
+	fmt.Fprintf(&b, "  allocate a pod:  curl -s -X POST %s/api/v1/allocate%s -H 'Content-Type: application/json' -d '{\"call_sid\":\"CA-demo-1\",\"merchant_id\":\"demo\"}'\n", pub, auth)
 	fmt.Fprintf(&b, "  release it:      curl -s -X POST %s/api/v1/release -H 'Content-Type: application/json' -d '{\"call_sid\":\"CA-demo-1\"}'\n", adm)
 	fmt.Fprintf(&b, "  pool status:     curl -s %s/api/v1/status\n", adm)
 	for _, hint := range a.quickStart {
-		b.WriteString("  " + hint + "\n")
+		b.WriteString("  " + hint(pub) + "\n")
 	}
 	b.WriteString("\n")
 	io.WriteString(out, b.String())

@@ -84,7 +84,7 @@ func TestConfigReload(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	base := "redis:\n  url: " + srv.URL() + "\nreload:\n  interval: 20ms\n"
+	base := "redis:\n  url: " + srv.URL() + "\nreload:\n  interval: 20ms\ngeneric_api:\n  open: loopback\n"
 	onePod := "pods:\n  static:\n    - {name: p0, address: 127.0.0.1:9, tier: standard}\n"
 	write(base + onePod)
 	edge := edgetest.Start(t, []string{"--config", path})

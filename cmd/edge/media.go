@@ -17,6 +17,7 @@ func setupMedia(ctx context.Context, a *app) error {
 	cfg := a.cfg()
 	signer := a.signer
 	px := proxy.New(proxyConfig(cfg), a.pods.Lookup, calls.MediaLeases{Alloc: a.alloc}, signer, a.log.With("component", "proxy"), a.reg)
+	px.Forwarded = a.trust.headers
 	a.surface.Media = px
 	a.add(px)
 	a.ready.Add("media", func(context.Context) error {
@@ -29,8 +30,9 @@ func setupMedia(ctx context.Context, a *app) error {
 		px.Apply(proxyConfig(cur))
 		signer.SetTTL(cur.Proxy.TokenTTL)
 	})
-	a.quickStart = append(a.quickStart,
-		"open its media:  go run ./cmd/edge ws '<ws_url from the allocate answer>'   (the fake agent echoes)")
+	a.quickStart = append(a.quickStart, func(string) string {
+		return "open its media:  go run ./cmd/edge ws '<ws_url from the allocate answer>'   (the fake agent echoes)"
+	})
 	return nil
 }
 

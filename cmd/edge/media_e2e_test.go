@@ -55,7 +55,7 @@ pods:
 proxy: {token_secret: %q, idle_timeout: 5s}
 pool: {zombie_sweep_interval: 300ms}
 leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
-`, rs.URL(), mediaLeaseTTL, pods.String(), strings.Repeat("s", 32)))
+`+apiTokenYAML, rs.URL(), mediaLeaseTTL, pods.String(), strings.Repeat("s", 32)))
 	a := mediaStartReplica(t, bin, "edge-a", cfg)
 	b := mediaStartReplica(t, bin, "edge-b", cfg)
 

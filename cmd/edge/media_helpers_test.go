@@ -113,10 +113,29 @@ func (r *mediaReplica) stop(t *testing.T, within time.Duration) {
 	}
 }
 
+// testAPIToken is the generic API token of the tests' edges (apiTokenYAML):
+// the generic allocate API takes no anonymous caller but on the embedded
+// default.
+const testAPIToken = "edge-test-token-0123456789"
+
+const apiTokenYAML = "generic_api:\n  tokens:\n    - {name: tests, token: " + testAPIToken + ", merchants: [\"*\"]}\n"
+
+// postAuthorized posts JSON with the tests' API token (admin routes ignore
+// it when no admin token is set).
+func postAuthorized(url, body string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+testAPIToken)
+	return http.DefaultClient.Do(req)
+}
+
 // mediaPost posts a JSON body and decodes the JSON answer.
 func mediaPost(t *testing.T, url, body string, out any) int {
 	t.Helper()
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	resp, err := postAuthorized(url, body)
 	if err != nil {
 		t.Fatal(err)
 	}

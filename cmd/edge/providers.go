@@ -32,7 +32,7 @@ func setupProviders(_ context.Context, a *app) error {
 		HealthInterval: pc.HealthInterval, BackoffMax: pc.RestartBackoffMax,
 		MaxBody:        func() int64 { return a.cfg().HTTP.MaxBodyBytes },
 		WebhookBaseURL: func() string { return a.cfg().Providers.WebhookBaseURL },
-		TrustForwarded: func() bool { return a.cfg().Providers.TrustForwarded },
+		Trusted:        a.trust.current,
 	}, specs)
 	if err != nil {
 		return fmt.Errorf("providers: %w", err)
@@ -63,9 +63,9 @@ func setupProviders(_ context.Context, a *app) error {
 		}
 	})
 	if slices.Contains(host.Names(), "twilio") {
-		a.quickStart = append(a.quickStart, fmt.Sprintf(
-			"twilio webhook:  curl -s -X POST '%s/api/v1/twilio/allocate?merchant_id=demo' -d CallSid=CA00000000000000000000000000de0002",
-			localURL("http", cfg.Listen.Public)))
+		a.quickStart = append(a.quickStart, func(public string) string {
+			return "twilio webhook:  curl -s -X POST '" + public + "/api/v1/twilio/allocate?merchant_id=demo' -d CallSid=CA00000000000000000000000000de0002"
+		})
 	}
 	return nil
 }

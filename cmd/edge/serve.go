@@ -38,6 +38,8 @@ type app struct {
 	rdb     redis.UniversalClient
 	alloc   *allocator.Allocator
 	calls   *calls.Service
+	callers *api.Callers
+	trust   trust
 	signer  *proxy.Signer
 	ready   *api.Readiness
 	surface *api.Surface
@@ -47,8 +49,9 @@ type app struct {
 	embedded bool
 	fakePods []config.StaticPod
 
-	// quickStart are more ready-to-paste hints for the start-up log.
-	quickStart []string
+	// quickStart are more ready-to-paste hints for the start-up output,
+	// given the bound public URL.
+	quickStart []func(public string) string
 
 	// publicAddr and adminAddr are the bound listener addresses.
 	publicAddr, adminAddr string
@@ -121,11 +124,29 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	if err := a.buildAllocator(ctx); err != nil {
 		return err
 	}
+	if err := a.trust.apply(a.cfg()); err != nil {
+		return err
+	}
+	if a.callers, err = newCallers(a.cfg(), a.log); err != nil {
+		return err
+	}
+	a.reloaded(func(_, cur *config.Config) {
+		if err := a.trust.apply(cur); err != nil {
+			a.log.Error("trusted_proxies not applied", "err", err)
+		}
+		tokens, err := cur.GenericAPI.CallerTokens()
+		if err != nil {
+			a.log.Error("generic_api.tokens not applied: the previous tokens stay", "err", err)
+			return
+		}
+		a.callers.Apply(cur.OpenMode(), tokens)
+		warnExposure(cur, a.log)
+	})
 	a.signer = newSigner(a.cfg(), a.log)
 	a.calls = calls.NewService(a.alloc, a.signer, func() string { return a.cfg().PublicURL() }, a.log)
 	a.surface = &api.Surface{
 		Handlers: &api.Handlers{
-			Calls: a.calls, Pools: a.alloc, Log: a.log,
+			Calls: a.calls, Pools: a.alloc, Callers: a.callers, Log: a.log,
 			MaxBody:  func() int64 { return a.cfg().HTTP.MaxBodyBytes },
 			IsLeader: func() bool { return a.isLeader() },
 		},
