@@ -56,12 +56,13 @@ func proxyConfig(cfg *config.Config) proxy.Config {
 // leases adapts the allocator to proxy.Leases.
 type leases struct{ alloc *allocator.Allocator }
 
-func (l leases) CallPod(ctx context.Context, callID string) (string, error) {
-	c, err := l.alloc.Call(ctx, callID)
-	if err != nil {
-		return "", noAllocation(err)
-	}
-	return c.PodName, nil
+func (l leases) Claim(ctx context.Context, callID, pod, holder string) error {
+	return noAllocation(l.alloc.ClaimMedia(ctx, callID, pod, holder))
+}
+
+func (l leases) Unclaim(ctx context.Context, callID, holder string) error {
+	_, err := l.alloc.DropMediaClaim(ctx, callID, holder)
+	return noAllocation(err)
 }
 
 func (l leases) PodCall(ctx context.Context, pod string) (string, error) {
@@ -80,7 +81,7 @@ func (l leases) PodCall(ctx context.Context, pod string) (string, error) {
 func (l leases) Renew(ctx context.Context, ls []proxy.Lease) ([]bool, error) {
 	in := make([]allocator.Lease, len(ls))
 	for i, x := range ls {
-		in[i] = allocator.Lease{CallID: x.CallID, PodName: x.Pod}
+		in[i] = allocator.Lease{CallID: x.CallID, PodName: x.Pod, Holder: x.Holder}
 	}
 	return l.alloc.Renew(ctx, in)
 }
@@ -97,11 +98,14 @@ func (l leases) Release(ctx context.Context, callID string) (string, error) {
 	}
 }
 
-// noAllocation maps the allocator's "nothing there" outcomes to the
-// proxy's; other errors (Redis down) stay what they are.
+// noAllocation maps the allocator's "nothing there" and "already claimed"
+// outcomes to the proxy's; other errors (Redis down) stay what they are.
 func noAllocation(err error) error {
-	if errors.Is(err, allocator.ErrCallNotFound) || errors.Is(err, allocator.ErrPodNotFound) || errors.Is(err, allocator.ErrInvalidID) {
+	switch {
+	case errors.Is(err, allocator.ErrCallNotFound) || errors.Is(err, allocator.ErrPodNotFound) || errors.Is(err, allocator.ErrInvalidID):
 		return fmt.Errorf("%w: %w", proxy.ErrNoAllocation, err)
+	case errors.Is(err, allocator.ErrMediaClaimed):
+		return fmt.Errorf("%w: %w", proxy.ErrClaimed, err)
 	}
 	return err
 }
