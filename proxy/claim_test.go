@@ -79,6 +79,10 @@ func TestSecondSocketOnAnotherReplicaIsRefused(t *testing.T) {
 		if _, err := e.dial(e.on(other, url)); err == nil || !strings.Contains(err.Error(), "status 403") {
 			t.Errorf("URL of the ended call on the second replica: err = %v, want 403", err)
 		}
+		// And the call stays ended: its webhook replayed gets no pod.
+		if al, err := e.alloc.Allocate(context.Background(), allocator.Request{CallID: "CA1"}); !errors.Is(err, allocator.ErrCallEnded) {
+			t.Errorf("replayed allocate after the socket closed = %+v, %v; want ErrCallEnded", al, err)
+		}
 	})
 }
 
