@@ -106,7 +106,15 @@ func (a *Allocator) Config() Config { return a.current.Load().cfg }
 type Request struct {
 	CallID     string
 	MerchantID string // optional
+	// Creator says who asks, e.g. "provider:twilio" or "token:<name>"
+	// (at most MaxCreatorLength bytes; "" for unknown). It is stored with
+	// a new call and returned on every repeat, so that the caller can tell
+	// a retry of its own call from a stranger naming someone else's.
+	Creator string
 }
+
+// MaxCreatorLength bounds Request.Creator.
+const MaxCreatorLength = 256
 
 // Allocation is a call's pod.
 type Allocation struct {
@@ -118,6 +126,12 @@ type Allocation struct {
 	// WasExisting is true when the call already had this pod (a retry or a
 	// concurrent duplicate).
 	WasExisting bool
+	// Creator is who created the call (Request.Creator of its first
+	// allocate). On a repeat it may differ from the asker's: only the
+	// creator may be shown the call's media URL. "" when unknown (the call
+	// was allocated by the predecessor, or by an edge that did not record
+	// creators): nobody's, so shown to nobody.
+	Creator string
 	// Warning is a note for the log, e.g. an unreadable merchant config that
 	// made allocation fall back to the default chain.
 	Warning string
@@ -125,8 +139,13 @@ type Allocation struct {
 
 // Allocate gives the call a pod in one Redis round trip. It returns a
 // *NoCapacityError (errors.Is ErrNoCapacity) when the chain has no room,
-// ErrInvalidID for ids unfit for key names, and a wrapped Redis error
-// otherwise. A failure leaves nothing behind in Redis.
+// ErrCallEnded when the call already ended (a late or replayed webhook),
+// ErrInvalidID for ids unfit for key names (or a creator too long), and a
+// wrapped Redis error otherwise. A failure leaves nothing behind in Redis.
+//
+// A repeat of a live call returns its allocation with WasExisting set and
+// the call's Creator, whoever asks: the caller decides what a stranger may
+// see.
 func (a *Allocator) Allocate(ctx context.Context, req Request) (Allocation, error) {
 	if err := ValidateID("call_sid", req.CallID); err != nil {
 		return Allocation{}, err
@@ -136,11 +155,15 @@ func (a *Allocator) Allocate(ctx context.Context, req Request) (Allocation, erro
 			return Allocation{}, err
 		}
 	}
+	if len(req.Creator) > MaxCreatorLength {
+		return Allocation{}, fmt.Errorf("%w: creator is %d bytes long, the limit is %d", ErrInvalidID, len(req.Creator), MaxCreatorLength)
+	}
 	s := a.current.Load()
-	args := make([]any, 0, 4+len(s.tierArgs))
-	args = append(args, req.CallID, req.MerchantID, s.cfg.LeaseTTL.Milliseconds(), s.cfg.CallInfoTTL.Milliseconds())
+	args := make([]any, 0, 5+len(s.tierArgs))
+	args = append(args, req.CallID, req.MerchantID, s.cfg.LeaseTTL.Milliseconds(), s.cfg.CallInfoTTL.Milliseconds(), req.Creator)
 	args = append(args, s.tierArgs...)
-	r, err := a.run(ctx, "allocate", []string{a.keys.Call(req.CallID)}, args...)
+	keys := []string{a.keys.Call(req.CallID), a.keys.CallEnded(req.CallID)}
+	r, err := a.run(ctx, "allocate", keys, args...)
 	if err != nil {
 		a.metrics.allocations.WithLabelValues("", "error").Inc()
 		return Allocation{}, fmt.Errorf("allocate %s: %w", req.CallID, err)
@@ -155,6 +178,7 @@ func (a *Allocator) Allocate(ctx context.Context, req Request) (Allocation, erro
 			WasExisting: rep.int(3) == 1,
 			Shared:      rep.str(4) == string(Shared),
 			Warning:     rep.str(5),
+			Creator:     rep.str(6),
 		}
 		result := "success"
 		if al.WasExisting {
@@ -162,6 +186,9 @@ func (a *Allocator) Allocate(ctx context.Context, req Request) (Allocation, erro
 		}
 		a.metrics.allocations.WithLabelValues(al.SourcePool, result).Inc()
 		return al, nil
+	case "ended":
+		a.metrics.allocations.WithLabelValues("", string(ReasonCallEnded)).Inc()
+		return Allocation{}, fmt.Errorf("allocate %s (%s): %w", req.CallID, rep.str(1), ErrCallEnded)
 	case "none":
 		reason := Reason(rep.str(1))
 		a.metrics.allocations.WithLabelValues("", string(reason)).Inc()

@@ -18,6 +18,12 @@ var (
 	ErrNoCapacity = errors.New("no capacity")
 	// ErrCallNotFound: no live allocation for this call id.
 	ErrCallNotFound = errors.New("call not found")
+	// ErrCallEnded: the call was allocated and has ended (released, found
+	// dead by the sweep, or its pod unregistered) within the call info TTL:
+	// a late or replayed webhook, to be answered with a hangup.
+	ErrCallEnded = errors.New("call ended")
+	// ErrMediaClaimed: another media socket already holds the call.
+	ErrMediaClaimed = errors.New("call media already claimed")
 	// ErrPodNotFound: the pod is not registered with edge.
 	ErrPodNotFound = errors.New("pod not found")
 	// ErrInvalidID: an id is not safe to use in a key name.
@@ -59,6 +65,9 @@ const (
 	ReasonAllDraining Reason = "all_draining"
 	// ReasonAtCapacity: every pod of the chain is busy.
 	ReasonAtCapacity Reason = "at_capacity"
+	// ReasonCallEnded labels allocations refused with ErrCallEnded (the
+	// allocations metric's result).
+	ReasonCallEnded Reason = "call_ended"
 )
 
 // NoCapacityError is the ErrNoCapacity outcome with its reason.

@@ -95,9 +95,23 @@ func (k Keys) Lease(pod string) string { return k.prefix + "lease:" + pod }
 func (k Keys) PodCalls(pod string) string { return k.prefix + "pod:calls:" + pod }
 
 // Call (seeds) HASH: pod_name, source_pool, merchant_id, allocated_at (unix
-// seconds); edge adds pool_type ("exclusive" or "shared"). Expires after the
-// call info TTL, which renewals push forward while the call's socket lives.
+// seconds); edge adds pool_type ("exclusive" or "shared"), creator (who
+// created the call, e.g. "provider:twilio" or "token:<name>", written by
+// allocate: only the creator may learn the call's media URL from a repeat
+// allocate) and media_claim (the identity of the one media socket admitted
+// for the call, written by claim.lua and removed by unclaim.lua; it ends with
+// the hash). Expires after the call info TTL, which renewals push forward
+// while the call's socket lives.
 func (k Keys) Call(callID string) string { return k.prefix + "call:" + callID }
+
+// CallEnded (edge) STRING tombstone of an ended call: how it ended
+// ("released", "expired" or "unregistered"), with the call info TTL. Written
+// by release, sweep and unregister in the same step that deletes the call
+// info; allocate refuses a call that has one (a late or replayed webhook gets
+// a hangup, not a pod). Not under "call:" so that nothing listing call info
+// by pattern sees it. The predecessor's release writes none: a call it ended
+// can be allocated again by a replayed webhook, as before.
+func (k Keys) CallEnded(callID string) string { return k.prefix + "call_ended:" + callID }
 
 // LeaderLock (edge) STRING: holder identity and fencing token of the Redis
 // leader lock, used when pods come from a static list (no Kubernetes Lease).
@@ -130,6 +144,7 @@ func (k Keys) luaKeyBuilders() string {
 		{"lease", k.Lease},
 		{"pod_calls", k.PodCalls},
 		{"call", k.Call},
+		{"call_ended", k.CallEnded},
 	}
 	noArg := []struct {
 		name string

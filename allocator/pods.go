@@ -51,7 +51,7 @@ type Unregistered struct {
 }
 
 // UnregisterPod forgets the pod: out of every pool, its keys deleted, its
-// calls ended. An unknown pod is ErrPodNotFound (leftover keys are still
+// calls ended (each leaves a tombstone, see Keys.CallEnded). An unknown pod is ErrPodNotFound (leftover keys are still
 // deleted). fence is "" or the Redis leader lock value the caller holds, as
 // for SyncPods: a leader that lost the lock gets ErrFenced and removes
 // nothing.
@@ -59,7 +59,8 @@ func (a *Allocator) UnregisterPod(ctx context.Context, fence, pod string) (Unreg
 	if err := ValidateID("pod_name", pod); err != nil {
 		return Unregistered{}, err
 	}
-	r, err := a.run(ctx, "unregister", []string{a.keys.PodTier(pod)}, pod, fence)
+	infoTTL := a.current.Load().cfg.CallInfoTTL.Milliseconds()
+	r, err := a.run(ctx, "unregister", []string{a.keys.PodTier(pod)}, pod, fence, infoTTL)
 	if err != nil {
 		return Unregistered{}, fmt.Errorf("unregister %s: %w", pod, err)
 	}

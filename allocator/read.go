@@ -75,6 +75,11 @@ type CallInfo struct {
 	MerchantID string    `json:"merchant_id,omitempty"`
 	Since      time.Time `json:"allocated_at,omitzero"`
 	Shared     bool      `json:"shared"`
+	// Creator is who created the call (Request.Creator), "" when unknown.
+	Creator string `json:"creator,omitempty"`
+	// MediaClaim is the identity of the media socket admitted for the call
+	// (ClaimMedia), "" when none is.
+	MediaClaim string `json:"media_claim,omitempty"`
 }
 
 // Call reads a call's live allocation (one round trip); ErrCallNotFound when
@@ -97,6 +102,8 @@ func (a *Allocator) Call(ctx context.Context, callID string) (CallInfo, error) {
 		MerchantID: h["merchant_id"],
 		Since:      parseSeconds(h["allocated_at"]),
 		Shared:     h["pool_type"] == string(Shared),
+		Creator:    h["creator"],
+		MediaClaim: h["media_claim"],
 	}, nil
 }
 

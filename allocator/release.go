@@ -19,13 +19,16 @@ type Released struct {
 
 // Release ends the call's allocation in one round trip. It is fenced and
 // happens once: it frees only what the call still holds, and a second release
-// of the same call returns ErrCallNotFound and changes nothing.
+// of the same call returns ErrCallNotFound and changes nothing. The call
+// leaves a tombstone for the call info TTL: a later Allocate of it returns
+// ErrCallEnded. Its media claim (ClaimMedia) ends with it.
 func (a *Allocator) Release(ctx context.Context, callID string) (Released, error) {
 	if err := ValidateID("call_sid", callID); err != nil {
 		return Released{}, err
 	}
-	args := append([]any{callID}, a.current.Load().poolsArgs...)
-	r, err := a.run(ctx, "release", []string{a.keys.Call(callID)}, args...)
+	s := a.current.Load()
+	args := append([]any{callID, s.cfg.CallInfoTTL.Milliseconds()}, s.poolsArgs...)
+	r, err := a.run(ctx, "release", []string{a.keys.Call(callID), a.keys.CallEnded(callID)}, args...)
 	if err != nil {
 		a.metrics.releases.WithLabelValues("error").Inc()
 		return Released{}, fmt.Errorf("release %s: %w", callID, err)

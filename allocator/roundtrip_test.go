@@ -2,6 +2,7 @@ package allocator_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/edge-voice/edge/allocator"
@@ -9,7 +10,9 @@ import (
 )
 
 // One Redis round trip per allocate and per release, whatever the chain
-// length: measured on the client (hook) and on the server (commandstats).
+// length, and per media claim: measured on the client (hook) and on the
+// server (commandstats). A replayed allocate of an ended call is refused in
+// the same single round trip.
 func TestOneRoundTripEach(t *testing.T) {
 	ctx := context.Background()
 	srv := testredis.Start(t)
@@ -25,23 +28,40 @@ func TestOneRoundTripEach(t *testing.T) {
 
 	cases := map[string]func() error{
 		"allocate with a merchant and a full walk": func() error {
-			_, err := a.Allocate(ctx, allocator.Request{CallID: "CA1", MerchantID: "acme"})
+			_, err := a.Allocate(ctx, allocator.Request{CallID: "CA1", MerchantID: "acme", Creator: "provider:twilio"})
 			return err
 		},
 		"repeat allocate": func() error {
-			_, err := a.Allocate(ctx, allocator.Request{CallID: "CA1"})
+			al, err := a.Allocate(ctx, allocator.Request{CallID: "CA1", Creator: "token:other"})
+			if err == nil && al.Creator != "provider:twilio" {
+				t.Errorf("repeat allocate creator = %q", al.Creator)
+			}
 			return err
 		},
+		"claim media": func() error {
+			return a.ClaimMedia(ctx, "CA1", "shared-0", "replica/1")
+		},
 		"renew": func() error {
-			_, err := a.Renew(ctx, []allocator.Lease{{CallID: "CA1", PodName: "shared-0"}})
+			_, err := a.Renew(ctx, []allocator.Lease{{CallID: "CA1", PodName: "shared-0", Holder: "replica/1"}})
+			return err
+		},
+		"drop media claim": func() error {
+			_, err := a.DropMediaClaim(ctx, "CA1", "replica/1")
 			return err
 		},
 		"release": func() error {
 			_, err := a.Release(ctx, "CA1")
 			return err
 		},
+		"replayed allocate of the ended call": func() error {
+			if _, err := a.Allocate(ctx, allocator.Request{CallID: "CA1"}); !errors.Is(err, allocator.ErrCallEnded) {
+				t.Errorf("replay: %v, want ErrCallEnded", err)
+			}
+			return nil
+		},
 	}
-	for _, name := range []string{"allocate with a merchant and a full walk", "repeat allocate", "renew", "release"} {
+	for _, name := range []string{"allocate with a merchant and a full walk", "repeat allocate", "claim media", "renew",
+		"drop media claim", "release", "replayed allocate of the ended call"} {
 		t.Run(name, func(t *testing.T) {
 			before := srv.CommandStats(ctx, rdb)
 			tripsBefore := trips.Load()

@@ -16,8 +16,10 @@ import (
 
 // 64 workers run allocate/release cycles against a small pool; every
 // allocate races a duplicate of itself and every release races a duplicate
-// of itself. The predecessor gave two pods to 50 of 50 duplicate pairs and
-// returned pods twice under duplicate releases; edge must never.
+// of itself and a replayed webhook of its call. The predecessor gave two
+// pods to 50 of 50 duplicate pairs and returned pods twice under duplicate
+// releases; edge must never, and a replay may see the live call or its
+// tombstone, never a new pod.
 func TestConcurrentDuplicatesKeepInvariants(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
@@ -104,15 +106,33 @@ func TestConcurrentDuplicatesKeepInvariants(t *testing.T) {
 				time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond) // the call
 				counter(al.PodName).Add(-1)
 
-				// Release twice at once: exactly one succeeds.
-				var dupRel error
-				done = make(chan struct{})
+				// Release twice at once, with a replayed webhook of the call
+				// racing both: exactly one release succeeds, and the replay
+				// gets the call's own pod (before the release) or
+				// ErrCallEnded (after), never a pod of its own.
+				var dupRel, replayErr error
+				var replay allocator.Allocation
+				var racing sync.WaitGroup
+				racing.Add(2)
 				go func() {
+					defer racing.Done()
 					_, dupRel = a.Release(ctx, call)
-					close(done)
+				}()
+				go func() {
+					defer racing.Done()
+					replay, replayErr = a.Allocate(ctx, allocator.Request{CallID: call})
 				}()
 				_, rel := a.Release(ctx, call)
-				<-done
+				racing.Wait()
+				switch {
+				case replayErr == nil && (!replay.WasExisting || replay.PodName != al.PodName):
+					report("call %s: replay during release got %+v, want its own pod or ErrCallEnded", call, replay)
+				case replayErr != nil && !errors.Is(replayErr, allocator.ErrCallEnded):
+					report("call %s: replay during release: %v", call, replayErr)
+				}
+				if _, err := a.Allocate(ctx, allocator.Request{CallID: call}); !errors.Is(err, allocator.ErrCallEnded) {
+					report("call %s: replay after release: %v, want ErrCallEnded", call, err)
+				}
 				if (rel == nil) == (dupRel == nil) {
 					report("call %s: duplicate releases gave %v and %v, want one success and one not found", call, rel, dupRel)
 				}

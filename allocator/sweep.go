@@ -25,12 +25,14 @@ type SweepResult struct {
 }
 
 // SweepPods runs the zombie sweep over pods, one script call (one round
-// trip) per BatchSize pods. A Redis error stops the sweep and is returned:
+// trip) per BatchSize pods. A call it finds dead leaves a tombstone (see
+// Keys.CallEnded). A Redis error stops the sweep and is returned:
 // nothing is ever concluded from a failed read. fence as for SyncPods.
 func (a *Allocator) SweepPods(ctx context.Context, fence string, pods []string) (SweepResult, error) {
-	tiers := a.current.Load().cfg.Tiers
+	cfg := a.current.Load().cfg
+	tiers := cfg.Tiers
 	order := a.assignmentOrder()
-	head := []any{fence, len(order)}
+	head := []any{fence, cfg.CallInfoTTL.Milliseconds(), len(order)}
 	for _, name := range order {
 		head = append(head, name, string(tiers.Tiers[name].Type))
 	}

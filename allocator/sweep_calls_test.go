@@ -11,8 +11,9 @@ import (
 )
 
 // A call the sweep found dead is over everywhere: its call info is gone, so
-// its late release answers not found, a retry of its webhook gets a new
-// allocation, and nothing can admit its socket to the pod's next call.
+// its late release answers not found, a retry of its webhook gets a hangup
+// (ErrCallEnded) rather than a pod, and nothing can admit its socket to the
+// pod's next call.
 func TestSweepEndsDeadCalls(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
@@ -48,9 +49,14 @@ func TestSweepEndsDeadCalls(t *testing.T) {
 		if got := rdb.ZScore(ctx, k.PoolAvailable("basic"), "s0").Val(); got != 1 {
 			t.Errorf("s0 load = %v, want 1", got)
 		}
-		// A webhook retry of the dead exclusive call gets a fresh allocation.
-		if al := mustAllocate(t, a, "CA-ex", ""); al.WasExisting {
-			t.Errorf("retry of a swept call answered its old allocation: %+v", al)
+		// A webhook retry of a dead call gets no pod, old or new.
+		for _, call := range []string{"CA-ex", "CA-sh"} {
+			if al, err := a.Allocate(ctx, allocator.Request{CallID: call}); !errors.Is(err, allocator.ErrCallEnded) {
+				t.Errorf("retry of swept %s: %+v, %v; want ErrCallEnded", call, al, err)
+			}
+			if got := rdb.Get(ctx, k.CallEnded(call)).Val(); got != "expired" {
+				t.Errorf("tombstone of %s = %q, want expired", call, got)
+			}
 		}
 	})
 }

@@ -43,3 +43,26 @@ func TestGenericAllocateNeedsAToken(t *testing.T) {
 		t.Fatalf("status: %d %v, want 2 active calls", status, out)
 	}
 }
+
+// Posting a live call's call_sid as another caller answers 409 with no
+// media URL: the stranger used to get the victim's URL and connect first.
+func TestLiveCallURLOnlyForItsCreator(t *testing.T) {
+	e := newEnv(t)
+	e.register(t, "gold", "agent-0")
+	e.callers.Apply(api.OpenOff, []api.CallerToken{
+		{Name: "crm", Token: "crm-token-0123456789", Merchants: []string{"*"}},
+		{Name: "other", Token: "other-token-0123456789", Merchants: []string{"*"}},
+	})
+	url := e.public.URL + "/api/v1/allocate"
+	body := `{"call_sid":"CA9","merchant_id":"acme"}`
+	if status, out := post(t, url, body, "Authorization", "Bearer crm-token-0123456789"); status != 200 {
+		t.Fatalf("creator: %d %v", status, out)
+	}
+	status, out := post(t, url, body, "Authorization", "Bearer other-token-0123456789")
+	if status != http.StatusConflict || out["code"] != "call_exists" || out["ws_url"] != nil {
+		t.Fatalf("another caller: %d %v, want 409 call_exists without ws_url", status, out)
+	}
+	if status, out := post(t, url, body, "Authorization", "Bearer crm-token-0123456789"); status != 200 || out["was_existing"] != true {
+		t.Fatalf("the creator's retry: %d %v", status, out)
+	}
+}

@@ -16,6 +16,9 @@ var (
 	ErrUnauthorized = errors.New("unauthorized")
 	ErrForbidden    = errors.New("forbidden")
 	ErrShuttingDown = errors.New("shutting down")
+	// ErrCallExists: the call is live and was created by another caller,
+	// who alone may learn its media URL.
+	ErrCallExists = errors.New("call exists")
 )
 
 // Kind is what a face branches on when it answers a failure: a provider
@@ -31,6 +34,9 @@ const (
 	KindUnauthorized
 	KindForbidden
 	KindUnavailable
+	// KindEnded: the call has ended; a late or replayed webhook gets the
+	// provider's hangup answer and no pod.
+	KindEnded
 )
 
 // Failure is how a failed call operation is answered: its kind, an HTTP
@@ -59,6 +65,10 @@ func FailureOf(err error) Failure {
 			msg = "all pods are busy"
 		}
 		return Failure{KindNoCapacity, http.StatusServiceUnavailable, string(nc.Reason), msg}
+	case errors.Is(err, allocator.ErrCallEnded):
+		return Failure{KindEnded, http.StatusGone, "call_ended", "the call has ended"}
+	case errors.Is(err, ErrCallExists):
+		return Failure{KindConflict, http.StatusConflict, "call_exists", "the call exists and belongs to another caller"}
 	case errors.Is(err, ErrBodyTooLarge):
 		return Failure{KindInvalid, http.StatusRequestEntityTooLarge, "body_too_large", err.Error()}
 	case errors.Is(err, allocator.ErrInvalidID), errors.Is(err, ErrBadRequest), errors.Is(err, allocator.ErrInvalidConfig):

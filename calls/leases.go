@@ -17,12 +17,13 @@ type MediaLeases struct {
 
 var _ proxy.Leases = MediaLeases{}
 
-func (l MediaLeases) CallPod(ctx context.Context, callID string) (string, error) {
-	c, err := l.Alloc.Call(ctx, callID)
-	if err != nil {
-		return "", noAllocation(err)
-	}
-	return c.PodName, nil
+func (l MediaLeases) Claim(ctx context.Context, callID, pod, holder string) error {
+	return noAllocation(l.Alloc.ClaimMedia(ctx, callID, pod, holder))
+}
+
+func (l MediaLeases) Unclaim(ctx context.Context, callID, holder string) error {
+	_, err := l.Alloc.DropMediaClaim(ctx, callID, holder)
+	return noAllocation(err)
 }
 
 func (l MediaLeases) PodCall(ctx context.Context, pod string) (string, error) {
@@ -41,7 +42,7 @@ func (l MediaLeases) PodCall(ctx context.Context, pod string) (string, error) {
 func (l MediaLeases) Renew(ctx context.Context, ls []proxy.Lease) ([]bool, error) {
 	in := make([]allocator.Lease, len(ls))
 	for i, x := range ls {
-		in[i] = allocator.Lease{CallID: x.CallID, PodName: x.Pod}
+		in[i] = allocator.Lease{CallID: x.CallID, PodName: x.Pod, Holder: x.Holder}
 	}
 	return l.Alloc.Renew(ctx, in)
 }
@@ -58,11 +59,14 @@ func (l MediaLeases) Release(ctx context.Context, callID string) (string, error)
 	}
 }
 
-// noAllocation maps the allocator's "nothing there" outcomes to the
-// proxy's; other errors (Redis down) stay what they are.
+// noAllocation maps the allocator's "nothing there" and "already claimed"
+// outcomes to the proxy's; other errors (Redis down) stay what they are.
 func noAllocation(err error) error {
-	if errors.Is(err, allocator.ErrCallNotFound) || errors.Is(err, allocator.ErrPodNotFound) || errors.Is(err, allocator.ErrInvalidID) {
+	switch {
+	case errors.Is(err, allocator.ErrCallNotFound) || errors.Is(err, allocator.ErrPodNotFound) || errors.Is(err, allocator.ErrInvalidID):
 		return fmt.Errorf("%w: %w", proxy.ErrNoAllocation, err)
+	case errors.Is(err, allocator.ErrMediaClaimed):
+		return fmt.Errorf("%w: %w", proxy.ErrClaimed, err)
 	}
 	return err
 }

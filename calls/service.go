@@ -2,6 +2,7 @@ package calls
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/edge-voice/edge/allocator"
@@ -53,7 +54,7 @@ func (s *Service) Allocate(ctx context.Context, req Request) (Call, error) {
 	if err := req.normalize(); err != nil {
 		return Call{}, err
 	}
-	al, err := s.alloc.Allocate(ctx, allocator.Request{CallID: req.CallID, MerchantID: req.MerchantID})
+	al, err := s.alloc.Allocate(ctx, allocator.Request{CallID: req.CallID, MerchantID: req.MerchantID, Creator: req.Creator})
 	if al.Warning != "" {
 		// Both faces land here: a bad merchant config is logged once per
 		// allocation whichever way the call came.
@@ -61,6 +62,12 @@ func (s *Service) Allocate(ctx context.Context, req Request) (Call, error) {
 	}
 	if err != nil {
 		return Call{}, err
+	}
+	// A live call's media URL goes only to whoever created it: a stranger
+	// who knows a call id must not connect before the provider does. A
+	// call without a creator is the predecessor's.
+	if al.WasExisting && al.Creator != "" && al.Creator != req.Creator {
+		return Call{}, fmt.Errorf("%w: call %s was created by another caller", ErrCallExists, req.CallID)
 	}
 	return Call{
 		ID: al.CallID, Pod: al.PodName, SourcePool: al.SourcePool, WasExisting: al.WasExisting,

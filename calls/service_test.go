@@ -111,3 +111,38 @@ func TestFailureOfEveryOutcome(t *testing.T) {
 		})
 	}
 }
+
+// A live call's media URL goes only to its creator: a stranger who posted
+// its call id got the URL and connected first.
+func TestRepeatAnswersOnlyTheCreator(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	first, err := e.svc.Allocate(ctx, calls.Request{CallID: "CA5", Creator: "provider:twilio"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retry, err := e.svc.Allocate(ctx, calls.Request{CallID: "CA5", Creator: "provider:twilio"})
+	if err != nil || !retry.WasExisting || retry.Pod != first.Pod {
+		t.Fatalf("the creator's retry: %+v, %v", retry, err)
+	}
+	stranger, err := e.svc.Allocate(ctx, calls.Request{CallID: "CA5", Creator: "token:crm"})
+	if f := calls.FailureOf(err); f.Status != http.StatusConflict || f.Code != "call_exists" || stranger.WSURL != "" {
+		t.Fatalf("a stranger's repeat: %+v, %v (%+v); want 409 call_exists and no URL", stranger, err, f)
+	}
+}
+
+// An ended call stays ended: a replayed request gets call_ended, no pod.
+func TestEndedCallIsRefused(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.svc.Allocate(ctx, calls.Request{CallID: "CA6", Creator: "provider:twilio"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Release(ctx, "CA6"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.svc.Allocate(ctx, calls.Request{CallID: "CA6", Creator: "provider:twilio"})
+	if f := calls.FailureOf(err); f.Kind != calls.KindEnded || f.Code != "call_ended" {
+		t.Fatalf("replay after release: %v (%+v), want call_ended", err, f)
+	}
+}

@@ -142,6 +142,9 @@ const (
 	ReasonNoPods      = "no_pods"
 	ReasonAllDraining = "all_draining"
 	ReasonAtCapacity  = "at_capacity"
+	// ReasonCallEnded: the call has ended; a late or replayed webhook for
+	// it gets the hangup answer, never a pod.
+	ReasonCallEnded = "call_ended"
 )
 
 // Failure is a failed allocation.

@@ -129,6 +129,10 @@ func (h *Host) refuse(w http.ResponseWriter, r *http.Request, p *proc, l *live, 
 	switch f.Kind {
 	case calls.KindNoCapacity:
 		fail.Kind, fail.Reason, outcome = plugins.FailureNoCapacity, f.Code, f.Code
+	case calls.KindEnded:
+		// Plugins render no capacity as a hangup: what an ended call's
+		// late or replayed webhook must get (Reason tells them apart).
+		fail.Kind, fail.Reason, outcome = plugins.FailureNoCapacity, f.Code, f.Code
 	case calls.KindInvalid:
 		fail.Kind, outcome = plugins.FailureInvalidRequest, "invalid_request"
 	}

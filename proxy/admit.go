@@ -2,10 +2,15 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +23,22 @@ var (
 	errOverloaded   = errors.New("too many media sockets")
 	errDuplicate    = errors.New("the call already has a media socket on this replica")
 )
+
+// holderPrefix names this process in media claims: the host name (the pod
+// name in Kubernetes) for the operator reading a claim, and a random part
+// so that a replica restarted under the same name never takes its previous
+// life's claims for its own.
+var holderPrefix = func() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	rand.Read(b[:])
+	return host + "-" + hex.EncodeToString(b[:])
+}()
+
+var holderSeq atomic.Uint64
+
+// newHolder is a media claim identity unique to one socket of one process.
+func newHolder() string { return holderPrefix + "/" + strconv.FormatUint(holderSeq.Add(1), 10) }
 
 // target is a parsed /ws/pod/<pod>[/<token>]/<rest> path.
 type target struct {
@@ -146,8 +167,11 @@ func (p *Proxy) refuse(w http.ResponseWriter, status int, reason string, err err
 }
 
 // serve admits a socket in order of cost: path, handshake and token (an
-// HMAC, constant-time), the pod (memory), then one Redis read, then the
-// pod dial.
+// HMAC, constant-time), the pod (memory), then one Redis round trip that
+// checks the call is live on the pod and claims its media for this socket
+// (one socket per call across every replica: a second one, a replayed URL,
+// would outlive the call's release when the first closes), then the pod
+// dial.
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	t, err := parseTarget(r)
 	if errors.Is(err, errBadPath) {
@@ -194,29 +218,27 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 
 	ctx, cancel := context.WithTimeout(r.Context(), cfg.DialTimeout)
 	defer cancel()
-	if err := p.checkAllocation(ctx, &callID, t.pod); err != nil {
-		if errors.Is(err, ErrNoAllocation) {
+	holder := newHolder()
+	if err := p.claim(ctx, &callID, t.pod, holder); err != nil {
+		switch {
+		case errors.Is(err, ErrNoAllocation):
 			p.refuse(w, http.StatusForbidden, "no_allocation", err, "pod", t.pod, "call_sid", callID)
-		} else {
+		case errors.Is(err, ErrClaimed):
+			p.refuse(w, http.StatusConflict, "duplicate", err, "pod", t.pod, "call_sid", callID)
+		default:
 			p.refuse(w, http.StatusServiceUnavailable, "redis_error", err, "pod", t.pod, "call_sid", callID)
 		}
-		return
-	}
-
-	// One socket per call: a second one (a replayed URL) would outlive the
-	// call's release when the first closes.
-	if p.hasCall(callID) {
-		p.refuse(w, http.StatusConflict, "duplicate", errDuplicate, "pod", t.pod, "call_sid", callID)
 		return
 	}
 
 	up, err := dialUpstream(ctx, addr, t.uri, r, p.Forwarded)
 	if err != nil {
 		p.metrics.dialFailures.Inc()
+		p.unclaim(callID, holder)
 		p.refuse(w, http.StatusBadGateway, "upstream", err, "pod", t.pod, "call_sid", callID)
 		return
 	}
-	p.relay(w, up, t.pod, callID)
+	p.relay(w, up, t.pod, callID, holder)
 }
 
 func (p *Proxy) draining() bool {
@@ -225,9 +247,9 @@ func (p *Proxy) draining() bool {
 	return p.closing
 }
 
-// checkAllocation confirms that *callID holds pod, finding the call first
-// when the socket came without a token.
-func (p *Proxy) checkAllocation(ctx context.Context, callID *string, pod string) error {
+// claim confirms that *callID holds pod and claims its media for holder,
+// finding the call first when the socket came without a token.
+func (p *Proxy) claim(ctx context.Context, callID *string, pod, holder string) error {
 	if *callID == "" {
 		id, err := p.Leases.PodCall(ctx, pod)
 		if err != nil {
@@ -235,29 +257,37 @@ func (p *Proxy) checkAllocation(ctx context.Context, callID *string, pod string)
 		}
 		*callID = id
 	}
-	got, err := p.Leases.CallPod(ctx, *callID)
-	if err != nil {
-		return err
+	return p.Leases.Claim(ctx, *callID, pod, holder)
+}
+
+// unclaim drops the claim of a socket that ends before it is relayed: its
+// call lives on, and the provider's retry may reach any replica. It runs
+// before the refusal is answered, so that the retry cannot find it held.
+// On failure the claim ends with the call (release or lease expiry).
+func (p *Proxy) unclaim(callID, holder string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Leases.Unclaim(ctx, callID, holder); err != nil {
+		p.Log.Warn("dropping the media claim of a socket that never opened failed; it ends with the call",
+			"call_sid", callID, "err", err)
 	}
-	if got != pod {
-		return fmt.Errorf("call %s is on pod %s: %w", *callID, got, ErrNoAllocation)
-	}
-	return nil
 }
 
 // relay hijacks the client, answers it the pod's 101 and runs the two pumps
 // until the socket ends, then releases the call.
-func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID string) {
-	s := &socket{callID: callID, pod: pod, podConn: up.conn, started: time.Now()}
+func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder string) {
+	s := &socket{callID: callID, pod: pod, holder: holder, podConn: up.conn, started: time.Now()}
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		up.conn.Close()
+		p.unclaim(callID, holder)
 		p.refuse(w, http.StatusInternalServerError, "hijack", err)
 		return
 	}
 	s.client = conn
 	if err := p.admit(s); err != nil {
 		up.conn.Close()
+		p.unclaim(callID, holder)
 		status, reason := http.StatusServiceUnavailable, "overloaded"
 		switch {
 		case errors.Is(err, errShuttingDown):

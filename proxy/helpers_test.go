@@ -22,12 +22,13 @@ import (
 // allocLeases adapts a real allocator to Leases, as cmd/edge does.
 type allocLeases struct{ a *allocator.Allocator }
 
-func (l allocLeases) CallPod(ctx context.Context, callID string) (string, error) {
-	c, err := l.a.Call(ctx, callID)
-	if err != nil {
-		return "", mapNotFound(err)
-	}
-	return c.PodName, nil
+func (l allocLeases) Claim(ctx context.Context, callID, pod, holder string) error {
+	return mapNotFound(l.a.ClaimMedia(ctx, callID, pod, holder))
+}
+
+func (l allocLeases) Unclaim(ctx context.Context, callID, holder string) error {
+	_, err := l.a.DropMediaClaim(ctx, callID, holder)
+	return mapNotFound(err)
 }
 
 func (l allocLeases) PodCall(ctx context.Context, pod string) (string, error) {
@@ -44,7 +45,7 @@ func (l allocLeases) PodCall(ctx context.Context, pod string) (string, error) {
 func (l allocLeases) Renew(ctx context.Context, ls []Lease) ([]bool, error) {
 	in := make([]allocator.Lease, len(ls))
 	for i, x := range ls {
-		in[i] = allocator.Lease{CallID: x.CallID, PodName: x.Pod}
+		in[i] = allocator.Lease{CallID: x.CallID, PodName: x.Pod, Holder: x.Holder}
 	}
 	return l.a.Renew(ctx, in)
 }
@@ -61,8 +62,11 @@ func (l allocLeases) Release(ctx context.Context, callID string) (string, error)
 }
 
 func mapNotFound(err error) error {
-	if errors.Is(err, allocator.ErrCallNotFound) || errors.Is(err, allocator.ErrPodNotFound) {
+	switch {
+	case errors.Is(err, allocator.ErrCallNotFound) || errors.Is(err, allocator.ErrPodNotFound):
 		return fmt.Errorf("%w: %w", ErrNoAllocation, err)
+	case errors.Is(err, allocator.ErrMediaClaimed):
+		return fmt.Errorf("%w: %w", ErrClaimed, err)
 	}
 	return err
 }

@@ -12,27 +12,43 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Lease names a call and the pod it holds.
+// Lease names a call, the pod it holds and the socket holding its media
+// claim.
 type Lease struct {
 	CallID string
 	Pod    string
+	Holder string
 }
 
-// ErrNoAllocation: the call holds no live allocation (released, expired, or
-// never allocated). Leases implementations wrap it.
-var ErrNoAllocation = errors.New("no live allocation")
+// Outcomes Leases implementations wrap.
+var (
+	// ErrNoAllocation: the call holds no live allocation (released,
+	// expired, or never allocated), or holds one on another pod.
+	ErrNoAllocation = errors.New("no live allocation")
+	// ErrClaimed: another media socket, on this replica or another, holds
+	// the call.
+	ErrClaimed = errors.New("the call already has a media socket")
+)
 
 // Leases is what the proxy needs of the allocator.
 type Leases interface {
-	// CallPod returns the pod the call is allocated on (ErrNoAllocation
-	// when none); one Redis read.
-	CallPod(ctx context.Context, callID string) (pod string, err error)
+	// Claim admits the socket holder for the call's media on pod, across
+	// every replica, in one Redis round trip: ErrNoAllocation when the call
+	// is not live on pod, ErrClaimed when another socket holds it. The
+	// claim ends with the call (Release).
+	Claim(ctx context.Context, callID, pod, holder string) error
+	// Unclaim drops holder's claim on the call, for a socket that ends
+	// before it is relayed while its call lives on (a failed pod dial), so
+	// that the provider's retry is admitted on any replica. Another
+	// holder's claim is left alone.
+	Unclaim(ctx context.Context, callID, holder string) error
 	// PodCall returns the call holding an exclusive pod (ErrNoAllocation
 	// when none, or when the pod is shared and so ambiguous). Used only for
 	// sockets without a token when proxy.require_token is false.
 	PodCall(ctx context.Context, pod string) (callID string, err error)
-	// Renew extends a batch of leases in one round trip; held[i] false
-	// means leases[i]'s call lost its pod.
+	// Renew extends a batch of leases in one round trip, each only while
+	// its Holder holds the call's claim; held[i] false means leases[i]'s
+	// call lost its pod or the socket its claim.
 	Renew(ctx context.Context, leases []Lease) (held []bool, err error)
 	// Release ends the call's allocation (fenced, idempotent) and returns an
 	// outcome label for metrics ("released", "not_found", "stale").
@@ -162,13 +178,6 @@ func (p *Proxy) forget(s *socket) {
 		delete(p.byCall, s.callID)
 	}
 	p.notifyLocked()
-}
-
-// hasCall reports whether the call has an open socket on this replica.
-func (p *Proxy) hasCall(callID string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.byCall[callID] != nil
 }
 
 func (p *Proxy) notifyLocked() {

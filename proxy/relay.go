@@ -58,6 +58,7 @@ const (
 // connections; what other goroutines (renewal, drain) touch is atomic.
 type socket struct {
 	callID, pod     string
+	holder          string // the socket's media claim (Leases.Claim)
 	client, podConn net.Conn
 	started         time.Time
 

@@ -30,7 +30,7 @@ func (p *Proxy) renewOnce(ctx context.Context) {
 	}
 	leases := make([]Lease, len(open))
 	for i, s := range open {
-		leases[i] = Lease{CallID: s.callID, Pod: s.pod}
+		leases[i] = Lease{CallID: s.callID, Pod: s.pod, Holder: s.holder}
 	}
 	rctx, cancel := context.WithTimeout(ctx, p.cfg().RenewInterval)
 	defer cancel()

@@ -1,31 +1,43 @@
 -- allocate.lua: give a call one pod, walking its fallback chain, in one step.
 --
 -- KEYS[1] -> call info hash (K.call(call_id))
+-- KEYS[2] -> the call's tombstone (K.call_ended(call_id))
 -- ARGV[1] -> call id
 -- ARGV[2] -> merchant id ("" for none)
 -- ARGV[3] -> lease TTL in ms (the window for the media socket to arrive)
 -- ARGV[4] -> call info TTL in ms
--- ARGV[5] -> number of tiers N, then N triples: name, type, max_concurrent
+-- ARGV[5] -> creator: who asks ("provider:twilio", "token:<name>", or "")
+-- ARGV[6] -> number of tiers N, then N triples: name, type, max_concurrent
 -- then    -> number of default chain steps M, then M step names
 --
 -- Returns:
---   {"ok", pod, source_pool, was_existing (0|1), pool_type, warning}
+--   {"ok", pod, source_pool, was_existing (0|1), pool_type, warning, creator}
 --   {"none", reason ("no_pods"|"all_draining"|"at_capacity"), warning, chain...}
--- warning is "" or a note for the log (a bad merchant config entry).
+--   {"ended", how}   the call ended ("released"|"expired"|"unregistered"):
+--                    a late or replayed webhook; nothing is written
+-- warning is "" or a note for the log (a bad merchant config entry). creator
+-- is the one stored with the call: on a repeat it may not be the asker's.
 --
 -- Idempotent per call id: a repeat, or a duplicate racing it, finds the call
 -- info this script wrote and gets the same pod. A failure writes nothing.
+-- The live call info is read before the tombstone: the predecessor, which
+-- does not read tombstones, may have allocated the call again, and that
+-- allocation is real.
 
 local call_key, call_id, merchant = KEYS[1], ARGV[1], ARGV[2]
-local lease_ms, info_ms = tonumber(ARGV[3]), tonumber(ARGV[4])
+local lease_ms, info_ms, creator = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 
-local existing = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type')
+local existing = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type', 'creator')
 if existing[1] then
-  return {'ok', existing[1], existing[2] or '', 1, existing[3] or '', ''}
+  return {'ok', existing[1], existing[2] or '', 1, existing[3] or '', '', existing[4] or ''}
+end
+local ended = redis.call('GET', KEYS[2])
+if ended then
+  return {'ended', ended}
 end
 
-local tiers, i = {}, 6
-for _ = 1, tonumber(ARGV[5]) do
+local tiers, i = {}, 7
+for _ = 1, tonumber(ARGV[6]) do
   tiers[ARGV[i]] = {type = ARGV[i + 1], max = tonumber(ARGV[i + 2])}
   i = i + 3
 end
@@ -134,7 +146,7 @@ local now = now_ms()
 local expires = now + lease_ms
 local now_s = tostring(math.floor(now / 1000))
 redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'merchant_id', merchant,
-  'allocated_at', now_s, 'pool_type', kind)
+  'allocated_at', now_s, 'pool_type', kind, 'creator', creator)
 redis.call('HDEL', call_key, '_lock')
 redis.call('PEXPIRE', call_key, info_ms)
 redis.call('HSET', K.pod_info(pod), 'status', 'allocated', 'allocated_call_sid', call_id,
@@ -144,4 +156,4 @@ if kind == 'shared' then
   redis.call('ZADD', K.pod_calls(pod), expires, call_id)
 end
 redis.call('SET', K.lease(pod), call_id, 'PX', lease_ms)
-return {'ok', pod, source, 0, kind, warning}
+return {'ok', pod, source, 0, kind, warning, creator}

@@ -1,8 +1,10 @@
 -- release.lua: end a call's allocation, fenced on the call still owning its pod.
 --
 -- KEYS[1] -> call info hash (K.call(call_id))
+-- KEYS[2] -> the call's tombstone (K.call_ended(call_id))
 -- ARGV[1] -> call id
--- ARGV[2] -> number of tiers N, then N pairs: tier name, pool type (to know
+-- ARGV[2] -> call info TTL in ms (the tombstone's)
+-- ARGV[3] -> number of tiers N, then N pairs: tier name, pool type (to know
 --            a predecessor's call's pool type when its pool is absent)
 --
 -- Returns:
@@ -14,7 +16,9 @@
 --                    returned to any pool, only the call info is removed.
 --
 -- Runs once per allocation: the call info is deleted here, so a duplicate or
--- late release answers "not_found" and changes nothing.
+-- late release answers "not_found" and changes nothing. The call info goes
+-- with its media claim, and a tombstone takes its place ("released" or
+-- "stale": either way the call is over), so a replayed webhook gets no pod.
 
 local call_key, call_id = KEYS[1], ARGV[1]
 local info = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type')
@@ -23,6 +27,7 @@ if not pod then
   return {'not_found'}
 end
 redis.call('DEL', call_key)
+redis.call('SET', KEYS[2], 'released', 'PX', tonumber(ARGV[2]))
 
 local tier = tier_of_source(source)
 local avail = pools_of(tier)
@@ -41,7 +46,7 @@ if legacy then
     kind = 'exclusive'
   else
     kind = 'exclusive'
-    for i = 3, 2 + 2 * tonumber(ARGV[2] or 0), 2 do
+    for i = 4, 3 + 2 * tonumber(ARGV[3] or 0), 2 do
       if ARGV[i] == tier then kind = ARGV[i + 1] end
     end
   end

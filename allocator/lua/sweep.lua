@@ -5,15 +5,17 @@
 --
 -- Exclusive and merchant pods that are assigned, not draining, not unready,
 -- not available and hold no live lease go back to their pool; the dead
--- call's info is deleted and allocated_call_sid cleared, so a late socket,
--- renew, release or webhook retry of that call finds no allocation. A shared
+-- call's info is deleted (leaving its tombstone) and allocated_call_sid
+-- cleared, so a late socket, renew or release of that call finds no
+-- allocation and a webhook retry gets a hangup. A shared
 -- pod's expired per-call leases (and those calls' info) are dropped and its
 -- score set to its live calls; one missing from its set is re-added with that
 -- load unless draining or unready.
 --
 -- KEYS[1] -> K.pod_metadata()
 -- ARGV[1] -> fence: "" or the Redis leader lock value this leader holds
--- ARGV[2] -> N, then N x (tier name, type)
+-- ARGV[2] -> call info TTL in ms (the tombstones')
+-- ARGV[3] -> N, then N x (tier name, type)
 -- then the pod names
 --
 -- Returns {"fenced"} or {"ok", recovered, slots reclaimed, shared re-added,
@@ -22,10 +24,11 @@
 if ARGV[1] ~= '' and redis.call('GET', K.leader_lock()) ~= ARGV[1] then
   return {'fenced'}
 end
-local n = tonumber(ARGV[2])
+local info_ms = tonumber(ARGV[2])
+local n = tonumber(ARGV[3])
 local kinds = {}
 for i = 0, n - 1 do
-  kinds[ARGV[3 + 2 * i]] = ARGV[4 + 2 * i]
+  kinds[ARGV[4 + 2 * i]] = ARGV[5 + 2 * i]
 end
 
 -- A pool whose Redis type contradicts its tier's type (the type was changed
@@ -41,16 +44,17 @@ local function pool_type_ok(avail, kind)
 end
 
 -- The call info of a call that lost its pod for good is deleted (only if it
--- still names this pod).
+-- still names this pod), and its tombstone written: the call is over.
 local function end_call(call_id, pod)
   if call_id and call_id ~= '' and redis.call('HGET', K.call(call_id), 'pod_name') == pod then
     redis.call('DEL', K.call(call_id))
+    redis.call('SET', K.call_ended(call_id), 'expired', 'PX', info_ms)
   end
 end
 
 local now = now_ms()
 local recovered, reclaimed, readded, expired, skipped = {}, 0, 0, 0, 0
-for i = 3 + 2 * n, #ARGV do
+for i = 4 + 2 * n, #ARGV do
   local pod = ARGV[i]
   local tier = redis.call('GET', K.pod_tier(pod))
   local kind = tier and (string.sub(tier, 1, 9) == 'merchant:' and 'exclusive' or kinds[tier])

@@ -1,11 +1,13 @@
 -- unregister.lua: forget a pod: out of every pool, its keys deleted, and the
 -- calls it served ended (their call info removed, so their releases answer
--- "not_found" and nothing returns the pod).
+-- "not_found" and nothing returns the pod; their tombstones written, so a
+-- replayed webhook gets a hangup).
 --
 -- KEYS[1] -> the pod's tier key (K.pod_tier(pod))
 -- ARGV[1] -> pod name
 -- ARGV[2] -> fence: "" or the Redis leader lock value the caller holds; a
 --            leader that lost the lock removes nothing
+-- ARGV[3] -> call info TTL in ms (the tombstones')
 --
 -- Returns {"removed", tier or "", calls ended}, {"not_found"} or {"fenced"}.
 
@@ -25,6 +27,7 @@ local ended = 0
 local function end_call(call_id)
   if call_id and call_id ~= '' and redis.call('HGET', K.call(call_id), 'pod_name') == pod then
     redis.call('DEL', K.call(call_id))
+    redis.call('SET', K.call_ended(call_id), 'unregistered', 'PX', tonumber(ARGV[3]))
     ended = ended + 1
   end
 end

@@ -1,0 +1,60 @@
+package allocator
+
+import (
+	"context"
+	"fmt"
+)
+
+// ClaimMedia admits one media socket for the call, across every replica, in
+// one round trip: the call must be live on pod, and no other socket may
+// hold it. holder is the socket's identity (a replica id and a per-socket
+// nonce); claiming again with the same holder succeeds. It returns
+// ErrCallNotFound when the call is not live on pod, ErrMediaClaimed when
+// another socket holds the call, ErrInvalidID for unfit ids.
+//
+// The claim ends with the call (Release, the sweep, UnregisterPod); a socket
+// that ends while its call lives on drops it with DropMediaClaim.
+func (a *Allocator) ClaimMedia(ctx context.Context, callID, pod, holder string) error {
+	if err := ValidateID("call_sid", callID); err != nil {
+		return err
+	}
+	if err := ValidateID("pod_name", pod); err != nil {
+		return err
+	}
+	if holder == "" {
+		return fmt.Errorf("%w: media claim holder is empty", ErrInvalidID)
+	}
+	r, err := a.run(ctx, "claim", []string{a.keys.Call(callID)}, pod, holder)
+	if err != nil {
+		return fmt.Errorf("claim media of %s: %w", callID, err)
+	}
+	rep := reply(r)
+	switch rep.str(0) {
+	case "claimed":
+		return nil
+	case "not_found":
+		if on := rep.str(1); on != "" {
+			return fmt.Errorf("claim media of %s on %s: the call is on %s: %w", callID, pod, on, ErrCallNotFound)
+		}
+		return fmt.Errorf("claim media of %s: %w", callID, ErrCallNotFound)
+	case "held":
+		return fmt.Errorf("claim media of %s: held by %s: %w", callID, rep.str(1), ErrMediaClaimed)
+	default:
+		return fmt.Errorf("claim media of %s: unexpected script reply %v", callID, r)
+	}
+}
+
+// DropMediaClaim ends holder's claim on the call's media, for a socket that
+// ends while its call lives on (e.g. its pod could not be dialled), so that
+// a retry can be admitted on any replica. It reports whether holder held
+// the claim; another holder's claim is left alone.
+func (a *Allocator) DropMediaClaim(ctx context.Context, callID, holder string) (bool, error) {
+	if err := ValidateID("call_sid", callID); err != nil {
+		return false, err
+	}
+	r, err := a.run(ctx, "unclaim", []string{a.keys.Call(callID)}, holder)
+	if err != nil {
+		return false, fmt.Errorf("drop media claim of %s: %w", callID, err)
+	}
+	return reply(r).int(0) == 1, nil
+}

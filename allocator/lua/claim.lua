@@ -1,0 +1,29 @@
+-- claim.lua: admit one media socket for a call, across every replica. The
+-- call must be live on the pod the socket asks for, and no other socket may
+-- hold it; the check and the claim are one step, so two sockets racing on
+-- two replicas cannot both win.
+--
+-- KEYS[1] -> call info hash (K.call(call_id))
+-- ARGV[1] -> pod the socket asks for
+-- ARGV[2] -> holder: the socket's identity (replica and a per-socket nonce)
+--
+-- Returns:
+--   {"claimed"}          the socket holds the call (also if it already did)
+--   {"not_found", pod}   the call is not live on ARGV[1]; pod is where it
+--                        is ("" when it is live nowhere)
+--   {"held", holder}     another socket holds the call
+--
+-- The claim is a field of the call info, so it ends with the call: release,
+-- the sweep and unregister delete the hash. A socket that ends without its
+-- call ending drops it (unclaim.lua); one whose replica died (kill -9) holds
+-- it until the call's lease runs out and the sweep ends the call.
+
+local info = redis.call('HMGET', KEYS[1], 'pod_name', 'media_claim')
+if info[1] ~= ARGV[1] then
+  return {'not_found', info[1] or ''}
+end
+if info[2] and info[2] ~= ARGV[2] then
+  return {'held', info[2]}
+end
+redis.call('HSET', KEYS[1], 'media_claim', ARGV[2])
+return {'claimed'}

@@ -1,0 +1,15 @@
+-- unclaim.lua: drop a media socket's claim on its call, fenced on the
+-- holder, when the socket ends but the call does not (e.g. the pod could not
+-- be dialled): the provider's retry may then be admitted on any replica.
+--
+-- KEYS[1] -> call info hash (K.call(call_id))
+-- ARGV[1] -> holder (as given to claim.lua)
+--
+-- Returns {1} when the holder's claim was dropped, {0} when it held none
+-- (the call ended, or another socket holds it: left alone).
+
+if redis.call('HGET', KEYS[1], 'media_claim') == ARGV[1] then
+  redis.call('HDEL', KEYS[1], 'media_claim')
+  return {1}
+end
+return {0}

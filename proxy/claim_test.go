@@ -1,0 +1,128 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edge-voice/edge/allocator"
+)
+
+// replica starts a second Proxy on e's Redis and allocator, with e's token
+// secret, as another edge replica behind the same load balancer would be.
+// addr overrides pod addresses (nil: e's agents). It returns the replica's
+// ws:// base URL.
+func (e *env) replica(addr map[string]string) string {
+	e.t.Helper()
+	lookup := func(pod string) (string, bool) {
+		if a, ok := addr[pod]; ok {
+			return a, true
+		}
+		ag, ok := e.agents[pod]
+		if !ok {
+			return "", false
+		}
+		return ag.Addr(), true
+	}
+	px := New(*e.px.cfg(), lookup, allocLeases{e.alloc}, e.signer, nil, prometheus.NewRegistry())
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- px.Run(ctx) }()
+	srv := httptest.NewServer(px)
+	e.t.Cleanup(func() {
+		srv.Close()
+		stop()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			e.t.Error("replica Run did not return")
+		}
+	})
+	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+// on moves a media URL of e's proxy to another replica's base URL.
+func (e *env) on(base, url string) string {
+	return base + strings.TrimPrefix(url, "ws"+strings.TrimPrefix(e.srv.URL, "http"))
+}
+
+// One media socket per call across replicas: the same URL opened on a
+// second replica is refused before any pod dial, and when the first socket
+// closes the call ends with it (nothing is left streaming on a released pod).
+func TestSecondSocketOnAnotherReplicaIsRefused(t *testing.T) {
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay})
+		other := e.replica(nil)
+		pod, url := e.allocate("CA1", "")
+		c := e.mustDial(url)
+		echo(t, c, "first")
+
+		if _, err := e.dial(e.on(other, url)); err == nil || !strings.Contains(err.Error(), "status 409") {
+			t.Fatalf("same URL on a second replica: err = %v, want 409", err)
+		}
+		if n := len(e.agents[pod].Paths()); n != 1 {
+			t.Fatalf("the pod saw %d sockets, want 1: the duplicate reached it", n)
+		}
+		echo(t, c, "first still flows")
+
+		c.Close(4100, "caller hung up")
+		e.waitSockets(0)
+		if _, err := e.alloc.Call(context.Background(), "CA1"); !errors.Is(err, allocator.ErrCallNotFound) {
+			t.Fatalf("call after the socket closed: %v, want released", err)
+		}
+		// The claim ended with the call: the URL now opens nowhere.
+		if _, err := e.dial(e.on(other, url)); err == nil || !strings.Contains(err.Error(), "status 403") {
+			t.Errorf("URL of the ended call on the second replica: err = %v, want 403", err)
+		}
+		// And the call stays ended: its webhook replayed gets no pod.
+		if al, err := e.alloc.Allocate(context.Background(), allocator.Request{CallID: "CA1"}); !errors.Is(err, allocator.ErrCallEnded) {
+			t.Errorf("replayed allocate after the socket closed = %+v, %v; want ErrCallEnded", al, err)
+		}
+	})
+}
+
+// A socket that ends before it is relayed (here: its replica cannot reach
+// the pod) drops its claim without releasing the call, so the provider's
+// retry, reaching a replica that can, gets the call's media.
+func TestClaimDroppedWhenTheSocketNeverOpens(t *testing.T) {
+	e := newEnv(t, envOpt{})
+	pod, url := e.allocate("CA1", "")
+	broken := e.replica(map[string]string{pod: "127.0.0.1:1"}) // nothing listens on port 1
+	if _, err := e.dial(e.on(broken, url)); err == nil || !strings.Contains(err.Error(), "status 502") {
+		t.Fatalf("dial through the replica that cannot reach %s: err = %v, want 502", pod, err)
+	}
+	if _, err := e.alloc.Call(context.Background(), "CA1"); err != nil {
+		t.Fatalf("the failed socket ended the call: %v", err)
+	}
+	echo(t, e.mustDial(url), "retry got the media")
+}
+
+// Only the socket holding the call's claim keeps the call alive: a socket
+// whose claim is gone (here dropped behind its back) loses its lease at the
+// next renewal and closes.
+func TestRenewalNeedsTheClaim(t *testing.T) {
+	e := newEnv(t, envOpt{cfg: func(c *Config) { c.RenewInterval = time.Hour }})
+	_, url := e.allocate("CA1", "")
+	c := e.mustDial(url)
+	echo(t, c, "hi")
+	ctx := context.Background()
+	info, err := e.alloc.Call(ctx, "CA1")
+	if err != nil || info.MediaClaim == "" {
+		t.Fatalf("call info = %+v, %v; want the socket's claim", info, err)
+	}
+	e.px.renewOnce(ctx)
+	echo(t, c, "still held")
+	if dropped, err := e.alloc.DropMediaClaim(ctx, "CA1", info.MediaClaim); err != nil || !dropped {
+		t.Fatalf("drop the claim = %v, %v", dropped, err)
+	}
+	e.px.renewOnce(ctx)
+	if got := readClose(t, c); got != ClosePolicy {
+		t.Errorf("close status = %d, want %d", got, ClosePolicy)
+	}
+	e.waitSockets(0)
+}
