@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/knadh/koanf/v2"
 )
 
 // writeFile writes a config file in a fresh temp dir and returns its path.
@@ -288,7 +289,9 @@ func TestCheck(t *testing.T) {
 }
 
 func TestEnvKeys(t *testing.T) {
-	got, err := envKeys([]string{
+	var errs []error
+	k := koanf.New(".")
+	err := k.Load(envProvider([]string{
 		"EDGE_REDIS__URL=redis://r:6379/0",
 		"EDGE_PUBLIC_BASE_URL=wss://e",
 		"EDGE_ALLOCATOR__LEASE_TTL=45s",
@@ -298,10 +301,11 @@ func TestEnvKeys(t *testing.T) {
 		"edge_redis__url=lower-case prefix is not ours",
 		"EDGE_=empty",
 		"NOEQUALS",
-	})
-	if err != nil {
+	}, &errs), nil)
+	if err := errors.Join(append(errs, err)...); err != nil {
 		t.Fatal(err)
 	}
+	got := k.All()
 	want := map[string]any{
 		"redis.url":           "redis://r:6379/0",
 		"public_base_url":     "wss://e",

@@ -48,7 +48,7 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request, p *proc, route stri
 		writeJSON(w, http.StatusNotFound, "not_found", "no such provider route")
 		return "rejected"
 	}
-	limit := int64(64 << 10)
+	limit := api.DefaultConfig().HTTP.MaxBodyBytes
 	if h.opts.MaxBody != nil {
 		limit = h.opts.MaxBody()
 	}
@@ -145,7 +145,7 @@ func (h *Host) allocate(w http.ResponseWriter, r *http.Request, p *proc, l *live
 // call runs one RPC under the RPC deadline, with its metrics; a failed RPC
 // makes the supervisor check the plugin at once.
 func call[T any](h *Host, p *proc, method string, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, h.opts.RPCTimeout)
+	ctx, cancel := context.WithTimeout(ctx, h.opts.Config.RPCTimeout)
 	defer cancel()
 	start := time.Now()
 	v, err := f(ctx)
@@ -184,8 +184,8 @@ func declared(routes []plugins.Route, method, path string) bool {
 // publicURL is the URL the provider called, as it signed it.
 func (h *Host) publicURL(r *http.Request, s *Spec) string {
 	base := s.WebhookBaseURL
-	if base == "" && h.opts.WebhookBaseURL != nil {
-		base = h.opts.WebhookBaseURL()
+	if base == "" {
+		base = h.opts.Current().WebhookBaseURL
 	}
 	if base == "" {
 		scheme, host := "http", r.Host
@@ -227,7 +227,7 @@ func (h *Host) remoteIP(r *http.Request) string {
 	return host
 }
 
-func (h *Host) trustForwarded() bool { return h.opts.TrustForwarded != nil && h.opts.TrustForwarded() }
+func (h *Host) trustForwarded() bool { return h.opts.Current().TrustForwarded }
 
 func firstValue(s string) string {
 	v, _, _ := strings.Cut(s, ",")

@@ -69,9 +69,11 @@ func newEnvNoWait(t testing.TB, specs ...providers.Spec) *env {
 	calls := &api.Calls{Alloc: e.alloc, BaseURL: func() string { return "wss://edge.example.com" }}
 	e.host, err = providers.New(providers.Options{
 		Calls: calls, Log: slog.New(e.logs), Reg: e.reg,
-		RPCTimeout: 500 * time.Millisecond, HealthInterval: 200 * time.Millisecond,
-		BackoffMin: 10 * time.Millisecond, BackoffMax: time.Second,
-		WebhookBaseURL: func() string { return "https://edge.example.com" },
+		Config: providers.Config{
+			RPCTimeout: 500 * time.Millisecond, HealthInterval: 200 * time.Millisecond,
+			RestartBackoffMax: time.Second, WebhookBaseURL: "https://edge.example.com",
+		},
+		BackoffMin: 10 * time.Millisecond,
 	}, specs)
 	if err != nil {
 		t.Fatal(err)

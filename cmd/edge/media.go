@@ -21,7 +21,7 @@ func setupMedia(ctx context.Context, a *app) error {
 		a.log.Warn("proxy.token_secret is not set: using a random per-process secret; every replica of a multi-replica deployment must share one, or media sockets reaching another replica are refused")
 	}
 	signer := proxy.NewSigner(secret, cfg.Proxy.TokenTTL)
-	px := proxy.New(proxyConfig(cfg), a.pods.Lookup, leases{a.alloc}, signer, a.log.With("component", "proxy"), a.reg)
+	px := proxy.New(cfg.Proxy, a.pods.Lookup, leases{a.alloc}, signer, a.log.With("component", "proxy"), a.reg)
 
 	a.calls.MediaSegment = signer.Mint
 	a.surface.Media = px
@@ -33,24 +33,12 @@ func setupMedia(ctx context.Context, a *app) error {
 		return nil
 	})
 	a.reloaded(func(_, cur *config.Config) {
-		px.Apply(proxyConfig(cur))
+		px.Apply(cur.Proxy)
 		signer.SetTTL(cur.Proxy.TokenTTL)
 	})
 	a.quickStart = append(a.quickStart,
 		"open its media:  go run ./cmd/edge ws '<ws_url from the allocate answer>'   (the fake agent echoes)")
 	return nil
-}
-
-func proxyConfig(cfg *config.Config) proxy.Config {
-	return proxy.Config{
-		RequireToken:    cfg.Proxy.RequireToken,
-		IdleTimeout:     cfg.Proxy.IdleTimeout,
-		DialTimeout:     cfg.Proxy.DialTimeout,
-		RenewInterval:   cfg.Allocator.RenewInterval,
-		DrainTimeout:    cfg.Proxy.DrainTimeout,
-		MaxSockets:      cfg.Proxy.MaxSockets,
-		MaxMessageBytes: cfg.Proxy.MaxMessageBytes,
-	}
 }
 
 // leases adapts the allocator to proxy.Leases.
