@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/knadh/koanf/v2"
@@ -133,6 +134,24 @@ func TestLoadLayers(t *testing.T) {
 				t.Errorf("keys (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Settings a component reads from another section reach it, on load and
+// when a reload keeps a restart-only value.
+func TestLoadLinksSections(t *testing.T) {
+	cfg, err := loadT(t, "redis:\n  key_prefix: \"{voice}:\"\nallocator:\n  renew_interval: 15s\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Allocator.KeyPrefix != "{voice}:" || cfg.Proxy.RenewInterval != 15*time.Second {
+		t.Errorf("allocator key prefix %q, proxy renew interval %s; want {voice}: and 15s", cfg.Allocator.KeyPrefix, cfg.Proxy.RenewInterval)
+	}
+	next := Default()
+	keepRestartFields(cfg, next)
+	next.link()
+	if next.Allocator.KeyPrefix != "{voice}:" {
+		t.Errorf("after keepRestartFields, allocator key prefix %q, want the running {voice}:", next.Allocator.KeyPrefix)
 	}
 }
 

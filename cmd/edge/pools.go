@@ -97,7 +97,7 @@ func setupPools(ctx context.Context, a *app) error {
 	a.add(&poolmgr.TierRefresher{
 		Load:    a.alloc.LoadTierConfig,
 		Current: func() allocator.TierConfig { return a.alloc.Config().Tiers },
-		// TTLs come from the config in effect, tiers from Redis.
+		// Tiers from Redis; ApplyTiers keeps the TTLs of the config in effect.
 		Apply:    a.alloc.ApplyTiers,
 		Interval: func() time.Duration { return a.cfg().Pool.TierConfigRefresh },
 		Log:      a.log.With("component", "tier-config"), Metrics: metrics,
