@@ -56,7 +56,7 @@ type Config struct {
 	// checks restart it. Default 2s.
 	HealthInterval time.Duration `koanf:"health_interval" reload:"restart"`
 	// RestartBackoffMax caps the restart backoff of a crashing plugin
-	// (BackoffMin doubling). Default 30s.
+	// (100ms doubling). Default 30s.
 	RestartBackoffMax time.Duration `koanf:"restart_backoff_max" reload:"restart"`
 	// Plugins are the providers by name ([a-z0-9_-], at most 32 bytes):
 	// settings for the built-ins, or third-party binaries. Settings and
