@@ -5,43 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
-
-// Config is what the allocator needs; every field but KeyPrefix may change
-// at run time through Apply.
-type Config struct {
-	// KeyPrefix prefixes every key ("" = DefaultPrefix, "voice:").
-	KeyPrefix string
-	// LeaseTTL is how long an allocation lives without a renewal: the window
-	// for its media socket to arrive, and how long a call outlives a socket
-	// that vanished without a release. Default 60s.
-	LeaseTTL time.Duration
-	// CallInfoTTL bounds how long call info outlives its last renewal.
-	// Default 1h.
-	CallInfoTTL time.Duration
-	// DrainingTTL is how long a drain flag lasts. Default 6m.
-	DrainingTTL time.Duration
-	// Tiers is the tier config allocation walks.
-	Tiers TierConfig
-}
-
-func (c Config) withDefaults() Config {
-	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = 60 * time.Second
-	}
-	if c.CallInfoTTL <= 0 {
-		c.CallInfoTTL = time.Hour
-	}
-	if c.DrainingTTL <= 0 {
-		c.DrainingTTL = 6 * time.Minute
-	}
-	return c
-}
 
 // Allocator owns edge's Redis data model: it allocates, releases, renews and
 // drains with one Lua script (one round trip) each, and registers pods.
@@ -52,6 +22,10 @@ type Allocator struct {
 	scripts map[string]*script
 	metrics *metrics
 	current atomic.Pointer[settings]
+	// applyMu orders writers of current, so that ApplyTTLs and ApplyTiers
+	// (config reload and tier refresh, on different goroutines) never undo
+	// each other's change.
+	applyMu sync.Mutex
 }
 
 // settings is the run-time part of Config with the tier table already laid
@@ -81,6 +55,12 @@ func (a *Allocator) Keys() Keys { return a.keys }
 // Apply swaps in new TTLs and tiers; calls in flight finish on the old ones.
 // KeyPrefix cannot change after New and is ignored.
 func (a *Allocator) Apply(cfg Config) {
+	a.applyMu.Lock()
+	defer a.applyMu.Unlock()
+	a.store(cfg)
+}
+
+func (a *Allocator) store(cfg Config) {
 	cfg = cfg.withDefaults()
 	cfg.KeyPrefix = a.keys.Prefix()
 	s := &settings{cfg: cfg}
@@ -97,6 +77,24 @@ func (a *Allocator) Apply(cfg Config) {
 		s.tierArgs = append(s.tierArgs, step)
 	}
 	a.current.Store(s)
+}
+
+// ApplyTTLs swaps in cfg's lifetimes and keeps the tiers in effect: those
+// come from voice:tier:config, which changes apart from edge's own config.
+func (a *Allocator) ApplyTTLs(cfg Config) {
+	a.applyMu.Lock()
+	defer a.applyMu.Unlock()
+	cfg.Tiers = a.Config().Tiers
+	a.store(cfg)
+}
+
+// ApplyTiers swaps in a tier config and keeps the lifetimes in effect.
+func (a *Allocator) ApplyTiers(tc TierConfig) {
+	a.applyMu.Lock()
+	defer a.applyMu.Unlock()
+	cfg := a.Config()
+	cfg.Tiers = tc
+	a.store(cfg)
 }
 
 // Config is the configuration in effect.

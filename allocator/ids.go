@@ -14,6 +14,11 @@ func ValidateID(kind, s string) error {
 	if s == "" {
 		return fmt.Errorf("%w: %s is empty", ErrInvalidID, kind)
 	}
+	if s == "." || s == ".." {
+		// Valid characters, but a path segment of its own meaning: ids
+		// end up in media URLs.
+		return fmt.Errorf("%w: %s %q is a relative path segment", ErrInvalidID, kind, s)
+	}
 	if len(s) > MaxIDLength {
 		return fmt.Errorf("%w: %s is %d bytes long, the limit is %d", ErrInvalidID, kind, len(s), MaxIDLength)
 	}

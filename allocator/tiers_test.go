@@ -130,7 +130,7 @@ func FuzzParseTierConfig(f *testing.F) {
 }
 
 func FuzzValidateID(f *testing.F) {
-	for _, seed := range []string{"CA123", "voice-agent-0", "a:b", "", "x y", "\xff"} {
+	for _, seed := range []string{"CA123", "voice-agent-0", "a:b", "", "x y", "\xff", ".", "..", "..."} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -138,7 +138,8 @@ func FuzzValidateID(f *testing.F) {
 			return
 		}
 		// An accepted id can never change which key it names.
-		if strings.ContainsAny(s, ":*?[]{} \\/\x00\n") || len(s) > allocator.MaxIDLength || s == "" {
+		// Nor a URL path segment ("." and ".." mean something there).
+		if strings.ContainsAny(s, ":*?[]{} \\/\x00\n") || len(s) > allocator.MaxIDLength || s == "" || s == "." || s == ".." {
 			t.Fatalf("accepted %q", s)
 		}
 	})

@@ -244,6 +244,12 @@ func TestRedisDown(t *testing.T) {
 			t.Fatalf("%s with redis paused: %d, want 503", path, status)
 		}
 	}
+	// The public probe names the failed check but shows no internal error
+	// text (it showed the Redis address and the error).
+	status, body = get(t, e.public.URL+"/readyz")
+	if failed, _ := body["failed"].([]any); status != 503 || len(failed) != 1 || failed[0] != "redis" {
+		t.Fatalf("public readyz with redis paused: %d %v, want 503 naming redis only", status, body)
+	}
 	e.srv.Resume()
 	if status, _ := get(t, e.admin.URL+"/readyz"); status != 200 {
 		t.Fatalf("readyz after resume: %d", status)

@@ -13,7 +13,8 @@ import (
 // server-side failures.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	f := calls.FailureOf(err)
-	if f.Status >= 500 {
+	// Refused allocations are logged by calls.Service, aggregated.
+	if f.Status >= 500 && f.Kind != calls.KindNoCapacity {
 		log.LogAttrs(r.Context(), slog.LevelWarn, "request failed",
 			slog.String("path", r.URL.Path), slog.Int("status", f.Status), slog.String("code", f.Code), slog.Any("err", err))
 	}

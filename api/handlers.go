@@ -34,7 +34,8 @@ type Handlers struct {
 	// caller.
 	Callers *Callers
 	Log     *slog.Logger
-	// MaxBody returns the request body limit in bytes (64 KiB by default).
+	// MaxBody returns the request body limit in bytes (nil:
+	// DefaultConfig's http.max_body_bytes).
 	MaxBody func() int64
 	// IsLeader reports whether this replica runs the leader loops (status
 	// only); nil means unknown.
@@ -174,7 +175,7 @@ func (h *Handlers) podInfo(w http.ResponseWriter, r *http.Request) {
 // accepted (callers of the predecessor send more than it read); a second
 // value or trailing garbage is not.
 func (h *Handlers) decode(w http.ResponseWriter, r *http.Request, v any) error {
-	limit := int64(64 << 10)
+	limit := DefaultConfig().HTTP.MaxBodyBytes
 	if h.MaxBody != nil {
 		limit = h.MaxBody()
 	}

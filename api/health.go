@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,15 +58,33 @@ func (rd *Readiness) Check(ctx context.Context) map[string]string {
 	return failed
 }
 
-func (rd *Readiness) serve(w http.ResponseWriter, r *http.Request) {
+// serve answers /readyz with each failed check and its error: for the
+// admin listener, inside the cluster.
+func (rd *Readiness) serve(w http.ResponseWriter, r *http.Request) { rd.answer(w, r, true) }
+
+// servePublic answers /readyz on the public listener with the names of the
+// failed checks only: their errors (addresses, plugin paths) are no
+// stranger's business.
+func (rd *Readiness) servePublic(w http.ResponseWriter, r *http.Request) { rd.answer(w, r, false) }
+
+func (rd *Readiness) answer(w http.ResponseWriter, r *http.Request, detail bool) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	failed := rd.Check(ctx)
-	if len(failed) > 0 {
+	if len(failed) == 0 {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
+		return
+	}
+	if detail {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "failed": failed})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
+	names := make([]string, 0, len(failed))
+	for name := range failed {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "failed": names})
 }
 
 func healthz(w http.ResponseWriter, _ *http.Request) {

@@ -43,8 +43,8 @@ type Listener struct {
 	conns *connTable
 }
 
-// Listen binds addr now, so that a port in use fails the start.
-func Listen(name, addr string, h http.Handler, cfg ListenerConfig, log *slog.Logger, reg prometheus.Registerer) (*Listener, error) {
+// NewListener binds addr now, so that a port in use fails the start.
+func NewListener(name, addr string, h http.Handler, cfg ListenerConfig, log *slog.Logger, reg prometheus.Registerer) (*Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err

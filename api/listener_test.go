@@ -28,7 +28,7 @@ func TestListenerShedsIdleAndSlowConnections(t *testing.T) {
 		BodyTimeout: func() time.Duration { return time.Minute },
 	}
 	const max = 100
-	ln, err := api.Listen("public", "127.0.0.1:0", s.Public(), api.ListenerConfig{
+	ln, err := api.NewListener("public", "127.0.0.1:0", s.Public(), api.ListenerConfig{
 		ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute, MaxConns: max,
 	}, slog.New(slog.DiscardHandler), reg)
 	if err != nil {
@@ -115,7 +115,7 @@ func TestSlowBodyEndsAtTheBodyDeadline(t *testing.T) {
 		Ready:       &api.Readiness{},
 		BodyTimeout: func() time.Duration { return 200 * time.Millisecond },
 	}
-	ln, err := api.Listen("public", "127.0.0.1:0", s.Public(), api.ListenerConfig{ReadHeaderTimeout: time.Second}, slog.New(slog.DiscardHandler), nil)
+	ln, err := api.NewListener("public", "127.0.0.1:0", s.Public(), api.ListenerConfig{ReadHeaderTimeout: time.Second}, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

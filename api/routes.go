@@ -57,7 +57,7 @@ func (s *Surface) Public() http.Handler {
 		mux.Handle(proxy.PathPrefix, s.Media)
 	}
 	mux.HandleFunc("GET /healthz", healthz)
-	mux.HandleFunc("GET /readyz", s.Ready.serve)
+	mux.HandleFunc("GET /readyz", s.Ready.servePublic)
 	return mux
 }
 

@@ -20,6 +20,11 @@ type Request struct {
 	Creator string
 }
 
+// DefaultMaxBodyBytes bounds a request body on either face (webhooks and
+// the generic API's JSON are small) unless http.max_body_bytes says
+// otherwise.
+const DefaultMaxBodyBytes = 64 << 10
+
 // Defaults of the predecessor's media URL.
 const (
 	DefaultProvider       = "twilio"

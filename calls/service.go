@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/edge-voice/edge/allocator"
 )
@@ -36,6 +37,7 @@ type Service struct {
 	media   MediaURLs
 	baseURL func() string
 	log     *slog.Logger
+	refused *refusalLog
 }
 
 // NewService returns a Service. baseURL returns the public ws:// or wss://
@@ -44,7 +46,7 @@ func NewService(alloc Allocator, media MediaURLs, baseURL func() string, log *sl
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{alloc: alloc, media: media, baseURL: baseURL, log: log}
+	return &Service{alloc: alloc, media: media, baseURL: baseURL, log: log, refused: newRefusalLog(log, 10*time.Second)}
 }
 
 // Allocate gives the call a pod and mints its media URL. A repeat for the
@@ -52,6 +54,7 @@ func NewService(alloc Allocator, media MediaURLs, baseURL func() string, log *sl
 // (see FailureOf) or ErrInvalidID for a request unfit for keys and URLs.
 func (s *Service) Allocate(ctx context.Context, req Request) (Call, error) {
 	if err := req.normalize(); err != nil {
+		s.log.Debug("allocation request invalid", "call_sid", shortID(req.CallID), "provider", shortID(req.Provider), "err", err)
 		return Call{}, err
 	}
 	al, err := s.alloc.Allocate(ctx, allocator.Request{CallID: req.CallID, MerchantID: req.MerchantID, Creator: req.Creator})
@@ -61,6 +64,11 @@ func (s *Service) Allocate(ctx context.Context, req Request) (Call, error) {
 		s.log.Warn("allocation warning", "call_sid", req.CallID, "merchant_id", req.MerchantID, "provider", req.Provider, "warning", al.Warning)
 	}
 	if err != nil {
+		// Refusals are logged here for both faces, aggregated under a
+		// burst; the faces log only what else goes wrong.
+		if f := FailureOf(err); f.Kind == KindNoCapacity || f.Kind == KindEnded {
+			s.refused.note(f.Code, "call_sid", req.CallID, "merchant_id", req.MerchantID, "provider", req.Provider)
+		}
 		return Call{}, err
 	}
 	// A live call's media URL goes only to whoever created it: a stranger

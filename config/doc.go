@@ -1,12 +1,15 @@
-// Package config owns edge's settings: the Config struct and its documented
-// defaults, loading them in layers, validating them, and reloading the safe
-// ones while edge runs.
+// Package config composes edge's settings: each component declares its own
+// Config with its defaults and Validate (api, allocator, poolmgr, proxy,
+// providers), and this package holds them as the sections of one Config,
+// loads them in layers, checks what spans sections, hides secrets, and
+// reloads the safe ones while edge runs.
 //
 // # Layers
 //
 // Load builds one Config from, lowest precedence first:
 //
-//  1. Default(): every default is written there, once.
+//  1. Default(): the components' DefaultConfig, where each default is
+//     written once.
 //  2. the YAML file named by --config (no file: this layer is empty).
 //  3. EDGE_* environment variables.
 //  4. command-line flags: --set key.path=value (repeatable, in order), then the
@@ -42,21 +45,14 @@
 // to allocator.ParseTierConfig as it is, so all three shapes the predecessor
 // accepted work: the envelope {"tiers":{...},"default_chain":[...]}, a map of
 // tier name to tier object, and a map of tier name to target. A top-level
-// `default_chain` replaces the parsed chain. Without `tiers`, DefaultTiers
-// applies. Operators change tiers at runtime through Redis; the config's
+// `default_chain` replaces the parsed chain. Without `tiers`,
+// allocator.DefaultTiers applies. Operators change tiers at runtime through Redis; the config's
 // tiers only bootstrap voice:tier:config.
 //
 // # From the predecessor's settings
 //
-//	REDIS_URL             redis.url                   EDGE_REDIS__URL
-//	LEASE_TTL             allocator.lease_ttl         EDGE_ALLOCATOR__LEASE_TTL (60s, not 15m: edge renews)
-//	CALL_INFO_TTL         allocator.call_info_ttl     EDGE_ALLOCATOR__CALL_INFO_TTL
-//	DRAINING_TTL          allocator.draining_ttl      EDGE_ALLOCATOR__DRAINING_TTL
-//	CLEANUP_INTERVAL      pool.zombie_sweep_interval  EDGE_POOL__ZOMBIE_SWEEP_INTERVAL
-//	TIER_CONFIG           tiers                       EDGE_TIERS (the same JSON)
-//	VOICE_AGENT_BASE_URL  public_base_url             EDGE_PUBLIC_BASE_URL
-//	NAMESPACE             pods.namespace              EDGE_PODS__NAMESPACE
-//	POD_LABEL_SELECTOR    pods.label_selector         EDGE_PODS__LABEL_SELECTOR
+// The README maps each of the predecessor's environment variables
+// (REDIS_URL, LEASE_TTL, TIER_CONFIG, ...) to its key and EDGE_ name.
 //
 // # Reload
 //

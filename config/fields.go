@@ -8,13 +8,58 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/edge-voice/edge/internal/confcheck"
 )
 
 // The reflection over Config's tags lives here: restart-only fields
 // (reload:"restart"), secrets (secret:"true"|"url") and the flat key=value
 // view used by String, LogValue and the reload log.
 
-const redactedText = "[redacted]"
+// leaf is one key of a struct: a field that is not a section.
+type leaf struct {
+	path    string
+	field   reflect.StructField
+	value   reflect.Value
+	restart bool // the field or a section around it is reload:"restart"
+}
+
+// leaves lists the keys of the struct v in field order: nested sections as
+// "a.b", squashed (embedded) ones with no key of their own; a list or a map
+// is one leaf.
+func leaves(v reflect.Value, prefix string, restart bool) []leaf {
+	var out []leaf
+	t := v.Type()
+	for i := range t.NumField() {
+		f, fv := t.Field(i), v.Field(i)
+		r := restart || f.Tag.Get("reload") == "restart"
+		name := koanfName(f)
+		switch {
+		case !f.IsExported() || name == "-":
+		case f.Anonymous && fv.Kind() == reflect.Struct:
+			out = append(out, leaves(fv, prefix, r)...)
+		case fv.Kind() == reflect.Struct:
+			out = append(out, leaves(fv, prefix+name+".", r)...)
+		default:
+			out = append(out, leaf{prefix + name, f, fv, r})
+		}
+	}
+	return out
+}
+
+// koanfName is a field's key: its koanf tag, else its name lower-cased.
+func koanfName(f reflect.StructField) string {
+	if name, _, _ := strings.Cut(f.Tag.Get("koanf"), ","); name != "" {
+		return name
+	}
+	return strings.ToLower(f.Name)
+}
+
+// structList reports a non-empty list of structs (pods.static), shown item
+// by item.
+func structList(v reflect.Value) bool {
+	return v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct && v.Len() > 0
+}
 
 // entry is one key of the flat view.
 type entry struct {
@@ -22,39 +67,29 @@ type entry struct {
 	value any
 }
 
-// entries flattens c into keys in field order: nested sections as
-// "a.b", list items as "a[0].b", the tiers as one JSON value. With redact,
-// secrets are hidden.
+// entries flattens c into keys in field order, list items as "a[0].b", the
+// tiers as one JSON value. With redact, secrets are hidden.
 func entries(c *Config, redact bool) []entry {
 	var out []entry
-	var walk func(v reflect.Value, prefix string)
-	walk = func(v reflect.Value, prefix string) {
-		t := v.Type()
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name := koanfName(f)
-			if name == "" {
-				continue
-			}
-			path, fv := prefix+name, v.Field(i)
-			switch {
-			case fv.Kind() == reflect.Struct:
-				walk(fv, path+".")
-			case fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.Struct && fv.Len() > 0:
-				for j := range fv.Len() {
-					walk(fv.Index(j), fmt.Sprintf("%s[%d].", path, j))
+	var add func(ls []leaf)
+	add = func(ls []leaf) {
+		for _, l := range ls {
+			switch secret := l.field.Tag.Get("secret"); {
+			case structList(l.value):
+				for j := range l.value.Len() {
+					add(leaves(l.value.Index(j), fmt.Sprintf("%s[%d].", l.path, j), false))
 				}
-			case fv.Kind() == reflect.Slice && fv.Len() == 0:
-				out = append(out, entry{path, []any{}})
-			case redact && f.Tag.Get("secret") != "" && fv.Kind() == reflect.String:
-				out = append(out, entry{path, redactString(f.Tag.Get("secret"), fv.String())})
+			case l.value.Kind() == reflect.Slice && l.value.Len() == 0:
+				out = append(out, entry{l.path, []any{}})
+			case redact && secret != "" && l.value.Kind() == reflect.String:
+				out = append(out, entry{l.path, redactString(secret, l.value.String())})
 			default:
-				out = append(out, entry{path, fv.Interface()})
+				out = append(out, entry{l.path, l.value.Interface()})
 			}
 		}
 	}
-	walk(reflect.ValueOf(c).Elem(), "")
-	tiers, err := json.Marshal(c.Tiers)
+	add(leaves(reflect.ValueOf(c).Elem(), "", false))
+	tiers, err := json.Marshal(c.Allocator.Tiers)
 	if err != nil {
 		tiers = []byte(err.Error())
 	}
@@ -95,7 +130,7 @@ func changedKeys(a, b *Config) []string {
 func (c *Config) String() string {
 	var b strings.Builder
 	for _, e := range entries(c, true) {
-		fmt.Fprintf(&b, "%s: %s\n", e.path, show(e.value))
+		fmt.Fprintf(&b, "%s: %s\n", e.path, confcheck.Show(e.value))
 	}
 	return b.String()
 }
@@ -124,24 +159,17 @@ func (c *Config) Redacted() *Config {
 }
 
 func redactValue(v reflect.Value) {
-	t := v.Type()
-	for i := range t.NumField() {
-		f, fv := t.Field(i), v.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		switch {
-		case f.Tag.Get("secret") != "" && fv.Kind() == reflect.String:
-			fv.SetString(redactString(f.Tag.Get("secret"), fv.String()))
-		case fv.Kind() == reflect.Struct:
-			redactValue(fv)
-		case fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.Struct && fv.Len() > 0:
-			cp := reflect.MakeSlice(fv.Type(), fv.Len(), fv.Len())
-			reflect.Copy(cp, fv) // the original's items stay untouched
+	for _, l := range leaves(v, "", false) {
+		switch secret := l.field.Tag.Get("secret"); {
+		case secret != "" && l.value.Kind() == reflect.String:
+			l.value.SetString(redactString(secret, l.value.String()))
+		case structList(l.value):
+			cp := reflect.MakeSlice(l.value.Type(), l.value.Len(), l.value.Len())
+			reflect.Copy(cp, l.value) // the original's items stay untouched
 			for j := range cp.Len() {
 				redactValue(cp.Index(j))
 			}
-			fv.Set(cp)
+			l.value.Set(cp)
 		}
 	}
 }
@@ -156,32 +184,19 @@ func redactString(kind, s string) string {
 			return u.Redacted()
 		}
 	}
-	return redactedText
+	return confcheck.Redacted
 }
 
-// restartFields calls fn for every restart-only field (tagged, or inside a
-// tagged section) whose value differs between old and next, with its key.
+// restartFields calls fn for every restart-only key whose value differs
+// between old and next.
 func restartFields(old, next *Config, fn func(path string, o, n reflect.Value)) {
-	var walk func(o, n reflect.Value, prefix string, restart bool)
-	walk = func(o, n reflect.Value, prefix string, restart bool) {
-		t := o.Type()
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name := koanfName(f)
-			if name == "" {
-				continue
-			}
-			r := restart || f.Tag.Get("reload") == "restart"
-			ov, nv := o.Field(i), n.Field(i)
-			switch {
-			case f.Type.Kind() == reflect.Struct:
-				walk(ov, nv, prefix+name+".", r)
-			case r && !reflect.DeepEqual(ov.Interface(), nv.Interface()):
-				fn(prefix+name, ov, nv)
-			}
+	o := leaves(reflect.ValueOf(old).Elem(), "", false)
+	n := leaves(reflect.ValueOf(next).Elem(), "", false)
+	for i := range o {
+		if o[i].restart && !reflect.DeepEqual(o[i].value.Interface(), n[i].value.Interface()) {
+			fn(o[i].path, o[i].value, n[i].value)
 		}
 	}
-	walk(reflect.ValueOf(old).Elem(), reflect.ValueOf(next).Elem(), "", false)
 }
 
 // RestartChanges lists the keys of restart-only fields that differ between
@@ -195,7 +210,7 @@ func RestartChanges(old, next *Config) []string {
 }
 
 // keepRestartFields copies old's restart-only values into next, so next is
-// what the running edge can become.
+// what the running edge can become (call next.link after).
 func keepRestartFields(old, next *Config) {
 	restartFields(old, next, func(_ string, o, n reflect.Value) { n.Set(o) })
 }

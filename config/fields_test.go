@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/edge-voice/edge/poolmgr"
 )
 
 func TestRestartChanges(t *testing.T) {
@@ -22,15 +24,15 @@ func TestRestartChanges(t *testing.T) {
 		"whole restart sections": {edit: func(c *Config) { c.Redis.PoolSize, c.Leader.RetryPeriod, c.Reload.Interval = 3, 1, 1 }, want: []string{"redis.pool_size", "leader.retry_period", "reload.interval"}},
 		"runtime fields": {edit: func(c *Config) {
 			c.Log.Level, c.Allocator.LeaseTTL, c.PublicBaseURL, c.AdminToken = "debug", time.Second, "ws://x", "t"
-			c.Pods.Static = []StaticPod{{Name: "a"}}
-			c.Tiers.DefaultChain = []string{"basic"}
+			c.Pods.Static = []poolmgr.StaticPod{{Name: "a"}}
+			c.Allocator.Tiers.DefaultChain = []string{"basic"}
 			c.HTTP.RequestTimeout, c.Pool.ReconcileInterval = time.Second, time.Second
 		}},
 		"restart fields inside runtime sections": {
 			edit: func(c *Config) {
 				c.Log.Format, c.Pods.Namespace, c.Pods.Source, c.HTTP.ReadHeaderTimeout = "json", "x", "kubernetes", time.Second
 			},
-			want: []string{"log.format", "pods.source", "pods.namespace", "http.read_header_timeout"},
+			want: []string{"http.read_header_timeout", "log.format", "pods.source", "pods.namespace"}, // field order: http is part of api.Config, first
 		},
 	}
 	for name, tc := range tests {
@@ -52,7 +54,7 @@ func TestSecretsHidden(t *testing.T) {
 	c := Default()
 	c.AdminToken = "tok-s3cret"
 	c.Redis.URL = "redis://default:hunter2@redis:6379/0"
-	c.Pods.Static = []StaticPod{{Name: "a", Address: "127.0.0.1:9000"}}
+	c.Pods.Static = []poolmgr.StaticPod{{Name: "a", Address: "127.0.0.1:9000"}}
 
 	var logged bytes.Buffer
 	slog.New(slog.NewJSONHandler(&logged, nil)).Info("start", "config", c)
@@ -101,8 +103,8 @@ func TestChangedKeys(t *testing.T) {
 	a, b := Default(), Default()
 	b.AdminToken = "new"
 	b.Allocator.LeaseTTL = time.Minute * 2
-	b.Pods.Static = []StaticPod{{Name: "x"}}
-	b.Tiers.DefaultChain = []string{"basic", "standard"}
+	b.Pods.Static = []poolmgr.StaticPod{{Name: "x"}}
+	b.Allocator.Tiers.DefaultChain = []string{"basic", "standard"}
 	want := []string{"admin_token", "allocator.lease_ttl", "pods.static[0].name", "pods.static[0].address", "pods.static[0].tier", "tiers", "pods.static"}
 	if diff := cmp.Diff(want, changedKeys(a, b)); diff != "" {
 		t.Errorf("changedKeys (-want +got):\n%s", diff)

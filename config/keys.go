@@ -24,25 +24,12 @@ const (
 // raw keys the allocator parses.
 var knownKeys = sync.OnceValue(func() map[string]keyShape {
 	keys := map[string]keyShape{"tiers": leafKey, "default_chain": leafKey}
-	var walk func(t reflect.Type, prefix string)
-	walk = func(t reflect.Type, prefix string) {
-		for _, f := range reflect.VisibleFields(t) {
-			name := koanfName(f)
-			if name == "" {
-				continue
-			}
-			path := prefix + name
-			switch {
-			case f.Type.Kind() == reflect.Struct:
-				walk(f.Type, path+".")
-			case f.Type.Kind() == reflect.Map:
-				keys[path] = openKey
-			default:
-				keys[path] = leafKey
-			}
+	for _, l := range leaves(reflect.ValueOf(&Config{}).Elem(), "", false) {
+		keys[l.path] = leafKey
+		if l.value.Kind() == reflect.Map {
+			keys[l.path] = openKey
 		}
 	}
-	walk(reflect.TypeFor[Config](), "")
 	return keys
 })
 
@@ -58,21 +45,6 @@ func knownKey(key string) bool {
 		}
 	}
 	return false
-}
-
-// koanfName is a field's key, "" for fields that are not keys.
-func koanfName(f reflect.StructField) string {
-	if !f.IsExported() || f.Anonymous {
-		return ""
-	}
-	name, _, _ := strings.Cut(f.Tag.Get("koanf"), ",")
-	if name == "-" {
-		return ""
-	}
-	if name == "" {
-		name = strings.ToLower(f.Name)
-	}
-	return name
 }
 
 // durationHook decodes Go duration strings and refuses bare numbers: in
@@ -101,33 +73,33 @@ func durationHook(from, to reflect.Type, data any) (any, error) {
 }
 
 // numberHook parses numbers and booleans given as strings (as the
-// environment and flags give every value), with an error that shows the value.
+// environment and flags give every value), with an error that shows the
+// value (mapstructure's own does not).
 func numberHook(from, to reflect.Type, data any) (any, error) {
 	if from.Kind() != reflect.String || to == durationType {
 		return data, nil
 	}
 	s := strings.TrimSpace(data.(string))
+	var v any
+	var err error
+	var want string
 	switch to.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		n, err := strconv.ParseInt(s, 10, to.Bits())
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a whole number", s)
-		}
-		return n, nil
+		v, err = strconv.ParseInt(s, 10, to.Bits())
+		want = "a whole number"
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		n, err := strconv.ParseUint(s, 10, to.Bits())
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a whole number >= 0", s)
-		}
-		return n, nil
+		v, err = strconv.ParseUint(s, 10, to.Bits())
+		want = "a whole number >= 0"
 	case reflect.Bool:
-		b, err := strconv.ParseBool(s)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not true or false", s)
-		}
-		return b, nil
+		v, err = strconv.ParseBool(s)
+		want = "true or false"
+	default:
+		return data, nil
 	}
-	return data, nil
+	if err != nil {
+		return nil, fmt.Errorf("%q is not %s", s, want)
+	}
+	return v, nil
 }
 
 // jsonHook decodes a string holding JSON into a list, map or struct field:

@@ -10,7 +10,9 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/env/v2"
 	"github.com/knadh/koanf/providers/posflag"
+	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
 )
@@ -112,41 +114,40 @@ func parseFlags(args []string) (*flags, error) {
 	return &flags{fs: fs, path: path, sets: sets}, nil
 }
 
-// envKeys maps EDGE_* variables to flat keys: EDGE_REDIS__URL -> redis.url.
-func envKeys(environ []string) (map[string]any, error) {
-	out := make(map[string]any)
-	var errs []error
-	for _, kv := range environ {
-		name, val, ok := strings.Cut(kv, "=")
-		rest, edge := strings.CutPrefix(name, envPrefix)
-		if !ok || !edge || rest == "" {
-			continue
-		}
-		key := strings.ToLower(strings.ReplaceAll(rest, "__", "."))
-		switch {
-		case knownKey(key):
-			out[key] = val
-		case strings.Contains(rest, "__"):
-			// Only edge's own variables nest with "__"; Kubernetes service
-			// variables (EDGE_SERVICE_HOST, EDGE_PORT_8080_TCP) never do.
-			errs = append(errs, fmt.Errorf("environment %s: unknown key %q", name, key))
-		}
-	}
-	return out, errors.Join(errs...)
+// envProvider reads the EDGE_* variables of environ as keys:
+// EDGE_REDIS__URL -> redis.url. A variable that names no key is ignored
+// unless it nests with "__": only edge's own variables do, Kubernetes
+// service variables (EDGE_SERVICE_HOST, EDGE_PORT_8080_TCP) never. Those
+// are errors, appended to errs as the provider reads.
+func envProvider(environ []string, errs *[]error) koanf.Provider {
+	return env.Provider(".", env.Opt{
+		Prefix:      envPrefix,
+		EnvironFunc: func() []string { return environ },
+		TransformFunc: func(name, val string) (string, any) {
+			rest := strings.TrimPrefix(name, envPrefix)
+			key := strings.ToLower(strings.ReplaceAll(rest, "__", "."))
+			switch {
+			case rest == "":
+			case knownKey(key):
+				return key, val
+			case strings.Contains(rest, "__"):
+				*errs = append(*errs, fmt.Errorf("environment %s: unknown key %q", name, key))
+			}
+			return "", nil
+		},
+	})
 }
 
 // load layers file (nil: no file), environ and fl over the defaults.
 func load(fl *flags, environ []string, file []byte) (*Config, error) {
 	k := koanf.New(".")
 	if file != nil {
-		if err := k.Load(rawBytes(file), yaml.Parser()); err != nil {
+		// The bytes the Watcher hashed, not a second read of the file.
+		if err := k.Load(rawbytes.Provider(file), yaml.Parser()); err != nil {
 			return nil, fmt.Errorf("config file %s: %w", fl.path, err)
 		}
 	}
-	env, err := envKeys(environ)
-	if err != nil {
-		return nil, err
-	}
+	var envErrs []error
 	flagLayer := posflag.ProviderWithFlag(fl.fs, ".", nil, func(f *pflag.Flag) (string, any) {
 		for _, fk := range flagKeys {
 			if fk.flag == f.Name {
@@ -159,7 +160,7 @@ func load(fl *flags, environ []string, file []byte) (*Config, error) {
 		name string
 		p    koanf.Provider
 	}{
-		{"environment", confmap.Provider(env, ".")},
+		{"environment", envProvider(environ, &envErrs)},
 		{"--set", confmap.Provider(fl.sets, ".")},
 		{"flags", flagLayer},
 	} {
@@ -167,7 +168,13 @@ func load(fl *flags, environ []string, file []byte) (*Config, error) {
 			return nil, fmt.Errorf("%s: %w", layer.name, err)
 		}
 	}
+	if len(envErrs) > 0 {
+		return nil, errors.Join(envErrs...)
+	}
 
+	// Decoding over the defaults (rather than loading them as a layer with
+	// koanf's structs provider) keeps durations typed: as a layer they
+	// would arrive as bare numbers, which durationHook refuses.
 	cfg := Default()
 	// tiers and default_chain are raw: the allocator parses them.
 	rawTiers, rawChain := k.Get("tiers"), k.Get("default_chain")
@@ -176,10 +183,12 @@ func load(fl *flags, environ []string, file []byte) (*Config, error) {
 	if err := decode(k, cfg, fl.path); err != nil {
 		return nil, err
 	}
-	if cfg.Tiers, err = parseTiers(rawTiers, rawChain); err != nil {
+	var err error
+	if cfg.Allocator.Tiers, err = parseTiers(rawTiers, rawChain); err != nil {
 		return nil, err
 	}
 	cfg.normalize()
+	cfg.link()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -245,14 +254,4 @@ func describeDecodeError(e *mapstructure.DecodeError, file string) []error {
 		errs = append(errs, err)
 	}
 	return errs
-}
-
-// rawBytes is a koanf.Provider of bytes already read, so the Watcher loads
-// exactly the bytes it hashed.
-type rawBytes []byte
-
-func (b rawBytes) ReadBytes() ([]byte, error) { return b, nil }
-
-func (b rawBytes) Read() (map[string]any, error) {
-	return nil, errors.New("rawBytes provider needs a parser")
 }

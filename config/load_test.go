@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/knadh/koanf/v2"
 )
 
 // writeFile writes a config file in a fresh temp dir and returns its path.
@@ -132,6 +134,24 @@ func TestLoadLayers(t *testing.T) {
 				t.Errorf("keys (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Settings a component reads from another section reach it, on load and
+// when a reload keeps a restart-only value.
+func TestLoadLinksSections(t *testing.T) {
+	cfg, err := loadT(t, "redis:\n  key_prefix: \"{voice}:\"\nallocator:\n  renew_interval: 15s\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Allocator.KeyPrefix != "{voice}:" || cfg.Proxy.RenewInterval != 15*time.Second {
+		t.Errorf("allocator key prefix %q, proxy renew interval %s; want {voice}: and 15s", cfg.Allocator.KeyPrefix, cfg.Proxy.RenewInterval)
+	}
+	next := Default()
+	keepRestartFields(cfg, next)
+	next.link()
+	if next.Allocator.KeyPrefix != "{voice}:" {
+		t.Errorf("after keepRestartFields, allocator key prefix %q, want the running {voice}:", next.Allocator.KeyPrefix)
 	}
 }
 
@@ -288,7 +308,9 @@ func TestCheck(t *testing.T) {
 }
 
 func TestEnvKeys(t *testing.T) {
-	got, err := envKeys([]string{
+	var errs []error
+	k := koanf.New(".")
+	err := k.Load(envProvider([]string{
 		"EDGE_REDIS__URL=redis://r:6379/0",
 		"EDGE_PUBLIC_BASE_URL=wss://e",
 		"EDGE_ALLOCATOR__LEASE_TTL=45s",
@@ -298,10 +320,11 @@ func TestEnvKeys(t *testing.T) {
 		"edge_redis__url=lower-case prefix is not ours",
 		"EDGE_=empty",
 		"NOEQUALS",
-	})
-	if err != nil {
+	}, &errs), nil)
+	if err := errors.Join(append(errs, err)...); err != nil {
 		t.Fatal(err)
 	}
+	got := k.All()
 	want := map[string]any{
 		"redis.url":           "redis://r:6379/0",
 		"public_base_url":     "wss://e",

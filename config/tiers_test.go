@@ -20,7 +20,7 @@ func TestLoadTierShapes(t *testing.T) {
 		want allocator.TierConfig
 	}{
 		"none: default tiers": {
-			want: DefaultTiers(),
+			want: allocator.DefaultTiers(),
 		},
 		"envelope": {
 			file: `
@@ -73,7 +73,7 @@ tiers:
 		"default_chain alone reorders the default tiers": {
 			env: []string{"EDGE_DEFAULT_CHAIN=basic, standard"},
 			want: allocator.TierConfig{
-				Tiers:        DefaultTiers().Tiers,
+				Tiers:        allocator.DefaultTiers().Tiers,
 				DefaultChain: []string{"basic", "standard"},
 			},
 		},
@@ -95,7 +95,7 @@ tiers:
 		"--set default_chain as JSON": {
 			args: []string{"--set", `default_chain=["basic","standard"]`},
 			want: allocator.TierConfig{
-				Tiers:        DefaultTiers().Tiers,
+				Tiers:        allocator.DefaultTiers().Tiers,
 				DefaultChain: []string{"basic", "standard"},
 			},
 		},
@@ -106,7 +106,7 @@ tiers:
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tc.want, cfg.Tiers); diff != "" {
+			if diff := cmp.Diff(tc.want, cfg.Allocator.Tiers); diff != "" {
 				t.Errorf("tiers (-want +got):\n%s", diff)
 			}
 		})

@@ -6,10 +6,14 @@ import (
 	"time"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/api"
+	"github.com/edge-voice/edge/poolmgr"
 )
 
 func TestValidate(t *testing.T) {
-	pod := func(name, addr, tier string) StaticPod { return StaticPod{Name: name, Address: addr, Tier: tier} }
+	pod := func(name, addr, tier string) poolmgr.StaticPod {
+		return poolmgr.StaticPod{Name: name, Address: addr, Tier: tier}
+	}
 	tests := map[string]struct {
 		edit func(c *Config)
 		want []string // each a substring of the error; none: valid
@@ -17,12 +21,12 @@ func TestValidate(t *testing.T) {
 	}{
 		"defaults": {edit: func(*Config) {}},
 		"a full valid config": {edit: func(c *Config) {
-			c.Listen = Listen{Public: "10.0.0.1:8080", Admin: "127.0.0.1:8080"}
+			c.Listen = api.Listen{Public: "10.0.0.1:8080", Admin: "127.0.0.1:8080"}
 			c.PublicBaseURL = "wss://edge.example.com/voice"
 			c.AdminToken = "t0ken"
 			c.Redis.URL = "rediss://user:pw@redis.example:6380/2"
-			c.Pods = Pods{Source: "kubernetes", Namespace: "voice", LabelSelector: "app=agent", PodPort: 8000,
-				Static: []StaticPod{pod("a", "[::1]:9000", "standard"), pod("b", "localhost:9001", "merchant:acme"), pod("c", "10.1.2.3:9", "")}}
+			c.Pods = poolmgr.PodsConfig{Source: "kubernetes", Namespace: "voice", LabelSelector: "app=agent", PodPort: 8000,
+				Static: []poolmgr.StaticPod{pod("a", "[::1]:9000", "standard"), pod("b", "localhost:9001", "merchant:acme"), pod("c", "10.1.2.3:9", "")}}
 		}},
 		"unix socket Redis": {edit: func(c *Config) { c.Redis.URL = "unix:///run/redis.sock" }},
 		"lease_ttl zero": {
@@ -101,7 +105,7 @@ func TestValidate(t *testing.T) {
 		},
 		"tiers": {
 			edit: func(c *Config) {
-				c.Tiers = allocator.TierConfig{Tiers: map[string]allocator.Tier{"gold": {Type: "premium"}}, DefaultChain: []string{"gold", "silver"}}
+				c.Allocator.Tiers = allocator.TierConfig{Tiers: map[string]allocator.Tier{"gold": {Type: "premium"}}, DefaultChain: []string{"gold", "silver"}}
 			},
 			want: []string{`tiers.gold.type`, `"premium"`, `default_chain[1]: unknown tier "silver"`},
 		},
@@ -119,7 +123,7 @@ func TestValidate(t *testing.T) {
 		},
 		"static pods": {
 			edit: func(c *Config) {
-				c.Pods.Static = []StaticPod{
+				c.Pods.Static = []poolmgr.StaticPod{
 					pod("ok", "127.0.0.1:9000", "standard"),
 					pod("bad name", "127.0.0.1:9001", ""),
 					pod("c", "foo", ""),

@@ -12,22 +12,6 @@ import (
 	"time"
 )
 
-// Reload configures the Watcher (restart: its ticker is built once).
-type Reload struct {
-	// Interval is how often the config file is read and compared by hash.
-	// Default 2s.
-	Interval time.Duration `koanf:"interval"`
-}
-
-func defaultReload() Reload {
-	return Reload{Interval: 2 * time.Second}
-}
-
-// Validate checks the interval is positive.
-func (r Reload) Validate() error {
-	return positive("reload.interval", r.Interval)
-}
-
 // Watcher reloads the config file while edge runs. It polls rather than
 // using fsnotify because Kubernetes updates a mounted ConfigMap by swapping a
 // symlink to a new directory, which file watches miss; polling reads through
@@ -141,6 +125,7 @@ func (w *Watcher) apply(data []byte) {
 	if keys := RestartChanges(cur, next); len(keys) > 0 {
 		w.log.Warn("config change requires restart, not applied", "file", w.flags.path, "keys", keys)
 		keepRestartFields(cur, next)
+		next.link()
 		if err := next.Validate(); err != nil {
 			// Restart-only values mixed with new runtime ones; no known
 			// constraint spans both, but never publish an invalid config.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/edge-voice/edge/poolmgr"
 )
 
 // fast makes the Watcher poll every 10ms.
@@ -193,7 +195,7 @@ func TestWatcherConfigMapSwap(t *testing.T) {
 
 	version("..v2", fast+"pods:\n  static:\n    - {name: agent-0, address: \"127.0.0.1:9100\", tier: standard}\n")
 	c := await(t, x.changes, "OnChange")
-	if diff := cmp.Diff([]StaticPod{{Name: "agent-0", Address: "127.0.0.1:9100", Tier: "standard"}}, c.new.Pods.Static); diff != "" {
+	if diff := cmp.Diff([]poolmgr.StaticPod{{Name: "agent-0", Address: "127.0.0.1:9100", Tier: "standard"}}, c.new.Pods.Static); diff != "" {
 		t.Errorf("pods.static (-want +got):\n%s", diff)
 	}
 }

@@ -48,7 +48,7 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request, p *proc, route stri
 		writeJSON(w, http.StatusNotFound, "not_found", "no such provider route")
 		return "rejected"
 	}
-	limit := int64(64 << 10)
+	limit := int64(calls.DefaultMaxBodyBytes)
 	if h.opts.MaxBody != nil {
 		limit = h.opts.MaxBody()
 	}
@@ -136,11 +136,15 @@ func (h *Host) refuse(w http.ResponseWriter, r *http.Request, p *proc, l *live, 
 	case calls.KindInvalid:
 		fail.Kind, outcome = plugins.FailureInvalidRequest, "invalid_request"
 	}
-	level := p.log.Warn
-	if fail.Kind == plugins.FailureInvalidRequest {
-		level = p.log.Info
+	// Refusals (no capacity, an ended call) are logged by calls.Service,
+	// aggregated; an invalid request is the caller's problem (debug).
+	switch f.Kind {
+	case calls.KindNoCapacity, calls.KindEnded:
+	case calls.KindInvalid:
+		p.log.Debug("webhook allocation invalid", "code", f.Code, "err", err)
+	default:
+		p.log.Warn("webhook allocation failed", "call_sid", ar.CallID, "merchant_id", ar.MerchantID, "code", f.Code, "err", err)
 	}
-	level("webhook allocation failed", "call_sid", ar.CallID, "merchant_id", ar.MerchantID, "code", f.Code, "err", err)
 	resp, aerr := call(h, p, "Answer", r.Context(), func(ctx context.Context) (*plugins.Response, error) {
 		return l.prov.Answer(ctx, &plugins.AnswerRequest{Request: ar, Failure: fail})
 	})
@@ -155,7 +159,7 @@ func (h *Host) refuse(w http.ResponseWriter, r *http.Request, p *proc, l *live, 
 // call runs one RPC under the RPC deadline, with its metrics; a failed RPC
 // makes the supervisor check the plugin at once.
 func call[T any](h *Host, p *proc, method string, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, h.opts.RPCTimeout)
+	ctx, cancel := context.WithTimeout(ctx, h.opts.Config.RPCTimeout)
 	defer cancel()
 	start := time.Now()
 	v, err := f(ctx)
@@ -194,8 +198,8 @@ func declared(routes []plugins.Route, method, path string) bool {
 // publicURL is the URL the provider called, as it signed it.
 func (h *Host) publicURL(r *http.Request, s *Spec) string {
 	base := s.WebhookBaseURL
-	if base == "" && h.opts.WebhookBaseURL != nil {
-		base = h.opts.WebhookBaseURL()
+	if base == "" {
+		base = h.opts.Current().WebhookBaseURL
 	}
 	if base == "" {
 		t := h.trusted()

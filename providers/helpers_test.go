@@ -71,9 +71,11 @@ func newEnvNoWait(t testing.TB, specs ...providers.Spec) *env {
 	svc := calls.NewService(e.alloc, proxy.NewSigner([]byte("test-secret"), time.Minute), func() string { return "wss://edge.example.com" }, nil)
 	e.host, err = providers.New(providers.Options{
 		Calls: svc, Log: slog.New(e.logs), Reg: e.reg,
-		RPCTimeout: 500 * time.Millisecond, HealthInterval: 200 * time.Millisecond,
-		BackoffMin: 10 * time.Millisecond, BackoffMax: time.Second,
-		WebhookBaseURL: func() string { return "https://edge.example.com" },
+		Config: providers.Config{
+			RPCTimeout: 500 * time.Millisecond, HealthInterval: 200 * time.Millisecond,
+			RestartBackoffMax: time.Second, WebhookBaseURL: "https://edge.example.com",
+		},
+		BackoffMin: 10 * time.Millisecond,
 	}, specs)
 	if err != nil {
 		t.Fatal(err)

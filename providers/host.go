@@ -29,7 +29,7 @@ type Spec struct {
 	SHA256 string
 	// Settings are handed over with Configure.
 	Settings plugins.Settings
-	// WebhookBaseURL overrides Options.WebhookBaseURL for this provider.
+	// WebhookBaseURL overrides Config.WebhookBaseURL for this provider.
 	WebhookBaseURL string
 }
 
@@ -46,29 +46,25 @@ type Calls interface {
 	Allocate(ctx context.Context, req calls.Request) (calls.Call, error)
 }
 
-// Options configure a Host. Func fields are read on every request so that
-// config reloads apply at once; nil means the documented default.
+// Options configure a Host.
 type Options struct {
 	Calls Calls
 	Log   *slog.Logger
 	Reg   prometheus.Registerer
 
-	// RPCTimeout bounds each RPC of the webhook path and health checks (2s).
-	RPCTimeout time.Duration
-	// StartTimeout bounds a plugin's start, handshake and Configure (10s).
-	StartTimeout time.Duration
-	// HealthInterval is how often a running plugin is checked (2s).
-	HealthInterval time.Duration
-	// BackoffMin and BackoffMax bound the restart backoff (100ms, 30s).
-	BackoffMin, BackoffMax time.Duration
-
-	// MaxBody returns the webhook body limit (64 KiB).
+	// Config is the providers section. Its restart-only settings (the
+	// timeouts) are read once, here; zero durations mean DefaultConfig's.
+	Config Config
+	// Current returns the section in effect; it is read on every request so
+	// that webhook_base_url reloads apply at once. nil:
+	// Config.
+	Current func() Config
+	// BackoffMin is the first restart backoff, doubling up to
+	// Config.RestartBackoffMax. Default 100ms.
+	BackoffMin time.Duration
+	// MaxBody returns the webhook body limit (nil:
+	// calls.DefaultMaxBodyBytes).
 	MaxBody func() int64
-	// WebhookBaseURL returns the http(s) base that providers call edge at
-	// ("https://edge.example.com"); the full URL given to plugins (what
-	// providers sign) is this base + the request's path and query. "": the
-	// request's own Host (and X-Forwarded-Proto/Host from a trusted proxy).
-	WebhookBaseURL func() string
 	// Trusted returns the trusted-proxy list: whose X-Forwarded-For/-Proto/
 	// -Host are believed (URL reconstruction, the client IP of allow-lists).
 	// nil: nobody's.
@@ -91,11 +87,16 @@ func New(opts Options, specs []Spec) (*Host, error) {
 			*d = v
 		}
 	}
-	def(&opts.RPCTimeout, 2*time.Second)
-	def(&opts.StartTimeout, 10*time.Second)
-	def(&opts.HealthInterval, 2*time.Second)
+	dc := DefaultConfig()
+	def(&opts.Config.RPCTimeout, dc.RPCTimeout)
+	def(&opts.Config.StartTimeout, dc.StartTimeout)
+	def(&opts.Config.HealthInterval, dc.HealthInterval)
+	def(&opts.Config.RestartBackoffMax, dc.RestartBackoffMax)
 	def(&opts.BackoffMin, 100*time.Millisecond)
-	def(&opts.BackoffMax, 30*time.Second)
+	if opts.Current == nil {
+		static := opts.Config
+		opts.Current = func() Config { return static }
+	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}

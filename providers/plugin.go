@@ -81,7 +81,7 @@ func (p *proc) run(ctx context.Context) {
 		p.h.m.restarts.WithLabelValues(p.name).Inc()
 		// A plugin that ran a while gets a fresh backoff; one that crashes
 		// at once backs off up to the maximum.
-		if time.Since(started) > p.h.opts.BackoffMax {
+		if time.Since(started) > p.h.opts.Config.RestartBackoffMax {
 			backoff = 0
 		}
 		if backoff > 0 {
@@ -92,14 +92,14 @@ func (p *proc) run(ctx context.Context) {
 			case <-t.C:
 			}
 		}
-		backoff = min(max(2*backoff, p.h.opts.BackoffMin), p.h.opts.BackoffMax)
+		backoff = min(max(2*backoff, p.h.opts.BackoffMin), p.h.opts.Config.RestartBackoffMax)
 	}
 }
 
 // start launches the process, checks its name and configures it.
 func (p *proc) start(ctx context.Context) (*live, error) {
 	s := p.spec.Load()
-	client, err := plugins.NewClient(plugins.ClientOptions{Cmd: s.Command(), SHA256: s.SHA256, Log: p.log, StartTimeout: p.h.opts.StartTimeout})
+	client, err := plugins.NewClient(plugins.ClientOptions{Cmd: s.Command(), SHA256: s.SHA256, Log: p.log, StartTimeout: p.h.opts.Config.StartTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func (p *proc) start(ctx context.Context) (*live, error) {
 	if err != nil {
 		return nil, err
 	}
-	sctx, cancel := context.WithTimeout(ctx, p.h.opts.StartTimeout)
+	sctx, cancel := context.WithTimeout(ctx, p.h.opts.Config.StartTimeout)
 	defer cancel()
 	d, err := prov.Describe(sctx)
 	if err != nil {
@@ -152,7 +152,7 @@ func (p *proc) configure(ctx context.Context, prov plugins.Provider, s *Spec) er
 // offers no exit channel, so Exited (a field read) is polled often; the
 // health RPC runs every HealthInterval, or at once after a failed RPC.
 func (p *proc) watch(ctx context.Context, l *live) error {
-	health := time.NewTicker(p.h.opts.HealthInterval)
+	health := time.NewTicker(p.h.opts.Config.HealthInterval)
 	defer health.Stop()
 	exited := time.NewTicker(exitPoll)
 	defer exited.Stop()
@@ -186,7 +186,7 @@ func (p *proc) watch(ctx context.Context, l *live) error {
 // ping goes through the plugin's own code (Describe), not only its gRPC
 // server, so a deadlocked provider counts as down.
 func (p *proc) ping(ctx context.Context, l *live) error {
-	ctx, cancel := context.WithTimeout(ctx, p.h.opts.RPCTimeout)
+	ctx, cancel := context.WithTimeout(ctx, p.h.opts.Config.RPCTimeout)
 	defer cancel()
 	_, err := l.prov.Describe(ctx)
 	return err
@@ -214,7 +214,7 @@ func (p *proc) apply(l *live) {
 		p.poke()
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.h.opts.StartTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), p.h.opts.Config.StartTimeout)
 	defer cancel()
 	if err := p.configure(ctx, l.prov, s); err != nil {
 		p.log.Error("provider plugin rejected new settings; restarting it with them", "err", err)

@@ -55,33 +55,6 @@ type Leases interface {
 	Release(ctx context.Context, callID string) (outcome string, err error)
 }
 
-// Config is the proxy's behaviour; Apply swaps it at run time without
-// touching open sockets.
-type Config struct {
-	// RequireToken refuses sockets without a token segment. When false, a
-	// token-less socket is accepted only on an exclusive pod with a live
-	// allocation, and is bound to that call (the predecessor's URLs).
-	RequireToken bool
-	// IdleTimeout closes a socket whose client sent nothing for this long
-	// (providers stream audio continuously). 0: never.
-	IdleTimeout time.Duration
-	// DialTimeout bounds dialing the pod and its handshake.
-	DialTimeout time.Duration
-	// RenewInterval is how often every socket's lease is renewed (one
-	// batch per replica).
-	RenewInterval time.Duration
-	// DrainTimeout is how long sockets may live on after shutdown starts.
-	DrainTimeout time.Duration
-	// MaxSockets bounds concurrent sockets of this replica (503 beyond).
-	MaxSockets int
-	// MaxMessageBytes bounds one frame's payload; a larger frame closes the
-	// socket. 0: no limit.
-	MaxMessageBytes int64
-	// Relay picks the mechanism for new sockets ("": RelayEpoll where it
-	// can be used). Open sockets keep theirs.
-	Relay Relay
-}
-
 // Proxy serves media sockets. It is an http.Handler for /ws/pod/ and a
 // component: Run renews leases and, when its context ends, drains.
 type Proxy struct {
@@ -131,10 +104,10 @@ func New(cfg Config, lookup func(string) (string, bool), leases Leases, signer *
 // Apply swaps the configuration; open sockets keep flowing.
 func (p *Proxy) Apply(cfg Config) {
 	if cfg.RenewInterval <= 0 {
-		cfg.RenewInterval = 20 * time.Second
+		cfg.RenewInterval = minRenewInterval
 	}
 	if cfg.DialTimeout <= 0 {
-		cfg.DialTimeout = 5 * time.Second
+		cfg.DialTimeout = DefaultConfig().DialTimeout
 	}
 	if cfg.Relay == "" {
 		cfg.Relay = Relay(defaultRelay)

@@ -12,6 +12,7 @@ import (
 	"github.com/edge-voice/edge/api"
 	"github.com/edge-voice/edge/config"
 	"github.com/edge-voice/edge/internal/fakeagent"
+	"github.com/edge-voice/edge/poolmgr"
 )
 
 // startEmbeddedRedis runs an in-process Redis (miniredis) on loopback. Keys
@@ -30,12 +31,12 @@ func startEmbeddedRedis() (addr string, stop func(), err error) {
 // tier of the default chain and one in the first shared tier, so that a
 // fresh edge can take calls at once.
 func (a *app) startFakeAgents(ctx context.Context, cfg *config.Config) error {
-	if cfg.Pods.Source != config.SourceStatic || len(cfg.Pods.Static) > 0 {
+	if cfg.Pods.Source != poolmgr.SourceStatic || len(cfg.Pods.Static) > 0 {
 		return nil
 	}
 	var exclusive, shared string
-	for _, step := range cfg.Tiers.DefaultChain {
-		switch t, ok := cfg.Tiers.Tiers[step]; {
+	for _, step := range cfg.Allocator.Tiers.DefaultChain {
+		switch t, ok := cfg.Allocator.Tiers.Tiers[step]; {
 		case !ok:
 		case t.Type == allocator.Exclusive && exclusive == "":
 			exclusive = step
@@ -53,7 +54,7 @@ func (a *app) startFakeAgents(ctx context.Context, cfg *config.Config) error {
 			return fmt.Errorf("start fake agent: %w", err)
 		}
 		a.add(ag)
-		a.fakePods = append(a.fakePods, config.StaticPod{
+		a.fakePods = append(a.fakePods, poolmgr.StaticPod{
 			Name: fmt.Sprintf("fake-agent-%d", i), Address: ag.Addr(), Tier: tier,
 		})
 	}

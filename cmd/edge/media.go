@@ -16,7 +16,7 @@ import (
 func setupMedia(ctx context.Context, a *app) error {
 	cfg := a.cfg()
 	signer := a.signer
-	px := proxy.New(proxyConfig(cfg), a.pods.Lookup, calls.MediaLeases{Alloc: a.alloc}, signer, a.log.With("component", "proxy"), a.reg)
+	px := proxy.New(cfg.Proxy, a.pods.Lookup, calls.MediaLeases{Alloc: a.alloc}, signer, a.log.With("component", "proxy"), a.reg)
 	px.Forwarded = a.trust.headers
 	a.surface.Media = px
 	a.add(px)
@@ -27,25 +27,13 @@ func setupMedia(ctx context.Context, a *app) error {
 		return nil
 	})
 	a.reloaded(func(_, cur *config.Config) {
-		px.Apply(proxyConfig(cur))
+		px.Apply(cur.Proxy)
 		signer.SetTTL(cur.Proxy.TokenTTL)
 	})
 	a.quickStart = append(a.quickStart, func(string) string {
 		return "open its media:  go run ./cmd/edge ws '<ws_url from the allocate answer>'   (the fake agent echoes)"
 	})
 	return nil
-}
-
-func proxyConfig(cfg *config.Config) proxy.Config {
-	return proxy.Config{
-		RequireToken:    cfg.Proxy.RequireToken,
-		IdleTimeout:     cfg.Proxy.IdleTimeout,
-		DialTimeout:     cfg.Proxy.DialTimeout,
-		RenewInterval:   cfg.Allocator.RenewInterval,
-		DrainTimeout:    cfg.Proxy.DrainTimeout,
-		MaxSockets:      cfg.Proxy.MaxSockets,
-		MaxMessageBytes: cfg.Proxy.MaxMessageBytes,
-	}
 }
 
 // newSigner makes the media token signer from proxy.token_secret, shared by

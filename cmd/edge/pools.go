@@ -30,7 +30,7 @@ func setupPools(ctx context.Context, a *app) error {
 
 	var elector poolmgr.Elector
 	switch cfg.Pods.Source {
-	case config.SourceKubernetes:
+	case poolmgr.SourceKubernetes:
 		client, err := poolmgr.NewKubeClient(cfg.Pods.Kubeconfig)
 		if err != nil {
 			return err
@@ -53,7 +53,7 @@ func setupPools(ctx context.Context, a *app) error {
 			LeaseDuration: lead.LeaseDuration, RenewDeadline: lead.RenewDeadline, RetryPeriod: lead.RetryPeriod,
 			Log: a.log.With("component", "leader"), Metrics: metrics,
 		}
-	case config.SourceStatic:
+	case poolmgr.SourceStatic:
 		src := &poolmgr.StaticSource{Registry: reg}
 		// The list is also synced at once, on every replica, as before the
 		// pool manager: a fresh start or a reload is usable immediately,
@@ -97,15 +97,15 @@ func setupPools(ctx context.Context, a *app) error {
 	a.add(&poolmgr.TierRefresher{
 		Load:    a.alloc.LoadTierConfig,
 		Current: func() allocator.TierConfig { return a.alloc.Config().Tiers },
-		// TTLs come from the config in effect, tiers from Redis.
-		Apply:    func(tc allocator.TierConfig) { a.alloc.Apply(allocatorConfig(a.cfg(), tc)) },
+		// Tiers from Redis; ApplyTiers keeps the TTLs of the config in effect.
+		Apply:    a.alloc.ApplyTiers,
 		Interval: func() time.Duration { return a.cfg().Pool.TierConfigRefresh },
 		Log:      a.log.With("component", "tier-config"), Metrics: metrics,
 	})
 
 	cfgAPI := &api.ConfigAPI{Alloc: a.alloc, Log: a.log, OnTierChange: func(tc allocator.TierConfig) {
 		// This replica applies at once; the others within pool.tier_config_refresh.
-		a.alloc.Apply(allocatorConfig(a.cfg(), tc))
+		a.alloc.ApplyTiers(tc)
 	}}
 	if a.surface.AdminExtra == nil {
 		a.surface.AdminExtra = map[string]http.Handler{}

@@ -25,14 +25,12 @@ func setupProviders(_ context.Context, a *app) error {
 		return fmt.Errorf("providers: find edge's own binary for the built-in plugins: %w", err)
 	}
 	specs := providerSpecs(cfg, self)
-	pc := cfg.Providers
 	host, err := providers.New(providers.Options{
 		Calls: a.calls, Log: a.log, Reg: a.reg,
-		RPCTimeout: pc.RPCTimeout, StartTimeout: pc.StartTimeout,
-		HealthInterval: pc.HealthInterval, BackoffMax: pc.RestartBackoffMax,
-		MaxBody:        func() int64 { return a.cfg().HTTP.MaxBodyBytes },
-		WebhookBaseURL: func() string { return a.cfg().Providers.WebhookBaseURL },
-		Trusted:        a.trust.current,
+		Config:  cfg.Providers,
+		Current: func() providers.Config { return a.cfg().Providers },
+		MaxBody: func() int64 { return a.cfg().HTTP.MaxBodyBytes },
+		Trusted: a.trust.current,
 	}, specs)
 	if err != nil {
 		return fmt.Errorf("providers: %w", err)
@@ -75,7 +73,7 @@ func setupProviders(_ context.Context, a *app) error {
 func providerSpecs(cfg *config.Config, self string) []providers.Spec {
 	pc := cfg.Providers
 	var specs []providers.Spec
-	add := func(name string, pl config.Plugin) {
+	add := func(name string, pl providers.Plugin) {
 		s := providers.Spec{Name: name, Path: pl.Path, SHA256: pl.SHA256, WebhookBaseURL: pl.WebhookBaseURL, Settings: pluginSettings(pl)}
 		if pl.Path == "" {
 			s.Command = func() *exec.Cmd { return exec.Command(self, "plugin", name) }
@@ -85,7 +83,7 @@ func providerSpecs(cfg *config.Config, self string) []providers.Spec {
 		}
 		specs = append(specs, s)
 	}
-	for _, name := range config.BuiltinProviders {
+	for _, name := range providers.BuiltinNames {
 		pl := pc.Plugins[name]
 		if pl.Disabled || (!pc.Builtin && pl.Path == "") {
 			continue
@@ -94,7 +92,7 @@ func providerSpecs(cfg *config.Config, self string) []providers.Spec {
 	}
 	for _, name := range slices.Sorted(maps.Keys(pc.Plugins)) {
 		pl := pc.Plugins[name]
-		if pl.Disabled || slices.Contains(config.BuiltinProviders, name) {
+		if pl.Disabled || slices.Contains(providers.BuiltinNames, name) {
 			continue
 		}
 		add(name, pl)
@@ -104,7 +102,7 @@ func providerSpecs(cfg *config.Config, self string) []providers.Spec {
 
 // pluginSettings is what the plugin gets with Configure: its settings, its
 // secrets and auth_tokens, in one map.
-func pluginSettings(pl config.Plugin) plugins.Settings {
+func pluginSettings(pl providers.Plugin) plugins.Settings {
 	s := plugins.Settings{}
 	maps.Copy(s, pl.Settings)
 	for k, v := range pl.Secrets {

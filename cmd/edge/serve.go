@@ -20,6 +20,7 @@ import (
 	"github.com/edge-voice/edge/api"
 	"github.com/edge-voice/edge/calls"
 	"github.com/edge-voice/edge/config"
+	"github.com/edge-voice/edge/poolmgr"
 	"github.com/edge-voice/edge/proxy"
 )
 
@@ -47,7 +48,7 @@ type app struct {
 	// embedded is set when edge runs its in-process Redis (dev mode), and
 	// fakePods lists the built-in fake agents it then registers.
 	embedded bool
-	fakePods []config.StaticPod
+	fakePods []poolmgr.StaticPod
 
 	// quickStart are more ready-to-paste hints for the start-up output,
 	// given the bound public URL.
@@ -81,8 +82,8 @@ func (a *app) onClose(f func()) { a.closers = append(a.closers, f) }
 func (a *app) reloaded(f func(old, cur *config.Config)) { a.onReload = append(a.onReload, f) }
 
 // staticPods is the static pod list of cfg plus the built-in fake agents.
-func (a *app) staticPods(cfg *config.Config) []config.StaticPod {
-	return append(append([]config.StaticPod(nil), cfg.Pods.Static...), a.fakePods...)
+func (a *app) staticPods(cfg *config.Config) []poolmgr.StaticPod {
+	return append(append([]poolmgr.StaticPod(nil), cfg.Pods.Static...), a.fakePods...)
 }
 
 func (a *app) close() {
@@ -221,36 +222,25 @@ func (a *app) openRedis(ctx context.Context, cfg *config.Config) error {
 func (a *app) buildAllocator(ctx context.Context) error {
 	cfg := a.cfg()
 	var err error
-	a.alloc, err = allocator.New(a.rdb, allocatorConfig(cfg, cfg.Tiers), a.reg)
+	a.alloc, err = allocator.New(a.rdb, cfg.Allocator, a.reg)
 	if err != nil {
 		return err
 	}
 	a.reg.MustRegister(allocator.NewPoolCollector(a.alloc))
 	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	tiers, created, err := a.alloc.BootstrapTierConfig(bctx, cfg.Tiers)
+	tiers, created, err := a.alloc.BootstrapTierConfig(bctx, cfg.Allocator.Tiers)
 	if err != nil {
 		return fmt.Errorf("redis at %s: %w", redactURL(cfg.Redis.URL), err)
 	}
 	a.log.Info("tier config", "source", map[bool]string{true: "bootstrapped from config", false: "read from redis"}[created], "chain", tiers.DefaultChain)
-	a.alloc.Apply(allocatorConfig(cfg, tiers))
+	a.alloc.ApplyTiers(tiers)
 	if err := a.alloc.Preload(bctx); err != nil {
 		return err
 	}
-	a.reloaded(func(_, cur *config.Config) {
-		a.alloc.Apply(allocatorConfig(cur, a.alloc.Config().Tiers))
-	})
+	// Tiers stay Redis's: the file's only bootstrapped them.
+	a.reloaded(func(_, cur *config.Config) { a.alloc.ApplyTTLs(cur.Allocator) })
 	return nil
-}
-
-func allocatorConfig(cfg *config.Config, tiers allocator.TierConfig) allocator.Config {
-	return allocator.Config{
-		KeyPrefix:   cfg.Redis.KeyPrefix,
-		LeaseTTL:    cfg.Allocator.LeaseTTL,
-		CallInfoTTL: cfg.Allocator.CallInfoTTL,
-		DrainingTTL: cfg.Allocator.DrainingTTL,
-		Tiers:       tiers,
-	}
 }
 
 // listen binds both listeners now, so that a port in use fails the start.
@@ -261,11 +251,11 @@ func (a *app) listen() error {
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
 		MaxConns: cfg.HTTP.MaxConnections, Grace: grace,
 	}
-	pub, err := api.Listen("public", cfg.Listen.Public, a.surface.Public(), lc, a.log, a.reg)
+	pub, err := api.NewListener("public", cfg.Listen.Public, a.surface.Public(), lc, a.log, a.reg)
 	if err != nil {
 		return fmt.Errorf("listen.public: %w", err)
 	}
-	adm, err := api.Listen("admin", cfg.Listen.Admin, a.surface.Admin(), lc, a.log, a.reg)
+	adm, err := api.NewListener("admin", cfg.Listen.Admin, a.surface.Admin(), lc, a.log, a.reg)
 	if err != nil {
 		pub.Close()
 		return fmt.Errorf("listen.admin: %w", err)

@@ -1,4 +1,4 @@
-package config
+package api
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/edge-voice/edge/allocator"
-	"github.com/edge-voice/edge/api"
+	"github.com/edge-voice/edge/internal/confcheck"
 )
 
 // GenericAPI configures who may call the generic allocate API
@@ -18,25 +18,13 @@ type GenericAPI struct {
 	// with the embedded Redis (development), else "off".
 	Open string `koanf:"open"`
 	// Tokens are the callers, each allowed its merchants (see
-	// api.CallerToken). File only: a list has no environment form.
-	Tokens []api.CallerToken `koanf:"tokens"`
-}
-
-// OpenMode is Open with its default applied.
-func (c *Config) OpenMode() string {
-	switch {
-	case c.GenericAPI.Open != "":
-		return c.GenericAPI.Open
-	case c.Redis.URL == "":
-		return api.OpenLoopback
-	default:
-		return api.OpenOff
-	}
+	// CallerToken). File only: a list has no environment form.
+	Tokens []CallerToken `koanf:"tokens"`
 }
 
 // CallerTokens returns the tokens with each token_file read.
-func (g GenericAPI) CallerTokens() ([]api.CallerToken, error) {
-	out := make([]api.CallerToken, len(g.Tokens))
+func (g GenericAPI) CallerTokens() ([]CallerToken, error) {
+	out := make([]CallerToken, len(g.Tokens))
 	var errs []error
 	for i, t := range g.Tokens {
 		if t.TokenFile != "" {
@@ -57,9 +45,9 @@ func (g GenericAPI) CallerTokens() ([]api.CallerToken, error) {
 func (g GenericAPI) Validate() error {
 	var errs []error
 	switch g.Open {
-	case "", api.OpenOff, api.OpenLoopback, api.OpenAnyone:
+	case "", OpenOff, OpenLoopback, OpenAnyone:
 	default:
-		errs = append(errs, invalid("generic_api.open", g.Open, `must be "off", "loopback" or "anyone"`))
+		errs = append(errs, confcheck.Invalid("generic_api.open", g.Open, `must be "off", "loopback" or "anyone"`))
 	}
 	seen := map[string]bool{}
 	tokens, err := g.CallerTokens()
@@ -69,7 +57,7 @@ func (g GenericAPI) Validate() error {
 		if err := allocator.ValidateID(path+".name", t.Name); err != nil {
 			errs = append(errs, err)
 		} else if seen[t.Name] {
-			errs = append(errs, invalid(path+".name", t.Name, "is used twice"))
+			errs = append(errs, confcheck.Invalid(path+".name", t.Name, "is used twice"))
 		}
 		seen[t.Name] = true
 		switch {

@@ -1,4 +1,4 @@
-package config
+package providers
 
 import (
 	"encoding/hex"
@@ -11,14 +11,17 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/edge-voice/edge/internal/confcheck"
 )
 
-// BuiltinProviders are the providers edge ships and runs as plugin
-// processes of its own binary (`edge plugin <name>`) with no configuration.
-var BuiltinProviders = []string{"twilio", "plivo", "exotel"}
+// BuiltinNames are the providers edge ships and runs as plugin processes of its
+// own binary (`edge plugin <name>`) with no configuration.
+var BuiltinNames = []string{"twilio", "plivo", "exotel"}
 
-// Providers configures the provider plugins (package providers). Every
-// provider is a go-plugin process; the built-ins run from edge's own binary.
+// Config is the providers' section of edge's configuration (keys
+// providers.*). Every provider is a go-plugin process; the built-ins run
+// from edge's own binary.
 //
 //	providers:
 //	  webhook_base_url: https://edge.example.com
@@ -27,7 +30,7 @@ var BuiltinProviders = []string{"twilio", "plivo", "exotel"}
 //	    acme:   {path: /opt/edge/acme-provider, sha256: "…", secrets: {api_key: "…"}}
 //
 // Environment: EDGE_PROVIDERS__PLUGINS__TWILIO__AUTH_TOKENS=tok1,tok2.
-type Providers struct {
+type Config struct {
 	// WebhookBaseURL is the http:// or https:// base providers call edge's
 	// webhooks at, as configured in their consoles (edge usually sits
 	// behind a TLS-terminating load balancer, so the request alone does not
@@ -82,8 +85,9 @@ type Plugin struct {
 	Secrets map[string]Secret `koanf:"secrets"`
 }
 
-func defaultProviders() Providers {
-	return Providers{
+// DefaultConfig is the providers' defaults.
+func DefaultConfig() Config {
+	return Config{
 		Builtin:           true,
 		RPCTimeout:        2 * time.Second,
 		StartTimeout:      10 * time.Second,
@@ -95,26 +99,26 @@ func defaultProviders() Providers {
 var providerName = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
 
 // Validate checks names, binaries, checksums and URLs.
-func (p Providers) Validate() error {
+func (c Config) Validate() error {
 	errs := []error{
-		validateWebhookBase("providers.webhook_base_url", p.WebhookBaseURL),
-		positive("providers.rpc_timeout", p.RPCTimeout),
-		positive("providers.start_timeout", p.StartTimeout),
-		positive("providers.health_interval", p.HealthInterval),
-		positive("providers.restart_backoff_max", p.RestartBackoffMax),
+		validateWebhookBase("providers.webhook_base_url", c.WebhookBaseURL),
+		confcheck.Positive("providers.rpc_timeout", c.RPCTimeout),
+		confcheck.Positive("providers.start_timeout", c.StartTimeout),
+		confcheck.Positive("providers.health_interval", c.HealthInterval),
+		confcheck.Positive("providers.restart_backoff_max", c.RestartBackoffMax),
 	}
-	for name, pl := range p.Plugins {
+	for name, pl := range c.Plugins {
 		path := "providers.plugins." + name
 		if !providerName.MatchString(name) {
-			errs = append(errs, invalid(path, name, "a provider name is [a-z0-9_-], at most 32 bytes"))
+			errs = append(errs, confcheck.Invalid(path, name, "a provider name is [a-z0-9_-], at most 32 bytes"))
 			continue
 		}
-		if pl.Path == "" && !slices.Contains(BuiltinProviders, name) && !pl.Disabled {
-			errs = append(errs, fmt.Errorf("%s.path: required for a provider that is not built in (%s)", path, strings.Join(BuiltinProviders, ", ")))
+		if pl.Path == "" && !slices.Contains(BuiltinNames, name) && !pl.Disabled {
+			errs = append(errs, fmt.Errorf("%s.path: required for a provider that is not built in (%s)", path, strings.Join(BuiltinNames, ", ")))
 		}
 		if pl.SHA256 != "" {
 			if b, err := hex.DecodeString(pl.SHA256); err != nil || len(b) != 32 {
-				errs = append(errs, invalid(path+".sha256", pl.SHA256, "must be 64 hex digits"))
+				errs = append(errs, confcheck.Invalid(path+".sha256", pl.SHA256, "must be 64 hex digits"))
 			}
 			if pl.Path == "" {
 				errs = append(errs, fmt.Errorf("%s.sha256: needs path", path))
@@ -137,18 +141,18 @@ func validateWebhookBase(path, s string) error {
 	case err != nil:
 		return fmt.Errorf("%s: %q: not a URL", path, s)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return invalid(path, s, "must be an http:// or https:// URL")
+		return confcheck.Invalid(path, s, "must be an http:// or https:// URL")
 	case u.Host == "":
-		return invalid(path, s, "must name a host")
+		return confcheck.Invalid(path, s, "must name a host")
 	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
-		return invalid(path, u.Redacted(), "must not have user info, a query or a fragment")
+		return confcheck.Invalid(path, u.Redacted(), "must not have user info, a query or a fragment")
 	}
 	return nil
 }
 
 // Secret is a string that never prints: in String, the log (text and
-// JSON) and JSON it shows as [redacted]. Secrets inside maps (the
-// providers' settings) are hidden this way, where the secret:"true" tag
+// JSON) and JSON it shows as [redacted]. Secrets inside maps (the plugins'
+// secrets) are hidden this way, where edge config's secret:"true" tag
 // cannot reach.
 type Secret string
 
@@ -156,7 +160,7 @@ func (s Secret) String() string {
 	if s == "" {
 		return ""
 	}
-	return redactedText
+	return confcheck.Redacted
 }
 
 // GoString hides the value from %#v too.

@@ -1,0 +1,184 @@
+package allocator
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edge-voice/edge/internal/confcheck"
+)
+
+// Config is the allocator's section of edge's configuration (keys
+// allocator.*) and what New and Apply take. Every field but KeyPrefix may
+// change at run time through Apply. Zero durations mean DefaultConfig's.
+type Config struct {
+	// KeyPrefix prefixes every key ("": DefaultPrefix). Not a key of this
+	// section: edge sets it from redis.key_prefix.
+	KeyPrefix string `koanf:"-"`
+	// LeaseTTL is how long an allocation lives without a renewal: the window
+	// for its media socket to arrive, and how long a call outlives a socket
+	// that vanished without a release. The proxy renews it while the socket
+	// is open. Default 60s.
+	LeaseTTL time.Duration `koanf:"lease_ttl"`
+	// CallInfoTTL bounds how long call info outlives its last renewal, for
+	// idempotent retries of allocate and for release. Default 1h.
+	CallInfoTTL time.Duration `koanf:"call_info_ttl"`
+	// DrainingTTL is how long a pod's draining flag lives; it outlasts the
+	// pod's preStop window. Default 6m.
+	DrainingTTL time.Duration `koanf:"draining_ttl"`
+	// RenewInterval is how often the holder of a lease (the media proxy)
+	// renews it. The allocator does not use it: it is validated here, beside
+	// LeaseTTL, which it must stay below half of so that one lost renewal
+	// does not end a call. Default 20s.
+	RenewInterval time.Duration `koanf:"renew_interval"`
+	// Tiers is the tier config allocation walks. In edge's configuration it
+	// is read from the top-level keys tiers and default_chain and only
+	// bootstraps voice:tier:config; at run time it comes from Redis.
+	// Default: DefaultTiers.
+	Tiers TierConfig `koanf:"-"`
+}
+
+// DefaultConfig is the allocator's defaults.
+func DefaultConfig() Config {
+	return Config{
+		KeyPrefix:     DefaultPrefix,
+		LeaseTTL:      60 * time.Second,
+		CallInfoTTL:   time.Hour,
+		DrainingTTL:   6 * time.Minute,
+		RenewInterval: 20 * time.Second,
+		Tiers:         DefaultTiers(),
+	}
+}
+
+// DefaultTiers is the tier config used when none is given: two exclusive
+// "standard" pods, then one "basic" pod shared by up to 4 calls. It suits
+// the embedded development mode.
+//
+//	{"tiers":{"standard":{"type":"exclusive","target":2},
+//	          "basic":{"type":"shared","target":1,"max_concurrent":4}},
+//	 "default_chain":["standard","basic"]}
+func DefaultTiers() TierConfig {
+	return TierConfig{
+		Tiers: map[string]Tier{
+			"standard": {Type: Exclusive, Target: 2},
+			"basic":    {Type: Shared, Target: 1, MaxConcurrent: 4},
+		},
+		DefaultChain: []string{"standard", "basic"},
+	}
+}
+
+// withDefaults fills zero durations from DefaultConfig.
+func (c Config) withDefaults() Config {
+	def := DefaultConfig()
+	for _, f := range []struct{ v, d *time.Duration }{
+		{&c.LeaseTTL, &def.LeaseTTL}, {&c.CallInfoTTL, &def.CallInfoTTL},
+		{&c.DrainingTTL, &def.DrainingTTL}, {&c.RenewInterval, &def.RenewInterval},
+	} {
+		if *f.v <= 0 {
+			*f.v = *f.d
+		}
+	}
+	return c
+}
+
+// Validate checks every TTL is positive, renewals come often enough, and
+// the tiers (errors name tiers.<name>.<field> and default_chain[i]).
+func (c Config) Validate() error {
+	errs := []error{
+		confcheck.Positive("allocator.lease_ttl", c.LeaseTTL),
+		confcheck.Positive("allocator.call_info_ttl", c.CallInfoTTL),
+		confcheck.Positive("allocator.draining_ttl", c.DrainingTTL),
+		confcheck.Positive("allocator.renew_interval", c.RenewInterval),
+	}
+	if c.LeaseTTL > 0 && c.RenewInterval > 0 && c.RenewInterval >= c.LeaseTTL/2 {
+		errs = append(errs, confcheck.Invalid("allocator.renew_interval", c.RenewInterval,
+			fmt.Sprintf("must be < allocator.lease_ttl/2 = %s", c.LeaseTTL/2)))
+	}
+	if c.CallInfoTTL > 0 && c.LeaseTTL > 0 && c.CallInfoTTL < c.LeaseTTL {
+		// Call info outliving the lease is what makes release after a
+		// renewal gap find the call.
+		errs = append(errs, confcheck.Invalid("allocator.call_info_ttl", c.CallInfoTTL,
+			fmt.Sprintf("must be >= allocator.lease_ttl (%s)", c.LeaseTTL)))
+	}
+	return errors.Join(append(errs, c.Tiers.Validate())...)
+}
+
+// RedisConfig is the connection to the Redis that holds the pool state
+// (keys redis.*; restart: the client is built once).
+type RedisConfig struct {
+	// URL is "redis://[user:password@]host:6379/0", "rediss://..." for TLS,
+	// or "unix:///path/to/redis.sock", in go-redis's ParseURL syntax. Empty
+	// (the default) runs an embedded in-process Redis: development only,
+	// state is lost on exit and not shared between replicas.
+	URL string `koanf:"url" secret:"url"`
+	// KeyPrefix starts every key edge reads or writes. Default
+	// DefaultPrefix, the predecessor's, so that migrating is pointing edge
+	// at the same Redis. A hash tag such as "{voice}:" keeps all keys in one
+	// Redis Cluster slot.
+	KeyPrefix string `koanf:"key_prefix"`
+	// PoolSize is the client's connection pool size; 0 (the default) keeps
+	// go-redis's default of 10 per CPU.
+	PoolSize int `koanf:"pool_size"`
+	// DialTimeout bounds connecting. Default 2s.
+	DialTimeout time.Duration `koanf:"dial_timeout"`
+	// ReadTimeout bounds one reply; an allocation is one script call, so
+	// this is its worst case. Default 500ms.
+	ReadTimeout time.Duration `koanf:"read_timeout"`
+	// WriteTimeout bounds sending one command. Default 500ms.
+	WriteTimeout time.Duration `koanf:"write_timeout"`
+}
+
+// DefaultRedisConfig is the connection's defaults.
+func DefaultRedisConfig() RedisConfig {
+	return RedisConfig{
+		KeyPrefix:    DefaultPrefix,
+		DialTimeout:  2 * time.Second,
+		ReadTimeout:  500 * time.Millisecond,
+		WriteTimeout: 500 * time.Millisecond,
+	}
+}
+
+// Embedded reports whether edge should run its in-process Redis.
+func (r RedisConfig) Embedded() bool { return r.URL == "" }
+
+// Validate checks the URL parses as go-redis will parse it, without ever
+// echoing a password.
+func (r RedisConfig) Validate() error {
+	var errs []error
+	if r.URL != "" {
+		errs = append(errs, validateRedisURL(r.URL))
+	}
+	if r.KeyPrefix == "" {
+		errs = append(errs, fmt.Errorf("redis.key_prefix: must not be empty (the predecessor's is %q)", DefaultPrefix))
+	}
+	if r.PoolSize < 0 {
+		errs = append(errs, confcheck.Invalid("redis.pool_size", r.PoolSize, "must be >= 0 (0: go-redis default)"))
+	}
+	errs = append(errs,
+		confcheck.Positive("redis.dial_timeout", r.DialTimeout),
+		confcheck.Positive("redis.read_timeout", r.ReadTimeout),
+		confcheck.Positive("redis.write_timeout", r.WriteTimeout),
+	)
+	return errors.Join(errs...)
+}
+
+func validateRedisURL(s string) error {
+	const path = "redis.url"
+	u, err := url.Parse(s)
+	if err != nil {
+		// url.Error repeats the whole URL, password included.
+		shown := s
+		if strings.Contains(s, "@") {
+			shown = confcheck.Redacted
+		}
+		return fmt.Errorf("%s: %q: not a URL", path, shown)
+	}
+	if _, err := redis.ParseURL(s); err != nil {
+		return fmt.Errorf("%s: %q: %s", path, u.Redacted(), strings.TrimPrefix(err.Error(), "redis: "))
+	}
+	return nil
+}
