@@ -16,8 +16,8 @@ type recordSink struct {
 }
 
 func (s *recordSink) Enabled(context.Context, slog.Level) bool { return true }
-func (s *recordSink) WithAttrs([]slog.Attr) slog.Handler        { return s }
-func (s *recordSink) WithGroup(string) slog.Handler             { return s }
+func (s *recordSink) WithAttrs([]slog.Attr) slog.Handler       { return s }
+func (s *recordSink) WithGroup(string) slog.Handler            { return s }
 func (s *recordSink) Handle(_ context.Context, r slog.Record) error {
 	s.mu.Lock()
 	s.records = append(s.records, r)
