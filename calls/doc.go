@@ -4,5 +4,5 @@
 //
 // The generic JSON API (package api) and the provider webhooks (package
 // providers) are two thin faces over Service; neither imports the other.
-// The media proxy reaches the same allocations through MediaLeases.
+// The media proxy reaches the same allocations through allocator.MediaLeases.
 package calls

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -19,57 +18,6 @@ import (
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
-// allocLeases adapts a real allocator to Leases, as cmd/edge does.
-type allocLeases struct{ a *allocator.Allocator }
-
-func (l allocLeases) Claim(ctx context.Context, callID, pod, holder string) error {
-	return mapNotFound(l.a.ClaimMedia(ctx, callID, pod, holder))
-}
-
-func (l allocLeases) Unclaim(ctx context.Context, callID, holder string) error {
-	_, err := l.a.DropMediaClaim(ctx, callID, holder)
-	return mapNotFound(err)
-}
-
-func (l allocLeases) PodCall(ctx context.Context, pod string) (string, error) {
-	info, err := l.a.PodInfo(ctx, pod)
-	if err != nil {
-		return "", mapNotFound(err)
-	}
-	if len(info.Calls) > 0 || info.Lease == "" || info.Lease != info.CallID {
-		return "", ErrNoAllocation
-	}
-	return info.Lease, nil
-}
-
-func (l allocLeases) Renew(ctx context.Context, ls []Lease) ([]bool, error) {
-	in := make([]allocator.Lease, len(ls))
-	for i, x := range ls {
-		in[i] = allocator.Lease{CallID: x.CallID, PodName: x.Pod, Holder: x.Holder}
-	}
-	return l.a.Renew(ctx, in)
-}
-
-func (l allocLeases) Release(ctx context.Context, callID string) (string, error) {
-	r, err := l.a.Release(ctx, callID)
-	if err != nil {
-		return "", mapNotFound(err)
-	}
-	if r.Stale {
-		return "stale", nil
-	}
-	return "released", nil
-}
-
-func mapNotFound(err error) error {
-	switch {
-	case errors.Is(err, allocator.ErrCallNotFound) || errors.Is(err, allocator.ErrPodNotFound):
-		return fmt.Errorf("%w: %w", ErrNoAllocation, err)
-	case errors.Is(err, allocator.ErrMediaClaimed):
-		return fmt.Errorf("%w: %w", ErrClaimed, err)
-	}
-	return err
-}
 
 // env is one proxy in front of real fake-agent pods, on a real Redis.
 type env struct {
@@ -141,7 +89,7 @@ func newEnv(t *testing.T, o envOpt) *env {
 	}
 	e.signer = NewSigner([]byte(strings.Repeat("k", 32)), time.Minute)
 	lookup := func(pod string) (string, bool) { a, ok := addrs[pod]; return a, ok }
-	e.px = New(cfg, lookup, allocLeases{e.alloc}, e.signer, nil, e.reg)
+	e.px = New(cfg, lookup, allocator.MediaLeases{Alloc: e.alloc}, e.signer, nil, e.reg)
 	runCtx, stop := context.WithCancel(context.Background())
 	e.cancel = stop
 	e.runErr = make(chan error, 1)

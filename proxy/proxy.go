@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -10,24 +9,18 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edge-voice/edge/internal/mediacontract"
 )
 
 // Lease names a call, the pod it holds and the socket holding its media
-// claim.
-type Lease struct {
-	CallID string
-	Pod    string
-	Holder string
-}
+// claim (shared with the allocator's adapter through mediacontract).
+type Lease = mediacontract.Lease
 
-// Outcomes Leases implementations wrap.
+// Outcomes Leases implementations wrap (see mediacontract).
 var (
-	// ErrNoAllocation: the call holds no live allocation (released,
-	// expired, or never allocated), or holds one on another pod.
-	ErrNoAllocation = errors.New("no live allocation")
-	// ErrClaimed: another media socket, on this replica or another, holds
-	// the call.
-	ErrClaimed = errors.New("the call already has a media socket")
+	ErrNoAllocation = mediacontract.ErrNoAllocation
+	ErrClaimed      = mediacontract.ErrClaimed
 )
 
 // Leases is what the proxy needs of the allocator.

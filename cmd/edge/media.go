@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/edge-voice/edge/calls"
+	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/config"
 	"github.com/edge-voice/edge/proxy"
 )
@@ -16,7 +16,7 @@ import (
 func setupMedia(ctx context.Context, a *app) error {
 	cfg := a.cfg()
 	signer := a.signer
-	px := proxy.New(cfg.Proxy, a.pods.Lookup, calls.MediaLeases{Alloc: a.alloc}, signer, a.log.With("component", "proxy"), a.reg)
+	px := proxy.New(cfg.Proxy, a.pods.Lookup, allocator.MediaLeases{Alloc: a.alloc}, signer, a.log.With("component", "proxy"), a.reg)
 	px.Forwarded = a.trust.headers
 	a.surface.Media = px
 	a.add(px)

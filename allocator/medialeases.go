@@ -1,21 +1,18 @@
-package calls
+package allocator
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
-	"github.com/edge-voice/edge/allocator"
-	"github.com/edge-voice/edge/proxy"
+	"github.com/edge-voice/edge/internal/mediacontract"
 )
 
 // MediaLeases is the allocator as the media proxy sees it (proxy.Leases):
 // the one adapter edge runs, and the one the proxy's tests use.
 type MediaLeases struct {
-	Alloc *allocator.Allocator
+	Alloc *Allocator
 }
-
-var _ proxy.Leases = MediaLeases{}
 
 func (l MediaLeases) Claim(ctx context.Context, callID, pod, holder string) error {
 	return noAllocation(l.Alloc.ClaimMedia(ctx, callID, pod, holder))
@@ -34,15 +31,15 @@ func (l MediaLeases) PodCall(ctx context.Context, pod string) (string, error) {
 	// A shared pod has several calls: without a token, which one this
 	// socket is cannot be told.
 	if len(info.Calls) > 0 || info.Lease == "" || info.Lease != info.CallID {
-		return "", fmt.Errorf("pod %s has no single live call: %w", pod, proxy.ErrNoAllocation)
+		return "", fmt.Errorf("pod %s has no single live call: %w", pod, mediacontract.ErrNoAllocation)
 	}
 	return info.Lease, nil
 }
 
-func (l MediaLeases) Renew(ctx context.Context, ls []proxy.Lease) ([]bool, error) {
-	in := make([]allocator.Lease, len(ls))
+func (l MediaLeases) Renew(ctx context.Context, ls []mediacontract.Lease) ([]bool, error) {
+	in := make([]Lease, len(ls))
 	for i, x := range ls {
-		in[i] = allocator.Lease{CallID: x.CallID, PodName: x.Pod, Holder: x.Holder}
+		in[i] = Lease{CallID: x.CallID, PodName: x.Pod, Holder: x.Holder}
 	}
 	return l.Alloc.Renew(ctx, in)
 }
@@ -63,10 +60,10 @@ func (l MediaLeases) Release(ctx context.Context, callID string) (string, error)
 // outcomes to the proxy's; other errors (Redis down) stay what they are.
 func noAllocation(err error) error {
 	switch {
-	case errors.Is(err, allocator.ErrCallNotFound) || errors.Is(err, allocator.ErrPodNotFound) || errors.Is(err, allocator.ErrInvalidID):
-		return fmt.Errorf("%w: %w", proxy.ErrNoAllocation, err)
-	case errors.Is(err, allocator.ErrMediaClaimed):
-		return fmt.Errorf("%w: %w", proxy.ErrClaimed, err)
+	case errors.Is(err, ErrCallNotFound) || errors.Is(err, ErrPodNotFound) || errors.Is(err, ErrInvalidID):
+		return fmt.Errorf("%w: %w", mediacontract.ErrNoAllocation, err)
+	case errors.Is(err, ErrMediaClaimed):
+		return fmt.Errorf("%w: %w", mediacontract.ErrClaimed, err)
 	}
 	return err
 }
