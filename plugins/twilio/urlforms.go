@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/edge-voice/edge/plugins"
 )
 
 // urlForms returns the forms of fullURL that Twilio's own validators
@@ -95,7 +97,7 @@ func togglePort(u string) (string, bool) {
 func escapeCase(u string, upper bool) string {
 	b := []byte(u)
 	for i := 0; i+2 < len(b); i++ {
-		if b[i] != '%' || !isHex(b[i+1]) || !isHex(b[i+2]) {
+		if b[i] != '%' || !plugins.IsHexDigit(b[i+1]) || !plugins.IsHexDigit(b[i+2]) {
 			continue
 		}
 		for j := i + 1; j <= i+2; j++ {
@@ -109,20 +111,6 @@ func escapeCase(u string, upper bool) string {
 		i += 2
 	}
 	return string(b)
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c <= '9':
-		return c - '0'
-	case c <= 'F':
-		return c - 'A' + 10
-	}
-	return c - 'a' + 10
 }
 
 // legacyQuery re-encodes the query of u as Node's querystring module
@@ -188,16 +176,7 @@ type legacyEntry struct {
 }
 
 func legacyUnescape(s string) string {
-	s = strings.ReplaceAll(s, "+", " ")
-	var b []byte
-	for i := 0; i < len(s); i++ {
-		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
-			b = append(b, unhex(s[i+1])<<4|unhex(s[i+2]))
-			i += 2
-			continue
-		}
-		b = append(b, s[i])
-	}
+	b := []byte(plugins.LenientUnescape(s))
 	// Node decodes the bytes as UTF-8, each invalid byte as U+FFFD.
 	var out strings.Builder
 	for len(b) > 0 {
