@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -28,11 +30,18 @@ func BenchmarkAPICycle(b *testing.B) {
 			for i := range 32 {
 				pods = append(pods, fmt.Sprintf(`{"name":"agent-%d","address":"127.0.0.1:9","tier":"standard"}`, i))
 			}
-			edge := edgetest.Start(b, []string{"--redis-url", srv.URL()},
+			// The generic API takes a caller's token, as in production.
+			const token = "bench-token-0123456789"
+			cfg := filepath.Join(b.TempDir(), "edge.yaml")
+			os.WriteFile(cfg, []byte("generic_api:\n  tokens:\n    - {name: bench, token: "+token+", merchants: [\"*\"]}\n"), 0o600)
+			edge := edgetest.Start(b, []string{"--redis-url", srv.URL(), "--config", cfg},
 				"EDGE_PODS__STATIC=["+strings.Join(pods, ",")+"]")
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 			post := func(url, body string) map[string]any {
-				resp, err := client.Post(url, "application/json", strings.NewReader(body))
+				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+token)
+				resp, err := client.Do(req)
 				if err != nil {
 					b.Fatal(err)
 				}
