@@ -141,7 +141,7 @@ func newEnv(t *testing.T, o envOpt) *env {
 	}
 	e.signer = NewSigner([]byte(strings.Repeat("k", 32)), time.Minute)
 	lookup := func(pod string) (string, bool) { a, ok := addrs[pod]; return a, ok }
-	e.px = New(cfg, lookup, allocLeases{e.alloc}, e.signer, nil, e.reg)
+	e.px = New(cfg, lookup, allocLeases{e.alloc}, e.signer, nil, nil, e.reg)
 	runCtx, stop := context.WithCancel(context.Background())
 	e.cancel = stop
 	e.runErr = make(chan error, 1)
