@@ -27,20 +27,6 @@ type ConfigAPI struct {
 // configBodyLimit bounds a config body; a tier config is a few KiB.
 const configBodyLimit = 1 << 20
 
-// Routes are the admin routes, pattern -> handler.
-func (c *ConfigAPI) Routes() map[string]http.Handler {
-	return map[string]http.Handler{
-		"GET /api/v1/config/tiers":                 http.HandlerFunc(c.getTiers),
-		"PUT /api/v1/config/tiers":                 http.HandlerFunc(c.putTiers),
-		"GET /api/v1/config/merchants":             http.HandlerFunc(c.listMerchants),
-		"GET /api/v1/config/merchants/{id}":        http.HandlerFunc(c.getMerchant),
-		"PUT /api/v1/config/merchants/{id}":        http.HandlerFunc(c.putMerchant),
-		"DELETE /api/v1/config/merchants/{id}":     http.HandlerFunc(c.deleteMerchant),
-		"GET /api/v1/config/merchant-pools":        http.HandlerFunc(c.listPools),
-		"PUT /api/v1/config/merchant-pools/{pool}": http.HandlerFunc(c.putPool),
-	}
-}
-
 func (c *ConfigAPI) getTiers(w http.ResponseWriter, r *http.Request) {
 	tc, err := c.Alloc.LoadTierConfig(r.Context())
 	if err != nil {

@@ -31,9 +31,9 @@ type Surface struct {
 	Providers http.Handler
 	// Media serves the media WebSockets under /ws/pod/. Nil: not served.
 	Media http.Handler
-	// AdminExtra mounts more admin routes (pattern -> handler), e.g. the
-	// tier and merchant config API.
-	AdminExtra map[string]http.Handler
+	// Config serves the tier and merchant config API on the admin
+	// listener. Nil: not served.
+	Config *ConfigAPI
 }
 
 // Public is the public listener: provider webhooks, the generic allocation
@@ -78,8 +78,15 @@ func (s *Surface) Admin() http.Handler {
 	guarded.HandleFunc("GET /debug/pprof/", pprof.Index)
 	guarded.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	guarded.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	for pattern, h := range s.AdminExtra {
-		guarded.Handle(pattern, s.bounded(h.ServeHTTP))
+	if c := s.Config; c != nil {
+		guarded.Handle("GET /api/v1/config/tiers", s.bounded(c.getTiers))
+		guarded.Handle("PUT /api/v1/config/tiers", s.bounded(c.putTiers))
+		guarded.Handle("GET /api/v1/config/merchants", s.bounded(c.listMerchants))
+		guarded.Handle("GET /api/v1/config/merchants/{id}", s.bounded(c.getMerchant))
+		guarded.Handle("PUT /api/v1/config/merchants/{id}", s.bounded(c.putMerchant))
+		guarded.Handle("DELETE /api/v1/config/merchants/{id}", s.bounded(c.deleteMerchant))
+		guarded.Handle("GET /api/v1/config/merchant-pools", s.bounded(c.listPools))
+		guarded.Handle("PUT /api/v1/config/merchant-pools/{pool}", s.bounded(c.putPool))
 	}
 
 	mux := http.NewServeMux()

@@ -18,7 +18,6 @@ import (
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
-
 // env is one proxy in front of real fake-agent pods, on a real Redis.
 type env struct {
 	t      *testing.T
@@ -89,7 +88,7 @@ func newEnv(t *testing.T, o envOpt) *env {
 	}
 	e.signer = NewSigner([]byte(strings.Repeat("k", 32)), time.Minute)
 	lookup := func(pod string) (string, bool) { a, ok := addrs[pod]; return a, ok }
-	e.px = New(cfg, lookup, allocator.MediaLeases{Alloc: e.alloc}, e.signer, nil, e.reg)
+	e.px = New(cfg, lookup, allocator.MediaLeases{Alloc: e.alloc}, e.signer, nil, nil, e.reg)
 	runCtx, stop := context.WithCancel(context.Background())
 	e.cancel = stop
 	e.runErr = make(chan error, 1)

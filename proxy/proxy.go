@@ -78,13 +78,15 @@ type Proxy struct {
 	loops loops
 }
 
-// New returns a proxy; metrics are registered on reg (nil: nowhere).
-func New(cfg Config, lookup func(string) (string, bool), leases Leases, signer *Signer, log *slog.Logger, reg prometheus.Registerer) *Proxy {
+// New returns a proxy; fwd gives the X-Forwarded-* values pods get (nil:
+// the peer's own, see Forwarded); metrics are registered on reg (nil:
+// nowhere).
+func New(cfg Config, lookup func(string) (string, bool), leases Leases, signer *Signer, fwd ForwardedFunc, log *slog.Logger, reg prometheus.Registerer) *Proxy {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Proxy{
-		Lookup: lookup, Leases: leases, Signer: signer, Log: log,
+		Lookup: lookup, Leases: leases, Signer: signer, Forwarded: fwd, Log: log,
 		metrics: newMetrics(reg),
 		sockets: map[*socket]struct{}{},
 		byCall:  map[string]*socket{},

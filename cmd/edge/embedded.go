@@ -1,9 +1,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/alicebob/miniredis/v2"
@@ -26,13 +26,14 @@ func startEmbeddedRedis() (addr string, stop func(), err error) {
 	return m.Addr(), m.Close, nil
 }
 
-// startFakeAgents starts built-in fake voice agents (WebSocket echo servers
-// on loopback) when the config lists no pods: two in the first exclusive
-// tier of the default chain and one in the first shared tier, so that a
-// fresh edge can take calls at once.
-func (a *app) startFakeAgents(ctx context.Context, cfg *config.Config) error {
-	if cfg.Pods.Source != poolmgr.SourceStatic || len(cfg.Pods.Static) > 0 {
-		return nil
+// newFakeAgents starts built-in fake voice agents (WebSocket echo servers
+// on loopback) on the embedded default, when the config lists no pods: two
+// in the first exclusive tier of the default chain and one in the first
+// shared tier, so that a fresh edge can take calls at once. pods are the
+// agents as static pods.
+func newFakeAgents(cfg *config.Config, log *slog.Logger) (agents []*fakeagent.Agent, pods []poolmgr.StaticPod, err error) {
+	if cfg.Redis.URL != "" || cfg.Pods.Source != poolmgr.SourceStatic || len(cfg.Pods.Static) > 0 {
+		return nil, nil, nil
 	}
 	var exclusive, shared string
 	for _, step := range cfg.Allocator.Tiers.DefaultChain {
@@ -49,38 +50,39 @@ func (a *app) startFakeAgents(ctx context.Context, cfg *config.Config) error {
 		if tier == "" {
 			tier = exclusive + shared
 		}
-		ag, err := fakeagent.Listen("127.0.0.1:0", a.log.With("fake_agent", i))
+		ag, err := fakeagent.Listen("127.0.0.1:0", log.With("fake_agent", i))
 		if err != nil {
-			return fmt.Errorf("start fake agent: %w", err)
+			return nil, nil, fmt.Errorf("start fake agent: %w", err)
 		}
-		a.add(ag)
-		a.fakePods = append(a.fakePods, poolmgr.StaticPod{
+		agents = append(agents, ag)
+		pods = append(pods, poolmgr.StaticPod{
 			Name: fmt.Sprintf("fake-agent-%d", i), Address: ag.Addr(), Tier: tier,
 		})
 	}
-	a.log.Info("no pods configured: started built-in fake voice agents (WebSocket echo)", "pods", a.fakePods)
-	return nil
+	log.Info("no pods configured: started built-in fake voice agents (WebSocket echo)", "pods", pods)
+	return agents, pods, nil
 }
 
 // printQuickStart logs that edge is ready, then writes commands ready to
 // paste against this edge to out as plain lines: inside a log line they
 // would be quoted and escaped, and a pasted `{\"call_sid\"...` body is
-// refused.
-func (a *app) printQuickStart(out io.Writer) {
-	pub := localURL("http", a.publicAddr)
-	adm := localURL("http", a.adminAddr)
-	a.log.Info("edge is ready", "public", pub, "admin", adm)
+// refused. publicAddr and adminAddr are the bound listeners.
+func printQuickStart(out io.Writer, log *slog.Logger, publicAddr, adminAddr, openMode string, twilio bool) {
+	pub := localURL("http", publicAddr)
+	adm := localURL("http", adminAddr)
+	log.Info("edge is ready", "public", pub, "admin", adm)
 	var b strings.Builder
 	b.WriteString("\nTry it (ready to paste):\n")
 	auth := ""
-	if m := a.cfg().OpenMode(); m != api.OpenLoopback && m != api.OpenAnyone {
+	if openMode != api.OpenLoopback && openMode != api.OpenAnyone {
 		auth = " -H 'Authorization: Bearer <a generic_api token>'"
 	}
 	fmt.Fprintf(&b, "  allocate a pod:  curl -s -X POST %s/api/v1/allocate%s -H 'Content-Type: application/json' -d '{\"call_sid\":\"CA-demo-1\",\"merchant_id\":\"demo\"}'\n", pub, auth)
 	fmt.Fprintf(&b, "  release it:      curl -s -X POST %s/api/v1/release -H 'Content-Type: application/json' -d '{\"call_sid\":\"CA-demo-1\"}'\n", adm)
 	fmt.Fprintf(&b, "  pool status:     curl -s %s/api/v1/status\n", adm)
-	for _, hint := range a.quickStart {
-		b.WriteString("  " + hint(pub) + "\n")
+	b.WriteString("  open its media:  go run ./cmd/edge ws '<ws_url from the allocate answer>'   (the fake agent echoes)\n")
+	if twilio {
+		b.WriteString("  twilio webhook:  curl -s -X POST '" + pub + "/api/v1/twilio/allocate?merchant_id=demo' -d CallSid=CA00000000000000000000000000de0002\n")
 	}
 	b.WriteString("\n")
 	io.WriteString(out, b.String())

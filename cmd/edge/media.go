@@ -5,35 +5,31 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/config"
 	"github.com/edge-voice/edge/proxy"
 )
 
-// setupMedia wires the /ws/pod/ media proxy: the per-call token in the
-// media URL the allocation answers carry, the proxy on the public listener,
-// its lease renewal and drain as a component.
-func setupMedia(ctx context.Context, a *app) error {
-	cfg := a.cfg()
-	signer := a.signer
-	px := proxy.New(cfg.Proxy, a.pods.Lookup, allocator.MediaLeases{Alloc: a.alloc}, signer, a.log.With("component", "proxy"), a.reg)
-	px.Forwarded = a.trust.headers
-	a.surface.Media = px
-	a.add(px)
-	a.ready.Add("media", func(context.Context) error {
-		if n, limit := px.Active(), a.cfg().Proxy.MaxSockets; n >= limit {
+// newMedia makes the /ws/pod/ media proxy: pods resolves pod names (the
+// pod registry, on every replica), signer checks the per-call token of the
+// media URLs the allocation answers carry, fwd gives the X-Forwarded-*
+// values pods get. As a component it renews its sockets' leases and drains
+// them on shutdown.
+func newMedia(cfg *config.Config, pods func(string) (string, bool), alloc *allocator.Allocator, signer *proxy.Signer, fwd proxy.ForwardedFunc, reg prometheus.Registerer, log *slog.Logger) *proxy.Proxy {
+	return proxy.New(cfg.Proxy, pods, allocator.MediaLeases{Alloc: alloc}, signer, fwd, log.With("component", "proxy"), reg)
+}
+
+// mediaReady is the "media" readiness check: a replica whose proxy is full
+// takes no more calls.
+func mediaReady(px *proxy.Proxy, current func() *config.Config) func(context.Context) error {
+	return func(context.Context) error {
+		if n, limit := px.Active(), current().Proxy.MaxSockets; n >= limit {
 			return fmt.Errorf("%d media sockets open, proxy.max_sockets is %d", n, limit)
 		}
 		return nil
-	})
-	a.reloaded(func(_, cur *config.Config) {
-		px.Apply(cur.Proxy)
-		signer.SetTTL(cur.Proxy.TokenTTL)
-	})
-	a.quickStart = append(a.quickStart, func(string) string {
-		return "open its media:  go run ./cmd/edge ws '<ws_url from the allocate answer>'   (the fake agent echoes)"
-	})
-	return nil
+	}
 }
 
 // newSigner makes the media token signer from proxy.token_secret, shared by

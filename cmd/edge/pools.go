@@ -3,25 +3,42 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
+	"log/slog"
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/edge-voice/edge/allocator"
-	"github.com/edge-voice/edge/api"
 	"github.com/edge-voice/edge/config"
 	"github.com/edge-voice/edge/poolmgr"
 )
 
-// setupPools wires the pool manager: a pod source feeding the
+// pools is the pool manager's side of edge: a pod source feeding the
 // registry the media proxy resolves pods in (every replica), leader
-// election, the leader's loops (watcher, reconciler, zombie sweep), the
-// tier-config refresh (every replica) and the tier/merchant config API.
-func setupPools(ctx context.Context, a *app) error {
-	cfg := a.cfg()
-	metrics := poolmgr.NewMetrics(a.reg)
-	reg := poolmgr.NewRegistry()
-	a.pods = reg
+// election and the leader's loops (watcher, reconciler, zombie sweep), and
+// the tier-config refresh (every replica). source, manager and refresher
+// are components.
+type pools struct {
+	registry  *poolmgr.Registry
+	source    component // *poolmgr.KubeSource or *poolmgr.StaticSource
+	manager   *poolmgr.Manager
+	refresher *poolmgr.TierRefresher
+	// synced is the "pods" readiness check; nil when the source is
+	// complete at once (static).
+	synced func(context.Context) error
+	// static registers the static pod list; nil with Kubernetes.
+	static *staticPods
+}
+
+// newPools builds the pool manager for cfg.Pods.Source. fakePods are the
+// embedded default's fake agents, registered as static pods with the
+// file's. With a static source the list is registered before newPools
+// returns, so a fresh start takes calls at once.
+func newPools(ctx context.Context, cfg *config.Config, current func() *config.Config, alloc *allocator.Allocator,
+	fakePods []poolmgr.StaticPod, reg prometheus.Registerer, log *slog.Logger) (*pools, error) {
+	metrics := poolmgr.NewMetrics(reg)
+	p := &pools{registry: poolmgr.NewRegistry()}
 	lead := cfg.Leader
 	identity := lead.Identity
 	if identity == "" {
@@ -33,85 +50,88 @@ func setupPools(ctx context.Context, a *app) error {
 	case poolmgr.SourceKubernetes:
 		client, err := poolmgr.NewKubeClient(cfg.Pods.Kubeconfig)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		src := &poolmgr.KubeSource{
+		p.source = &poolmgr.KubeSource{
 			Client: client, Namespace: cfg.Pods.Namespace, LabelSelector: cfg.Pods.LabelSelector,
-			Port: cfg.Pods.PodPort, Registry: reg, Log: a.log.With("component", "pods"),
+			Port: cfg.Pods.PodPort, Registry: p.registry, Log: log.With("component", "pods"),
 		}
-		a.add(src)
-		a.ready.Add("pods", func(context.Context) error {
+		p.synced = func(context.Context) error {
 			select {
-			case <-reg.Synced():
+			case <-p.registry.Synced():
 				return nil
 			default:
 				return fmt.Errorf("pod informer has not synced yet")
 			}
-		})
+		}
 		elector = &poolmgr.KubeElector{
 			Client: client, Namespace: cfg.Pods.Namespace, Name: lead.LeaseName, Identity: identity,
 			LeaseDuration: lead.LeaseDuration, RenewDeadline: lead.RenewDeadline, RetryPeriod: lead.RetryPeriod,
-			Log: a.log.With("component", "leader"), Metrics: metrics,
+			Log: log.With("component", "leader"), Metrics: metrics,
 		}
 	case poolmgr.SourceStatic:
-		src := &poolmgr.StaticSource{Registry: reg}
-		// The list is also synced at once, on every replica, as before the
-		// pool manager: a fresh start or a reload is usable immediately,
-		// without waiting for the leader's watcher. The sync is idempotent;
-		// removals stay the leader's.
-		set := func(ctx context.Context, cfg *config.Config) {
-			var pods []allocator.PodState
-			for _, p := range a.staticPods(cfg) {
-				pods = append(pods, allocator.PodState{Name: p.Name, Address: p.Address, Tier: p.Tier})
-			}
-			src.Set(pods)
-			res, err := a.alloc.SyncPods(ctx, "", reg.Snapshot())
-			if err != nil {
-				a.log.Error("register static pods", "err", err)
-			}
-			for _, r := range res {
-				if r.Outcome == allocator.SyncBadTier || r.Outcome == allocator.SyncBusy {
-					a.log.Warn("static pod not (re)registered", "pod", r.Pod, "outcome", r.Outcome, "tier", r.Tier)
-				}
-			}
-		}
-		set(ctx, cfg)
-		a.reloaded(func(_, cur *config.Config) { set(context.Background(), cur) })
-		a.add(src)
+		src := &poolmgr.StaticSource{Registry: p.registry}
+		p.source = src
+		p.static = &staticPods{src: src, registry: p.registry, alloc: alloc, fake: fakePods, log: log}
+		p.static.set(ctx, cfg)
 		elector = &poolmgr.RedisElector{
-			Lock: a.alloc, Identity: identity,
+			Lock: alloc, Identity: identity,
 			LeaseDuration: lead.LeaseDuration, RenewDeadline: lead.RenewDeadline, RetryPeriod: lead.RetryPeriod,
-			Log: a.log.With("component", "leader"), Metrics: metrics,
+			Log: log.With("component", "leader"), Metrics: metrics,
 		}
 	default:
-		return fmt.Errorf("pods.source %q: unknown", cfg.Pods.Source)
+		return nil, fmt.Errorf("pods.source %q: unknown", cfg.Pods.Source)
 	}
 
-	m := &poolmgr.Manager{
-		Pools: a.alloc, Registry: reg, Elector: elector, Log: a.log.With("component", "poolmgr"), Metrics: metrics,
-		SweepInterval:     func() time.Duration { return a.cfg().Pool.ZombieSweepInterval },
-		ReconcileInterval: func() time.Duration { return a.cfg().Pool.ReconcileInterval },
+	p.manager = &poolmgr.Manager{
+		Pools: alloc, Registry: p.registry, Elector: elector, Log: log.With("component", "poolmgr"), Metrics: metrics,
+		SweepInterval:     func() time.Duration { return current().Pool.ZombieSweepInterval },
+		ReconcileInterval: func() time.Duration { return current().Pool.ReconcileInterval },
 	}
-	a.isLeader = m.IsLeader
-	a.add(m)
-	a.add(&poolmgr.TierRefresher{
-		Load:    a.alloc.LoadTierConfig,
-		Current: func() allocator.TierConfig { return a.alloc.Config().Tiers },
+	p.refresher = &poolmgr.TierRefresher{
+		Load:    alloc.LoadTierConfig,
+		Current: func() allocator.TierConfig { return alloc.Config().Tiers },
 		// Tiers from Redis; ApplyTiers keeps the TTLs of the config in effect.
-		Apply:    a.alloc.ApplyTiers,
-		Interval: func() time.Duration { return a.cfg().Pool.TierConfigRefresh },
-		Log:      a.log.With("component", "tier-config"), Metrics: metrics,
-	})
+		Apply:    alloc.ApplyTiers,
+		Interval: func() time.Duration { return current().Pool.TierConfigRefresh },
+		Log:      log.With("component", "tier-config"), Metrics: metrics,
+	}
+	return p, nil
+}
 
-	cfgAPI := &api.ConfigAPI{Alloc: a.alloc, Log: a.log, OnTierChange: func(tc allocator.TierConfig) {
-		// This replica applies at once; the others within pool.tier_config_refresh.
-		a.alloc.ApplyTiers(tc)
-	}}
-	if a.surface.AdminExtra == nil {
-		a.surface.AdminExtra = map[string]http.Handler{}
+// Apply takes a reloaded config: the static pod list is registered again.
+// The intervals are read on use.
+func (p *pools) Apply(cfg *config.Config) {
+	if p.static != nil {
+		p.static.set(context.Background(), cfg)
 	}
-	for pattern, h := range cfgAPI.Routes() {
-		a.surface.AdminExtra[pattern] = h
+}
+
+// staticPods registers the static pod list (pods.static plus the fake
+// agents) on every replica, as before the pool manager: a fresh start or a
+// reload is usable immediately, without waiting for the leader's watcher.
+// The sync is idempotent; removals stay the leader's.
+type staticPods struct {
+	src      *poolmgr.StaticSource
+	registry *poolmgr.Registry
+	alloc    *allocator.Allocator
+	fake     []poolmgr.StaticPod
+	log      *slog.Logger
+}
+
+func (s *staticPods) set(ctx context.Context, cfg *config.Config) {
+	var pods []allocator.PodState
+	for _, p := range append(append([]poolmgr.StaticPod(nil), cfg.Pods.Static...), s.fake...) {
+		pods = append(pods, allocator.PodState{Name: p.Name, Address: p.Address, Tier: p.Tier})
 	}
-	return nil
+	s.src.Set(pods)
+	res, err := s.alloc.SyncPods(ctx, "", s.registry.Snapshot())
+	if err != nil {
+		s.log.Error("register static pods", "err", err)
+	}
+	for _, r := range res {
+		if r.Outcome == allocator.SyncBadTier || r.Outcome == allocator.SyncBusy {
+			s.log.Warn("static pod not (re)registered", "pod", r.Pod, "outcome", r.Outcome, "tier", r.Tier)
+		}
+	}
 }

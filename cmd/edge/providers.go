@@ -1,71 +1,78 @@
 package main
 
 import (
-	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
 	"reflect"
 	"slices"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edge-voice/edge/calls"
 	"github.com/edge-voice/edge/config"
+	"github.com/edge-voice/edge/forwarded"
 	"github.com/edge-voice/edge/plugins"
 	"github.com/edge-voice/edge/providers"
 )
 
-// setupProviders runs the provider plugins and serves their webhook routes
-// (/api/v1/{provider}/allocate, /providers/{name}/...). The built-in
-// providers are this very binary, re-executed as `edge plugin <name>`, so
-// they work with no configuration, under `go run ./cmd/edge` too.
-func setupProviders(_ context.Context, a *app) error {
-	cfg := a.cfg()
+// providerHost runs the provider plugins and serves their webhook routes
+// (/api/v1/{provider}/allocate, /providers/{name}/...); Apply is its reload
+// hook.
+type providerHost struct {
+	*providers.Host
+	// self is edge's own binary: the built-in providers are this very
+	// binary, re-executed as `edge plugin <name>`, so they work with no
+	// configuration, under `go run ./cmd/edge` too.
+	self string
+	log  *slog.Logger
+}
+
+// newProviders makes the host of the providers cfg runs; Run starts them.
+// Webhook allocations go to svc; trusted says whose X-Forwarded-* count.
+func newProviders(cfg *config.Config, current func() *config.Config, svc *calls.Service, trusted func() *forwarded.Trusted,
+	reg prometheus.Registerer, log *slog.Logger) (*providerHost, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("providers: find edge's own binary for the built-in plugins: %w", err)
+		return nil, fmt.Errorf("providers: find edge's own binary for the built-in plugins: %w", err)
 	}
 	specs := providerSpecs(cfg, self)
 	host, err := providers.New(providers.Options{
-		Calls: a.calls, Log: a.log, Reg: a.reg,
+		Calls: svc, Log: log, Reg: reg,
 		Config:  cfg.Providers,
-		Current: func() providers.Config { return a.cfg().Providers },
-		MaxBody: func() int64 { return a.cfg().HTTP.MaxBodyBytes },
-		Trusted: a.trust.current,
+		Current: func() providers.Config { return current().Providers },
+		MaxBody: func() int64 { return current().HTTP.MaxBodyBytes },
+		Trusted: trusted,
 	}, specs)
 	if err != nil {
-		return fmt.Errorf("providers: %w", err)
+		return nil, fmt.Errorf("providers: %w", err)
 	}
-	a.surface.Providers = host
-	a.add(host)
-	for _, name := range host.Names() {
-		a.ready.Add("plugin "+name, host.Check(name))
-	}
-	a.reloaded(func(old, cur *config.Config) {
-		before := specsByName(providerSpecs(old, self))
-		after := specsByName(providerSpecs(cur, self))
-		for name, s := range after {
-			prev, ok := before[name]
-			if !ok {
-				a.log.Warn("new provider in the config: restart edge to run it", "provider", name)
-				continue
-			}
-			if prev.Path != s.Path || prev.SHA256 != s.SHA256 || prev.WebhookBaseURL != s.WebhookBaseURL ||
-				!reflect.DeepEqual(prev.Settings, s.Settings) {
-				host.Reconfigure(s)
-			}
+	return &providerHost{Host: host, self: self, log: log}, nil
+}
+
+// Apply reconfigures each running provider whose spec changed from old to
+// cur; adding or removing a provider takes a restart.
+func (h *providerHost) Apply(old, cur *config.Config) {
+	before := specsByName(providerSpecs(old, h.self))
+	after := specsByName(providerSpecs(cur, h.self))
+	for name, s := range after {
+		prev, ok := before[name]
+		if !ok {
+			h.log.Warn("new provider in the config: restart edge to run it", "provider", name)
+			continue
 		}
-		for name := range before {
-			if _, ok := after[name]; !ok {
-				a.log.Warn("provider removed from the config: restart edge to stop it", "provider", name)
-			}
+		if prev.Path != s.Path || prev.SHA256 != s.SHA256 || prev.WebhookBaseURL != s.WebhookBaseURL ||
+			!reflect.DeepEqual(prev.Settings, s.Settings) {
+			h.Reconfigure(s)
 		}
-	})
-	if slices.Contains(host.Names(), "twilio") {
-		a.quickStart = append(a.quickStart, func(public string) string {
-			return "twilio webhook:  curl -s -X POST '" + public + "/api/v1/twilio/allocate?merchant_id=demo' -d CallSid=CA00000000000000000000000000de0002"
-		})
 	}
-	return nil
+	for name := range before {
+		if _, ok := after[name]; !ok {
+			h.log.Warn("provider removed from the config: restart edge to stop it", "provider", name)
+		}
+	}
 }
 
 // providerSpecs lists the providers cfg runs: the enabled built-ins first,

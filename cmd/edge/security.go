@@ -11,35 +11,53 @@ import (
 	"github.com/edge-voice/edge/forwarded"
 )
 
-// trust holds the trusted-proxy list in effect; a reload swaps it.
-type trust struct {
-	p atomic.Pointer[forwarded.Trusted]
+// access is who edge believes and who may allocate, both reloadable: the
+// trusted proxies (whose X-Forwarded-* count) and the generic allocate
+// API's callers.
+type access struct {
+	trust   atomic.Pointer[forwarded.Trusted]
+	callers *api.Callers
+	log     *slog.Logger
 }
 
-func (t *trust) apply(cfg *config.Config) error {
+// newAccess parses both from cfg and says at start what is open to whom.
+func newAccess(cfg *config.Config, log *slog.Logger) (*access, error) {
 	tr, err := forwarded.Parse("trusted_proxies", cfg.TrustedProxies)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	t.p.Store(tr)
-	return nil
-}
-
-func (t *trust) current() *forwarded.Trusted { return t.p.Load() }
-
-// headers are the X-Forwarded-* values pods get (proxy.ForwardedFunc).
-func (t *trust) headers(r *http.Request) (xff, proto, host string) { return t.current().Headers(r) }
-
-// newCallers builds the generic allocate API's authentication and says at
-// start what is open to whom.
-func newCallers(cfg *config.Config, log *slog.Logger) (*api.Callers, error) {
 	tokens, err := cfg.GenericAPI.CallerTokens()
 	if err != nil {
 		return nil, err
 	}
 	warnExposure(cfg, log)
-	return api.NewCallers(cfg.OpenMode(), tokens), nil
+	a := &access{callers: api.NewCallers(cfg.OpenMode(), tokens), log: log}
+	a.trust.Store(tr)
+	return a, nil
 }
+
+// Apply takes a reloaded config. A part that does not parse is logged and
+// the previous one stays.
+func (a *access) Apply(cfg *config.Config) {
+	if tr, err := forwarded.Parse("trusted_proxies", cfg.TrustedProxies); err != nil {
+		a.log.Error("trusted_proxies not applied", "err", err)
+	} else {
+		a.trust.Store(tr)
+	}
+	tokens, err := cfg.GenericAPI.CallerTokens()
+	if err != nil {
+		a.log.Error("generic_api.tokens not applied: the previous tokens stay", "err", err)
+		return
+	}
+	a.callers.Apply(cfg.OpenMode(), tokens)
+	warnExposure(cfg, a.log)
+}
+
+// trusted is the trusted-proxy list in effect.
+func (a *access) trusted() *forwarded.Trusted { return a.trust.Load() }
+
+// headers are the X-Forwarded-* values pods get (proxy.ForwardedFunc).
+func (a *access) headers(r *http.Request) (xff, proto, host string) { return a.trusted().Headers(r) }
 
 // warnExposure logs what an operator should know about who can reach what.
 func warnExposure(cfg *config.Config, log *slog.Logger) {

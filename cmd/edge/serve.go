@@ -8,20 +8,18 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/api"
 	"github.com/edge-voice/edge/calls"
 	"github.com/edge-voice/edge/config"
-	"github.com/edge-voice/edge/poolmgr"
-	"github.com/edge-voice/edge/proxy"
 )
 
 // component is anything that runs until its context ends.
@@ -29,254 +27,169 @@ type component interface {
 	Run(ctx context.Context) error
 }
 
-// app holds what every part of edge is built from; the setup functions of
-// this package (pools.go, media.go, providers.go) add their parts to it.
-type app struct {
-	log     *slog.Logger
-	level   *slog.LevelVar
-	reg     *prometheus.Registry
-	watcher *config.Watcher
-	rdb     redis.UniversalClient
-	alloc   *allocator.Allocator
-	calls   *calls.Service
-	callers *api.Callers
-	trust   trust
-	signer  *proxy.Signer
-	ready   *api.Readiness
-	surface *api.Surface
+const usage = `usage: edge [flags]          serve
+       edge check-config [flags]  validate the configuration and exit
+       edge ws URL                open a media URL, send Twilio-like frames, print the echoes
+       edge admin COMMAND         read and write tier and merchant config (edge admin --help)
+       edge version
 
-	// embedded is set when edge runs its in-process Redis (dev mode), and
-	// fakePods lists the built-in fake agents it then registers.
-	embedded bool
-	fakePods []poolmgr.StaticPod
+flags:
+%s`
 
-	// quickStart are more ready-to-paste hints for the start-up output,
-	// given the bound public URL.
-	quickStart []func(public string) string
-
-	// publicAddr and adminAddr are the bound listener addresses.
-	publicAddr, adminAddr string
-
-	// pods resolves pod names to addresses on every replica (media proxy).
-	pods interface {
-		Lookup(pod string) (addr string, ok bool)
-	}
-
-	// isLeader reports whether this replica runs the leader loops.
-	isLeader func() bool
-
-	components []component
-	// onReload are called, in order, with every applied config change.
-	onReload []func(old, cur *config.Config)
-	// closers run after every component has stopped, in reverse order.
-	closers []func()
-}
-
-// cfg is the configuration in effect (reloads swap it).
-func (a *app) cfg() *config.Config { return a.watcher.Current() }
-
-func (a *app) add(c component)  { a.components = append(a.components, c) }
-func (a *app) onClose(f func()) { a.closers = append(a.closers, f) }
-
-// reloaded subscribes f to applied config changes.
-func (a *app) reloaded(f func(old, cur *config.Config)) { a.onReload = append(a.onReload, f) }
-
-// staticPods is the static pod list of cfg plus the built-in fake agents.
-func (a *app) staticPods(cfg *config.Config) []poolmgr.StaticPod {
-	return append(append([]poolmgr.StaticPod(nil), cfg.Pods.Static...), a.fakePods...)
-}
-
-func (a *app) close() {
-	for i := len(a.closers) - 1; i >= 0; i-- {
-		a.closers[i]()
-	}
-}
-
-// serve runs edge until ctx ends (SIGINT/SIGTERM).
+// serve runs edge until ctx ends (SIGINT/SIGTERM). It builds every part in
+// dependency order as a local value, each handed what it needs when it is
+// made, then runs them all in one errgroup. Settings that change at run
+// time reach the parts in one place, the watcher's OnChange below; the
+// parts that read a setting on use get current, the config in effect.
 func serve(ctx context.Context, args, environ []string, stderr io.Writer) error {
 	cfg, err := config.Load(args, environ)
 	if errors.Is(err, config.ErrHelp) {
-		fmt.Fprintf(stderr, "usage: edge [flags]          serve\n       edge check-config [flags]  validate the configuration and exit\n       edge ws URL                open a media URL, send Twilio-like frames, print the echoes\n       edge admin COMMAND         read and write tier and merchant config (edge admin --help)\n       edge version\n\nflags:\n%s", config.Usage())
+		fmt.Fprintf(stderr, usage, config.Usage())
 		return err
 	}
 	if err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)
 	}
-	a := &app{level: new(slog.LevelVar), reg: prometheus.NewRegistry(), ready: &api.Readiness{}, isLeader: func() bool { return false }}
-	a.level.Set(cfg.Log.SlogLevel())
-	a.log = newLogger(cfg.Log.Format, a.level, stderr)
-	defer a.close()
-	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	if err := a.openRedis(ctx, cfg); err != nil {
-		return err
-	}
-	if a.embedded {
-		if err := a.startFakeAgents(ctx, cfg); err != nil {
-			return err
-		}
-	}
-	a.watcher, err = config.NewWatcher(cfg, args, environ, a.log)
+	level := new(slog.LevelVar)
+	level.Set(cfg.Log.SlogLevel())
+	log := newLogger(cfg.Log.Format, level, stderr)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	watcher, err := newWatcher(cfg, args, environ, log, reg)
 	if err != nil {
 		return err
 	}
-	a.log.Info("starting edge", "version", version, "config", a.cfg())
+	current := watcher.Current
+	log.Info("starting edge", "version", version, "config", cfg)
 
-	if err := a.buildAllocator(ctx); err != nil {
+	rdb, closeRedis, err := newRedis(cfg, log)
+	if err != nil {
 		return err
 	}
-	if err := a.trust.apply(a.cfg()); err != nil {
+	// Deferred first, so run last: Redis closes after every component has
+	// returned, the media proxy's releases of its calls included.
+	defer closeRedis()
+	agents, fakePods, err := newFakeAgents(cfg, log)
+	if err != nil {
 		return err
 	}
-	if a.callers, err = newCallers(a.cfg(), a.log); err != nil {
+	alloc, err := newAllocator(ctx, rdb, cfg, reg, log)
+	if err != nil {
 		return err
 	}
-	a.reloaded(func(_, cur *config.Config) {
-		if err := a.trust.apply(cur); err != nil {
-			a.log.Error("trusted_proxies not applied", "err", err)
-		}
-		tokens, err := cur.GenericAPI.CallerTokens()
-		if err != nil {
-			a.log.Error("generic_api.tokens not applied: the previous tokens stay", "err", err)
-			return
-		}
-		a.callers.Apply(cur.OpenMode(), tokens)
-		warnExposure(cur, a.log)
-	})
-	a.signer = newSigner(a.cfg(), a.log)
-	a.calls = calls.NewService(a.alloc, a.signer, func() string { return a.cfg().PublicURL() }, a.log)
-	a.surface = &api.Surface{
+	acc, err := newAccess(cfg, log)
+	if err != nil {
+		return err
+	}
+	signer := newSigner(cfg, log)
+	svc := calls.NewService(alloc, signer, func() string { return current().PublicURL() }, log)
+	pools, err := newPools(ctx, cfg, current, alloc, fakePods, reg, log)
+	if err != nil {
+		return err
+	}
+	px := newMedia(cfg, pools.registry.Lookup, alloc, signer, acc.headers, reg, log)
+	provs, err := newProviders(cfg, current, svc, acc.trusted, reg, log)
+	if err != nil {
+		return err
+	}
+
+	ready := &api.Readiness{}
+	ready.Add("redis", func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
+	if pools.synced != nil {
+		ready.Add("pods", pools.synced)
+	}
+	ready.Add("media", mediaReady(px, current))
+	for _, name := range provs.Names() {
+		ready.Add("plugin "+name, provs.Check(name))
+	}
+	surface := &api.Surface{
 		Handlers: &api.Handlers{
-			Calls: a.calls, Pools: a.alloc, Callers: a.callers, Log: a.log,
-			MaxBody:  func() int64 { return a.cfg().HTTP.MaxBodyBytes },
-			IsLeader: func() bool { return a.isLeader() },
+			Calls: svc, Pools: alloc, Callers: acc.callers, Log: log,
+			MaxBody:  func() int64 { return current().HTTP.MaxBodyBytes },
+			IsLeader: pools.manager.IsLeader,
 		},
-		Ready:          a.ready,
-		Metrics:        promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}),
-		AdminToken:     func() string { return a.cfg().AdminToken },
-		RequestTimeout: func() time.Duration { return a.cfg().HTTP.RequestTimeout },
-		BodyTimeout:    func() time.Duration { return a.cfg().HTTP.BodyTimeout },
-		WriteTimeout:   func() time.Duration { return a.cfg().HTTP.WriteTimeout },
+		Ready:          ready,
+		Metrics:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
+		AdminToken:     func() string { return current().AdminToken },
+		RequestTimeout: func() time.Duration { return current().HTTP.RequestTimeout },
+		BodyTimeout:    func() time.Duration { return current().HTTP.BodyTimeout },
+		WriteTimeout:   func() time.Duration { return current().HTTP.WriteTimeout },
+		Providers:      provs,
+		Media:          px,
+		Config: &api.ConfigAPI{Alloc: alloc, Log: log, OnTierChange: func(tc allocator.TierConfig) {
+			// This replica applies at once; the others within pool.tier_config_refresh.
+			alloc.ApplyTiers(tc)
+		}},
 	}
-
-	for _, setup := range []func(context.Context, *app) error{setupPools, setupMedia, setupProviders} {
-		if err := setup(ctx, a); err != nil {
-			return err
-		}
-	}
-	if err := a.listen(); err != nil {
+	pub, adm, err := newListeners(cfg, current, surface, reg, log)
+	if err != nil {
 		return err
 	}
-	a.watchConfig()
-	a.printQuickStart(stderr)
 
+	// The one place run-time changes are applied, in this order. The
+	// watcher calls it from its Run, so it is set before Run starts.
+	watcher.OnChange = func(old, cur *config.Config) {
+		level.Set(cur.Log.SlogLevel())
+		// Tiers stay Redis's (the file only bootstrapped them): only the
+		// TTLs come from the file.
+		alloc.ApplyTTLs(cur.Allocator)
+		acc.Apply(cur)
+		pools.Apply(cur)
+		px.Apply(cur.Proxy)
+		signer.SetTTL(cur.Proxy.TokenTTL)
+		provs.Apply(old, cur)
+	}
+	printQuickStart(stderr, log, pub.Addr(), adm.Addr(), cfg.OpenMode(), slices.Contains(provs.Names(), "twilio"))
+
+	components := []component{watcher, pools.source, pools.manager, pools.refresher, px, provs, pub, adm}
+	for _, ag := range agents {
+		components = append(components, ag)
+	}
 	g, gctx := errgroup.WithContext(ctx)
-	for _, c := range a.components {
+	for _, c := range components {
 		g.Go(func() error { return c.Run(gctx) })
 	}
 	// Readiness turns false as soon as shutdown starts, before listeners
 	// close, so load balancers stop sending new calls.
 	g.Go(func() error {
 		<-gctx.Done()
-		a.ready.Stop()
+		ready.Stop()
 		return nil
 	})
 	err = g.Wait()
-	a.log.Info("edge stopped", "err", err)
+	log.Info("edge stopped", "err", err)
 	return err
 }
 
-// openRedis connects to the configured Redis, or starts the embedded one.
-func (a *app) openRedis(ctx context.Context, cfg *config.Config) error {
-	var opts *redis.Options
-	if cfg.Redis.URL == "" {
-		addr, stop, err := startEmbeddedRedis()
-		if err != nil {
-			return fmt.Errorf("start embedded redis: %w", err)
-		}
-		a.onClose(stop)
-		a.embedded = true
-		opts = &redis.Options{Addr: addr}
-		a.log.Warn("no redis.url configured: running an embedded in-process Redis (development only: state is lost on exit and not shared between replicas)")
-	} else {
-		var err error
-		if opts, err = redis.ParseURL(cfg.Redis.URL); err != nil {
-			return fmt.Errorf("redis.url: %w", err)
-		}
-	}
-	opts.PoolSize = cfg.Redis.PoolSize
-	opts.DialTimeout = cfg.Redis.DialTimeout
-	opts.ReadTimeout = cfg.Redis.ReadTimeout
-	opts.WriteTimeout = cfg.Redis.WriteTimeout
-	// A context deadline bounds each call too (request_timeout).
-	opts.ContextTimeoutEnabled = true
-	rdb := redis.NewClient(opts)
-	a.rdb = rdb
-	a.onClose(func() { rdb.Close() })
-	a.ready.Add("redis", func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
-	return nil
-}
-
-// buildAllocator makes the allocator and bootstraps voice:tier:config from
-// the config file (SETNX): after the first start, Redis holds the truth.
-func (a *app) buildAllocator(ctx context.Context) error {
-	cfg := a.cfg()
-	var err error
-	a.alloc, err = allocator.New(a.rdb, cfg.Allocator, a.reg)
-	if err != nil {
-		return err
-	}
-	a.reg.MustRegister(allocator.NewPoolCollector(a.alloc))
-	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	tiers, created, err := a.alloc.BootstrapTierConfig(bctx, cfg.Allocator.Tiers)
-	if err != nil {
-		return fmt.Errorf("redis at %s: %w", redactURL(cfg.Redis.URL), err)
-	}
-	a.log.Info("tier config", "source", map[bool]string{true: "bootstrapped from config", false: "read from redis"}[created], "chain", tiers.DefaultChain)
-	a.alloc.ApplyTiers(tiers)
-	if err := a.alloc.Preload(bctx); err != nil {
-		return err
-	}
-	// Tiers stay Redis's: the file's only bootstrapped them.
-	a.reloaded(func(_, cur *config.Config) { a.alloc.ApplyTTLs(cur.Allocator) })
-	return nil
-}
-
-// listen binds both listeners now, so that a port in use fails the start.
-func (a *app) listen() error {
-	cfg := a.cfg()
-	grace := func() time.Duration { return a.cfg().HTTP.ShutdownTimeout }
+// newListeners binds both listeners now, so that a port in use fails the
+// start.
+func newListeners(cfg *config.Config, current func() *config.Config, s *api.Surface, reg prometheus.Registerer, log *slog.Logger) (pub, adm *api.Listener, err error) {
 	lc := api.ListenerConfig{
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
-		MaxConns: cfg.HTTP.MaxConnections, Grace: grace,
+		MaxConns: cfg.HTTP.MaxConnections,
+		Grace:    func() time.Duration { return current().HTTP.ShutdownTimeout },
 	}
-	pub, err := api.NewListener("public", cfg.Listen.Public, a.surface.Public(), lc, a.log, a.reg)
+	pub, err = api.NewListener("public", cfg.Listen.Public, s.Public(), lc, log, reg)
 	if err != nil {
-		return fmt.Errorf("listen.public: %w", err)
+		return nil, nil, fmt.Errorf("listen.public: %w", err)
 	}
-	adm, err := api.NewListener("admin", cfg.Listen.Admin, a.surface.Admin(), lc, a.log, a.reg)
+	adm, err = api.NewListener("admin", cfg.Listen.Admin, s.Admin(), lc, log, reg)
 	if err != nil {
 		pub.Close()
-		return fmt.Errorf("listen.admin: %w", err)
+		return nil, nil, fmt.Errorf("listen.admin: %w", err)
 	}
-	a.publicAddr, a.adminAddr = pub.Addr(), adm.Addr()
-	a.add(pub)
-	a.add(adm)
-	return nil
+	return pub, adm, nil
 }
 
-// watchConfig applies file edits at run time (see config.Watcher).
-func (a *app) watchConfig() {
-	w := a.watcher
-	w.OnChange = func(old, cur *config.Config) {
-		a.level.Set(cur.Log.SlogLevel())
-		for _, f := range a.onReload {
-			f(old, cur)
-		}
+// newWatcher returns the watcher that applies file edits at run time (see
+// config.Watcher) and counts them. It logs rejections and restart-only
+// changes itself.
+func newWatcher(cfg *config.Config, args, environ []string, log *slog.Logger, reg prometheus.Registerer) (*config.Watcher, error) {
+	w, err := config.NewWatcher(cfg, args, environ, log)
+	if err != nil {
+		return nil, err
 	}
-	// The watcher logs rejections and restart-only changes itself.
-	a.reg.MustRegister(
+	reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "edge_config_reloads_total", Help: "Configuration file changes applied at run time.",
 		}, func() float64 { return float64(w.Reloads()) }),
@@ -284,7 +197,7 @@ func (a *app) watchConfig() {
 			Name: "edge_config_rejects_total", Help: "Configuration file changes rejected (unreadable or invalid); the last good configuration stayed.",
 		}, func() float64 { return float64(w.Rejects()) }),
 	)
-	a.add(w)
+	return w, nil
 }
 
 func newLogger(format string, level *slog.LevelVar, w io.Writer) *slog.Logger {
