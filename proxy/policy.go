@@ -119,9 +119,9 @@ func (p *policy) clientSent(now int64) { p.lastClient = now }
 
 // idleLeft reports how long, from now, the client may stay silent before
 // the socket ends, and the verdict once that time is up (neither without
-// an idle timeout). A relay checks it
-// when it likes (a deadline that fired, a tick): moving a deadline on
-// every read would cost a timer operation per message.
+// an idle timeout). A relay checks it when it likes (a deadline that
+// fired, a tick): moving a deadline on every read would cost a timer
+// operation per message.
 func (p *policy) idleLeft(now int64) (time.Duration, verdict) {
 	if p.idle <= 0 {
 		return 0, verdict{}

@@ -86,7 +86,7 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) error {
 	// left: not a timer operation per message.
 	idle := d.d.src == sideClient && d.pol.idle > 0
 	if idle {
-		d.src.SetReadDeadline(time.Now().Add(time.Duration(d.pol.idle)))
+		armRead(s, d.src, time.Now().Add(time.Duration(d.pol.idle)))
 	}
 	for {
 		b, err := rd.read()
@@ -119,12 +119,20 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) error {
 			}
 			until = time.Now().Add(left)
 		}
-		d.src.SetReadDeadline(until)
-		if s.stopCode.Load() != 0 {
-			// stop ran between our read and the re-arm: keep its
-			// interrupt.
-			d.src.SetReadDeadline(aLongTimeAgo)
-		}
+		armRead(s, d.src, until)
+	}
+}
+
+// armRead sets c's read deadline to until, unless s was stopped meanwhile
+// (by this pump, e.g. for a frame over the limit in the early bytes, or by
+// a drain or a lost lease): stop's interrupt is a deadline in the past,
+// which this one must not replace. stop sets its code before it
+// interrupts, so either the load here sees the code or the interrupt
+// comes after this deadline.
+func armRead(s *socket, c net.Conn, until time.Time) {
+	c.SetReadDeadline(until)
+	if s.stopCode.Load() != 0 {
+		c.SetReadDeadline(aLongTimeAgo)
 	}
 }
 
