@@ -112,6 +112,9 @@ func (ls *loops) add(s *socket, up *upstream, early []byte) bool {
 	e.dirs[0] = edir{src: 0, pend: early}
 	e.dirs[1] = edir{src: 1, pend: up.early}
 	s.client, s.podConn = nil, nil
+	// Counted before the loop can relay a byte or end the socket, so that
+	// whoever sees the socket's traffic or its end sees it counted.
+	ls.carried.Add(1)
 	if !l.send(ecmd{e: e, add: true}) {
 		// The loops stopped under us (cannot happen while the socket is
 		// admitted, as Run stops them after every socket ended); do not
@@ -124,7 +127,6 @@ func (ls *loops) add(s *socket, up *upstream, early []byte) bool {
 		return true
 	}
 	s.setInterrupt(func() { l.send(ecmd{e: e}) })
-	ls.carried.Add(1)
 	return true
 }
 
