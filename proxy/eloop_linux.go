@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The epoll relay (proxy.relay: epoll). After admission and the pod's 101,
+// The epoll relay (RelayEpoll). After admission and the pod's 101,
 // both TCP connections leave Go's netpoller and join one of a few event
 // loops (loopCount), each an epoll set and one goroutine. A goroutine pair
 // per socket cost a netpoller wake-up, a goroutine switch and the syscall
@@ -33,10 +33,6 @@ import (
 // readSize is the loops' read buffer, and so the most a stalled direction
 // keeps (plus a close frame).
 const readSize = 32 << 10
-
-// closeGrace bounds how long a closing socket waits for its close frames
-// to be written before the TCP close.
-const closeGrace = time.Second
 
 // loopCount is how many loops serve the sockets: one per four Ps, rounded
 // up. Fewer loops means more ready sockets per wake-up of a loop, and the
@@ -112,12 +108,13 @@ func (ls *loops) add(s *socket, up *upstream, early []byte) bool {
 		pc.Close()
 		pfd = -1
 	}
-	cfg := l.p.cfg()
-	e := &esock{s: s, fds: [2]int{cfd, pfd}, idle: int64(cfg.IdleTimeout)}
-	limit := uint64(cfg.MaxMessageBytes)
-	e.dirs[0] = edir{src: 0, counter: l.p.metrics.dir["client_to_pod"], limit: limit, pend: early}
-	e.dirs[1] = edir{src: 1, counter: l.p.metrics.dir["pod_to_client"], limit: limit, pend: up.early}
+	e := &esock{s: s, fds: [2]int{cfd, pfd}}
+	e.dirs[0] = edir{src: 0, pend: early}
+	e.dirs[1] = edir{src: 1, pend: up.early}
 	s.client, s.podConn = nil, nil
+	// Counted before the loop can relay a byte or end the socket, so that
+	// whoever sees the socket's traffic or its end sees it counted.
+	ls.carried.Add(1)
 	if !l.send(ecmd{e: e, add: true}) {
 		// The loops stopped under us (cannot happen while the socket is
 		// admitted, as Run stops them after every socket ended); do not
@@ -130,7 +127,6 @@ func (ls *loops) add(s *socket, up *upstream, early []byte) bool {
 		return true
 	}
 	s.setInterrupt(func() { l.send(ecmd{e: e}) })
-	ls.carried.Add(1)
 	return true
 }
 
@@ -365,8 +361,8 @@ func (l *eloop) tick() {
 		switch {
 		case e.closing && l.now > e.closeBy:
 			l.teardown(e, 0)
-		case !e.closing && e.idle > 0 && l.now-e.lastClient > e.idle:
-			if e.s.markStop(CloseIdleTimeout, "idle timeout") {
+		case !e.closing:
+			if _, v := e.pol.idleLeft(l.now); v.code != 0 && e.s.markStop(v.code, v.reason) {
 				l.beginClose(e)
 			}
 		}

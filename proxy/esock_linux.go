@@ -2,23 +2,20 @@
 
 package proxy
 
-import (
-	"crypto/rand"
-
-	"golang.org/x/sys/unix"
-)
+import "golang.org/x/sys/unix"
 
 // esock is one relayed pair on an event loop; only the loop touches it.
+// What is relayed, counted and refused is pol's (policy.go); this file
+// only moves bytes, on the loop's clock.
 type esock struct {
 	s   *socket
 	fds [2]int // 0: client, 1: pod
-	// dirs[i] reads fds[i] and writes the other: dirs[0] is client_to_pod.
+	// dirs[i] reads fds[i] and writes the other: dirs[0] is client_to_pod,
+	// its policy pol.dirs[i].
 	dirs [2]edir
+	pol  policy
 	// mask is what each fd is registered for.
 	mask [2]uint32
-	// idle is proxy.idle_timeout at the socket's start (0: none) and
-	// lastClient the loop time of the client's last bytes.
-	idle, lastClient int64
 	// closing: edge is ending the socket (stopCode set); closeBy bounds
 	// the wait for the close frames to go out.
 	closing bool
@@ -28,17 +25,12 @@ type esock struct {
 
 // edir is one direction of an esock.
 type edir struct {
-	src     int // index in fds of the source; the destination is 1-src
-	sc      frameScanner
-	limit   uint64
-	counter *dirCounters
+	src int // index in fds of the source; the destination is 1-src
 	// pend holds bytes read but not yet written: at most one read plus a
 	// close frame. While it is not empty the source is not read.
 	pend []byte
 	// eof: the source sent FIN.
-	eof     bool
-	bytes   int64
-	counted int64
+	eof bool
 }
 
 func side(i int) int32 {
@@ -51,17 +43,19 @@ func side(i int) int32 {
 // register puts a new socket on the loop: the early bytes (sent right
 // behind either handshake) are scanned and queued first.
 func (l *eloop) register(e *esock) {
-	e.lastClient = l.now
+	e.pol.init(l.p.cfg(), l.p.metrics, l.now)
 	if e.fds[1] < 0 {
 		l.teardown(e, 0)
 		return
 	}
 	for i := range e.dirs {
 		d := &e.dirs[i]
-		if len(d.pend) > 0 {
-			l.account(e, d, d.pend)
-		} else {
+		if len(d.pend) == 0 {
 			d.pend = nil
+			continue
+		}
+		if v := e.pol.dirs[i].relayed(e.s, d.pend); v.code != 0 {
+			e.s.markStop(v.code, v.reason)
 		}
 	}
 	for i, fd := range e.fds {
@@ -146,9 +140,9 @@ func (l *eloop) read(e *esock, d *edir) bool {
 	}
 	b := l.buf[:n]
 	if d.src == 0 {
-		e.lastClient = l.now
+		e.pol.clientSent(l.now)
 	}
-	l.account(e, d, b)
+	v := e.pol.dirs[d.src].relayed(e.s, b)
 	w, errno := rawWrite(e.fds[1-d.src], b)
 	if errno != 0 && !again(errno) {
 		l.teardown(e, side(1-d.src))
@@ -160,25 +154,11 @@ func (l *eloop) read(e *esock, d *edir) bool {
 		d.pend = append(make([]byte, 0, n-w), b[w:]...)
 		l.update(e)
 	}
-	if d.sc.TooBig && e.s.markStop(CloseTooBig, "message too big") {
+	if v.code != 0 && e.s.markStop(v.code, v.reason) {
 		l.beginClose(e)
 		return !e.done
 	}
 	return true
-}
-
-// account follows b's frame headers and counts it.
-func (l *eloop) account(e *esock, d *edir, b []byte) {
-	d.sc.scan(b, d.limit)
-	if d.sc.CloseCode != 0 && e.s.firstClose.CompareAndSwap(0, int32(d.sc.CloseCode)) {
-		e.s.firstCloser.Store(side(d.src))
-	}
-	d.bytes += int64(len(b))
-	d.counter.bytes.Add(float64(len(b)))
-	if d.sc.Messages != d.counted {
-		d.counter.messages.Add(float64(d.sc.Messages - d.counted))
-		d.counted = d.sc.Messages
-	}
 }
 
 // eof: d's source sent FIN. A WebSocket peer that ends its TCP stream is
@@ -187,7 +167,7 @@ func (l *eloop) account(e *esock, d *edir, b []byte) {
 // what was read goes out first, then both connections close.
 func (l *eloop) eof(e *esock, d *edir) bool {
 	d.eof = true
-	e.s.firstEnd.CompareAndSwap(0, side(d.src))
+	e.s.ended(side(d.src))
 	if !e.closing {
 		e.closing = true
 		e.closeBy = l.now + int64(closeGrace)
@@ -219,10 +199,9 @@ func (l *eloop) flush(e *esock, d *edir) bool {
 	return true
 }
 
-// beginClose ends the socket for edge's stopCode: a close frame into each
-// direction that is between frames (to the pod masked, as a client must),
-// then the TCP close once they are written, or after closeGrace. In the
-// middle of a frame no close frame can be injected; the TCP close follows.
+// beginClose ends the socket for edge's stopCode: the policy's close frame
+// into each direction that may take one, then the TCP close once they are
+// written, or after closeGrace.
 func (l *eloop) beginClose(e *esock) {
 	if e.done {
 		return
@@ -233,18 +212,14 @@ func (l *eloop) beginClose(e *esock) {
 	}
 	e.closing = true
 	e.closeBy = l.now + int64(closeGrace)
-	code, reason := int(e.s.stopCode.Load()), e.s.reason()
 	for i := range e.dirs {
 		d := &e.dirs[i]
-		if d.eof || !d.sc.atBoundary() {
+		if d.eof {
 			continue
 		}
-		var mask *[4]byte
-		if d.src == 0 {
-			mask = new([4]byte)
-			rand.Read(mask[:])
+		if f := e.pol.dirs[i].closeFrame(e.s); f != nil {
+			d.pend = append(d.pend, f...)
 		}
-		d.pend = append(d.pend, closeFrame(code, reason, mask)...)
 	}
 	for i := range e.dirs {
 		if e.dirs[i].pend != nil && !l.flush(e, &e.dirs[i]) {
@@ -267,7 +242,7 @@ func (l *eloop) teardown(e *esock, by int32) {
 	}
 	e.done = true
 	if by != 0 {
-		e.s.firstEnd.CompareAndSwap(0, by)
+		e.s.ended(by)
 	}
 	for _, fd := range e.fds {
 		if fd < 0 {
@@ -280,5 +255,5 @@ func (l *eloop) teardown(e *esock, by int32) {
 		unix.Close(fd)
 	}
 	e.dirs[0].pend, e.dirs[1].pend = nil, nil
-	go l.p.finish(e.s, e.dirs[0].bytes, e.dirs[1].bytes)
+	go l.p.finish(e.s, e.pol.dirs[0].bytes, e.pol.dirs[1].bytes)
 }

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"crypto/rand"
 	"errors"
 	"io"
 	"net"
@@ -12,165 +11,141 @@ import (
 
 // bridge runs both directions of s on Go's netpoller, in goroutines of their
 // own (RelayGoroutines), until the socket ends, then releases the call.
+// What is relayed, counted and refused is the policy's; this file only
+// moves bytes and turns the policy's clock into read deadlines.
 func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {
 	conn := s.client
+	var pol policy
+	pol.init(p.cfg(), p.metrics, s.clock())
 
-	toPod := direction{name: "client_to_pod", src: conn, dst: up.conn, toPod: true, counter: p.metrics.dir["client_to_pod"]}
-	toClient := direction{name: "pod_to_client", src: up.conn, dst: conn, counter: p.metrics.dir["pod_to_client"]}
-	results := make(chan pumpResult, 1)
+	toPod := direction{src: conn, dst: up.conn, pol: &pol, d: &pol.dirs[0]}
+	toClient := direction{src: up.conn, dst: conn, pol: &pol, d: &pol.dirs[1]}
+	done := make(chan struct{})
 	upEarly := up.early
 	up = nil // the pod's 101 and its headers are garbage from here on
 	go func() {
-		r := p.pump(s, toClient, upEarly)
+		defer close(done)
+		p.pump(s, toClient, upEarly)
 		if s.stopCode.Load() == 0 {
 			// The pod's stream ended: so does the socket (no half-close
 			// in WebSocket), and the client pump's read returns.
 			conn.Close()
 		}
-		results <- r
 	}()
-	fromClient := p.pump(s, toPod, early)
-	stopped := s.stopCode.Load() != 0
-	if stopped {
+	p.pump(s, toPod, early)
+	if s.stopCode.Load() != 0 {
 		// Let the other pump write its close frame too.
 		select {
-		case fromPod := <-results:
-			results <- fromPod
-		case <-time.After(time.Second):
+		case <-done:
+		case <-time.After(closeGrace):
 		}
 	}
 	conn.Close()
 	s.podConn.Close()
-	fromPod := <-results
+	<-done
 
-	p.finish(s, fromClient.bytes, fromPod.bytes)
+	p.finish(s, pol.dirs[0].bytes, pol.dirs[1].bytes)
 }
 
-// pumpResult is how one direction ended.
-type pumpResult struct {
-	// closeCode seen in a close frame of this direction (0: none).
-	closeCode int
-	bytes     int64
-	messages  int64
-	err       error
-}
+// clock is the goroutine relay's policy clock: monotonic nanoseconds since
+// the socket started.
+func (s *socket) clock() int64 { return int64(time.Since(s.started)) }
 
 // direction is one way of the relay.
 type direction struct {
-	name    string // for metrics: "client_to_pod" or "pod_to_client"
-	src     net.Conn
-	dst     net.Conn
-	toPod   bool // frames to the pod are masked (edge writes as a client)
-	counter *dirCounters
+	src, dst net.Conn
+	pol      *policy
+	d        *dirPolicy // pol's share of this direction, owned by its pump
 }
 
 // pump copies src to dst until either fails or the socket is stopped,
-// following frame headers on the way. Writes block while dst does not read:
-// that is the backpressure (one buffer per direction, no queue).
-func (p *Proxy) pump(s *socket, d direction, early []byte) (res pumpResult) {
-	var sc frameScanner
-	limit := uint64(p.cfg().MaxMessageBytes)
-	idle := p.cfg().IdleTimeout
-	side := sidePod
-	if d.toPod {
-		side = sideClient
-	}
-	defer func() {
-		res.closeCode, res.messages = sc.CloseCode, sc.Messages
-		s.firstEnd.CompareAndSwap(0, side)
-	}()
+// showing the policy every byte on the way. Writes block while dst does
+// not read: that is the backpressure (one buffer per direction, no queue).
+func (p *Proxy) pump(s *socket, d direction, early []byte) error {
+	defer s.ended(d.d.src)
 	wr := newWriter(d.dst)
 	forward := func(b []byte) error {
-		sc.scan(b, limit)
-		if sc.CloseCode != 0 && s.firstClose.CompareAndSwap(0, int32(sc.CloseCode)) {
-			s.firstCloser.Store(side)
-		}
+		v := d.d.relayed(s, b)
 		if err := wr.write(b); err != nil {
 			return err
 		}
-		res.bytes += int64(len(b))
-		d.counter.bytes.Add(float64(len(b)))
+		if v.code != 0 {
+			s.stop(v.code, v.reason)
+		}
 		return nil
 	}
 	if len(early) > 0 {
-		if res.err = forward(early); res.err != nil {
-			return res
+		if err := forward(early); err != nil {
+			return err
 		}
 	}
 	rd := newReader(d.src)
 	defer rd.release()
-	if !d.toPod {
-		idle = 0 // only the client's silence means a dead call: the agent may listen quietly
-	} else if idle > 0 {
-		s.lastClient.Store(time.Now().UnixNano())
-		d.src.SetReadDeadline(time.Now().Add(idle))
+	// Only the client's silence is watched (policy.idle). Its deadline is
+	// armed once and, when it fires, moved by what the policy says is
+	// left: not a timer operation per message.
+	idle := d.d.src == sideClient && d.pol.idle > 0
+	if idle {
+		armRead(s, d.src, time.Now().Add(time.Duration(d.pol.idle)))
 	}
-	var counted int64
 	for {
 		b, err := rd.read()
 		if len(b) > 0 {
-			if idle > 0 {
-				// Cheap clock read; the deadline itself is only moved when
-				// it fires (below), not on every read.
-				s.lastClient.Store(time.Now().UnixNano())
+			if idle {
+				d.pol.clientSent(s.clock())
 			}
 			werr := forward(b)
 			rd.release()
 			if werr != nil {
-				res.err = werr
-				return res
-			}
-			if sc.Messages != counted {
-				d.counter.messages.Add(float64(sc.Messages - counted))
-				counted = sc.Messages
-			}
-			if sc.TooBig {
-				s.stop(CloseTooBig, "message too big")
+				return werr
 			}
 		}
 		if err == nil {
 			continue
 		}
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			res.err = err
-			return res
+			return err
 		}
-		if code := s.stopCode.Load(); code != 0 {
-			p.injectClose(s, d, &sc, int(code))
-			res.err = errStopped
-			return res
+		if s.stopCode.Load() != 0 {
+			p.injectClose(s, d)
+			return errStopped
 		}
-		// The idle deadline fired: move it if bytes came meanwhile.
-		last := time.Unix(0, s.lastClient.Load())
-		if until := time.Until(last.Add(idle)); until > 0 {
-			d.src.SetReadDeadline(time.Now().Add(until))
-			if s.stopCode.Load() != 0 {
-				// stop ran between our read and the re-arm: keep its
-				// interrupt.
-				d.src.SetReadDeadline(aLongTimeAgo)
+		until := noDeadline // a deadline this direction did not ask for
+		if idle {
+			left, v := d.pol.idleLeft(s.clock())
+			if v.code != 0 {
+				s.stop(v.code, v.reason)
+				continue
 			}
-			continue
+			until = time.Now().Add(left)
 		}
-		s.stop(CloseIdleTimeout, "idle timeout")
+		armRead(s, d.src, until)
+	}
+}
+
+// armRead sets c's read deadline to until, unless s was stopped meanwhile
+// (by this pump, e.g. for a frame over the limit in the early bytes, or by
+// a drain or a lost lease): stop's interrupt is a deadline in the past,
+// which this one must not replace. stop sets its code before it
+// interrupts, so either the load here sees the code or the interrupt
+// comes after this deadline.
+func armRead(s *socket, c net.Conn, until time.Time) {
+	c.SetReadDeadline(until)
+	if s.stopCode.Load() != 0 {
+		c.SetReadDeadline(aLongTimeAgo)
 	}
 }
 
 var errStopped = errors.New("stopped by edge")
 
-// injectClose writes edge's close frame into dst if the stream is between
-// frames; in the middle of a frame it cannot, and the TCP close follows.
-func (p *Proxy) injectClose(s *socket, d direction, sc *frameScanner, code int) {
-	if !sc.atBoundary() {
+// injectClose writes the policy's close frame, if any may go, into dst.
+func (p *Proxy) injectClose(s *socket, d direction) {
+	f := d.d.closeFrame(s)
+	if f == nil {
 		return
 	}
-	reason := s.reason()
-	var mask *[4]byte
-	if d.toPod {
-		mask = new([4]byte)
-		rand.Read(mask[:])
-	}
-	d.dst.SetWriteDeadline(time.Now().Add(time.Second))
-	d.dst.Write(closeFrame(code, reason, mask))
+	d.dst.SetWriteDeadline(time.Now().Add(closeGrace))
+	d.dst.Write(f)
 }
 
 // reader reads a conn into pooled buffers taken only once the socket is

@@ -15,14 +15,16 @@ var (
 	noDeadline   time.Time
 )
 
-// Relay names a relay mechanism (proxy.relay).
+// Relay names a relay mechanism, the way a socket's bytes move; what is
+// decided about them is the same for both (policy.go). Config.Relay picks
+// one for tests and the benchmark; there is no configuration key.
 type Relay string
 
 const (
 	// RelayEpoll serves every relayed pair from a few event loops, one
-	// epoll set each, outside Go's netpoller (eloop_linux.go): no goroutine
-	// wake-up per message. The default on Linux, measured in
-	// docs/bench-media.md.
+	// epoll set each, outside Go's netpoller (eloop_linux.go,
+	// esock_linux.go): no goroutine wake-up per message. The default on
+	// Linux, measured in docs/bench-media.md.
 	RelayEpoll Relay = "epoll"
 	// RelayGoroutines runs two copy goroutines per socket on Go's netpoller
 	// (pump.go). Used where epoll cannot be: other systems, a client
@@ -45,14 +47,6 @@ const bufSize = 8 << 10
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b }}
 
-// Close codes edge sends itself (RFC 6455 7.4.1).
-const (
-	CloseGoingAway   = 1001 // drain deadline passed on shutdown
-	ClosePolicy      = 1008 // the call lost its lease (released, swept)
-	CloseTooBig      = 1009 // a frame over proxy.max_message_bytes
-	CloseIdleTimeout = 4000 // the client sent nothing for proxy.idle_timeout
-)
-
 // socket is one relayed media stream: a hijacked client conn and its pod
 // conn, with the call it belongs to. The relay mechanism owns the
 // connections; what other goroutines (renewal, drain) touch is atomic.
@@ -68,9 +62,6 @@ type socket struct {
 	stopCode   atomic.Int32
 	stopReason atomic.Pointer[string]
 	interrupt  atomic.Pointer[func()]
-	// lastClient is the unix nanotime of the last bytes from the client
-	// (goroutine relay; the event loops keep their own clock).
-	lastClient atomic.Int64
 	// firstClose is the first close code seen in either direction and
 	// firstCloser its side; firstEnd is the side whose stream ended first.
 	firstClose, firstCloser, firstEnd atomic.Int32
@@ -111,6 +102,10 @@ func (s *socket) setInterrupt(f func()) {
 		f()
 	}
 }
+
+// ended records that side's stream ended (EOF or an error), unless the
+// other side's ended first.
+func (s *socket) ended(side int32) { s.firstEnd.CompareAndSwap(0, side) }
 
 func (s *socket) reason() string {
 	if r := s.stopReason.Load(); r != nil {

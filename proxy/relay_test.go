@@ -50,7 +50,6 @@ func TestSlowReaderBackpressure(t *testing.T) {
 		_, url := e.allocate("CA1", "")
 		c := e.mustDial(url)
 		c.SetReadLimit(1 << 20)
-		e.checkCarried(t, relay, 1)
 
 		const msgSize, count = 32 << 10, 4096 // 128 MiB: far beyond every socket buffer on the way
 		var written atomic.Int64
@@ -99,6 +98,9 @@ func TestSlowReaderBackpressure(t *testing.T) {
 			t.Fatal(err)
 		}
 		echo(t, c, "after the flood")
+		// Not right after the dial: the 101 reaches the client before
+		// the socket is handed to a loop.
+		e.checkCarried(t, relay, 1)
 	})
 }
 
@@ -149,7 +151,7 @@ func TestHalfOpenClientFoundByIdleTimeout(t *testing.T) {
 		const idle = 300 * time.Millisecond
 		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.IdleTimeout = idle }})
 		pod, url := e.allocate("CA1", "")
-		conn, br := rawDial(t, url)
+		conn, br := rawDial(t, url, nil)
 		start := time.Now()
 		// One masked text frame "hi" (RFC 6455 5.2), echoed unmasked.
 		conn.Write([]byte{0x81, 0x82, 1, 2, 3, 4, 'h' ^ 1, 'i' ^ 2})
@@ -176,9 +178,9 @@ func TestHalfOpenClientFoundByIdleTimeout(t *testing.T) {
 	})
 }
 
-// rawDial opens a media socket by hand and returns the connection after
-// the 101.
-func rawDial(t *testing.T, wsURL string) (net.Conn, *bufio.Reader) {
+// rawDial opens a media socket by hand, with early written in the same
+// write as the handshake, and returns the connection after the 101.
+func rawDial(t *testing.T, wsURL string, early []byte) (net.Conn, *bufio.Reader) {
 	t.Helper()
 	hostPath := strings.TrimPrefix(wsURL, "ws://")
 	host, path, _ := strings.Cut(hostPath, "/")
@@ -187,7 +189,10 @@ func rawDial(t *testing.T, wsURL string) (net.Conn, *bufio.Reader) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	fmt.Fprintf(conn, "GET /%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", path, host)
+	req := fmt.Sprintf("GET /%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", path, host)
+	if _, err := conn.Write(append([]byte(req), early...)); err != nil {
+		t.Fatal(err)
+	}
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
@@ -197,6 +202,38 @@ func rawDial(t *testing.T, wsURL string) (net.Conn, *bufio.Reader) {
 		t.Fatalf("handshake: %s", resp.Status)
 	}
 	return conn, br
+}
+
+// A frame over the limit that follows the handshake in the same packet
+// (the relay gets it as early bytes, before its first read) ends the
+// socket with 1009 at once: the client is mid-frame, so it gets nothing
+// more toward the pod, and the client, between frames, gets the close.
+func TestOversizedFrameBehindHandshake(t *testing.T) {
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.MaxMessageBytes = 1024 }})
+		pod, url := e.allocate("CA1", "")
+		// The header of a 2 KiB masked binary frame and a little of its
+		// payload; the rest never comes, and the pod (whose own limit is
+		// higher) waits for it.
+		early := frame(true, 2, make([]byte, 2048), &[4]byte{1, 2, 3, 4})[:200]
+		conn, br := rawDial(t, url, early)
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		all, err := io.ReadAll(br)
+		if err != nil {
+			t.Fatalf("read until edge closed: %v", err)
+		}
+		if want := closeFrame(CloseTooBig, "message too big", nil); string(all) != string(want) {
+			t.Errorf("client got % x, want close 1009: % x", all, want)
+		}
+		e.waitSockets(0)
+		if got := value(e.px.metrics.closes.WithLabelValues("edge", "1009")); got != 1 {
+			t.Errorf("closes{edge,1009} = %v, want 1", got)
+		}
+		if owner := e.podOwner(pod); owner != "" {
+			t.Errorf("pod %s still leased to %q", pod, owner)
+		}
+		e.checkCarried(t, relay, 1)
+	})
 }
 
 // A socket stalled both ways (the client stopped reading, so the pod's

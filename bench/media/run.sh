@@ -44,8 +44,14 @@ GOMAXPROCS=${EDGE_GOMAXPROCS:-} EDGE_LISTEN__PUBLIC=127.0.0.1:18081 EDGE_LISTEN_
 	"$work/edge-goroutines" --config bench/media/edge.yaml 2>"$work/edge-goroutines.log" &
 edgeg_pid=$!
 pids+=($edgeg_pid)
+# An edge that did not come up (a port held by another process on a shared
+# machine) must stop the run: the load would otherwise measure whatever
+# answers on that port.
 for port in 19080 19081; do
 	for i in $(seq 50); do curl -sf http://127.0.0.1:$port/readyz >/dev/null && break; sleep 0.2; done
+done
+for pid in $edge_pid $edgeg_pid; do
+	kill -0 "$pid" 2>/dev/null || { echo "an edge exited at start:" >&2; cat "$work"/edge*.log >&2; exit 1; }
 done
 nginx_all=$(echo $nginx_pid $(pgrep -P $nginx_pid) | tr ' ' ',')
 

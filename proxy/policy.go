@@ -1,0 +1,133 @@
+package proxy
+
+import (
+	"crypto/rand"
+	"time"
+)
+
+// Close codes edge sends itself (RFC 6455 7.4.1).
+const (
+	CloseGoingAway   = 1001 // drain deadline passed on shutdown
+	ClosePolicy      = 1008 // the call lost its lease (released, swept)
+	CloseTooBig      = 1009 // a frame over proxy.max_message_bytes
+	CloseIdleTimeout = 4000 // the client sent nothing for proxy.idle_timeout
+)
+
+// closeGrace bounds how long a closing socket waits for its close frames
+// to be written before the TCP close: a peer that stopped reading must not
+// keep a socket, or a drain, alive.
+const closeGrace = time.Second
+
+// policy is what edge decides about one relayed socket, whichever relay
+// moves its bytes: the frame accounting of each direction, the message
+// size limit (close 1009), the client's idle deadline (close 4000), the
+// close frame injected when edge ends the socket (its stop code: 1008 on a
+// lost lease, 1001 on drain, or one of the above) and the counters. The
+// relays differ only in how bytes move (goroutines on Go's netpoller in
+// pump.go, event loops in eloop_linux.go), so every rule lives here once.
+//
+// A policy is not locked: each part has one owner. dirs[i] belongs to
+// whoever reads direction i's source (one pump each in the goroutine
+// relay, the loop in the epoll relay), and the idle clock to the reader
+// of the client. Verdicts go through the socket's atomic stop state.
+type policy struct {
+	// dirs[0] is client_to_pod, dirs[1] pod_to_client.
+	dirs [2]dirPolicy
+	// idle is proxy.idle_timeout at the socket's start (0: none) and
+	// lastClient the relay's clock, in nanoseconds, at the client's last
+	// bytes. Only the client's silence counts: a voice agent may listen
+	// quietly, a provider streams without pause.
+	idle, lastClient int64
+}
+
+// dirPolicy is one direction's share of a policy.
+type dirPolicy struct {
+	sc      frameScanner
+	limit   uint64 // proxy.max_message_bytes (0: none)
+	src     int32  // side whose bytes this direction reads
+	counter *dirCounters
+	// bytes relayed, and the messages already added to the counter.
+	bytes, counted int64
+	// closeSeen: the first close frame of this direction is recorded.
+	closeSeen bool
+}
+
+// verdict is a policy's decision to end the socket, given to the socket's
+// stop; a zero verdict carries on.
+type verdict struct {
+	code   int
+	reason string
+}
+
+// init sets p up for a socket starting at now, on the relay's clock.
+// Limits are read once: a configuration change applies to new sockets.
+func (p *policy) init(cfg *Config, m *metrics, now int64) {
+	limit := uint64(max(cfg.MaxMessageBytes, 0))
+	p.dirs[0] = dirPolicy{limit: limit, src: sideClient, counter: m.dir["client_to_pod"]}
+	p.dirs[1] = dirPolicy{limit: limit, src: sidePod, counter: m.dir["pod_to_client"]}
+	p.idle = int64(max(cfg.IdleTimeout, 0))
+	p.lastClient = now
+}
+
+// relayed accounts b, the next bytes of d's source, handed to its
+// destination whole. The relay forwards b whatever the verdict: a frame
+// over the limit has started on the wire, and the socket then ends with
+// 1009 (to the peer that is between frames; the other one sees the TCP
+// close).
+func (d *dirPolicy) relayed(s *socket, b []byte) verdict {
+	d.sc.scan(b, d.limit)
+	if d.sc.CloseCode != 0 && !d.closeSeen {
+		d.closeSeen = true
+		if s.firstClose.CompareAndSwap(0, int32(d.sc.CloseCode)) {
+			s.firstCloser.Store(d.src)
+		}
+	}
+	d.bytes += int64(len(b))
+	d.counter.bytes.Add(float64(len(b)))
+	if d.sc.Messages != d.counted {
+		d.counter.messages.Add(float64(d.sc.Messages - d.counted))
+		d.counted = d.sc.Messages
+	}
+	if d.sc.TooBig {
+		return verdict{CloseTooBig, "message too big"}
+	}
+	return verdict{}
+}
+
+// closeFrame is what edge writes into d's destination to end the socket
+// with its stop code, or nil where nothing may go: no stop code, or the
+// direction is inside a frame, where a close frame would corrupt the
+// frame in flight (the TCP close then tells that peer). Toward the pod
+// edge is the client, and a client masks its frames (RFC 6455 5.3); the
+// mask only defeats cache poisoning by script-chosen payloads, and this
+// payload is edge's own, so any random mask does.
+func (d *dirPolicy) closeFrame(s *socket) []byte {
+	code := s.stopCode.Load()
+	if code == 0 || !d.sc.atBoundary() {
+		return nil
+	}
+	var mask *[4]byte
+	if d.src == sideClient {
+		mask = new([4]byte)
+		rand.Read(mask[:])
+	}
+	return closeFrame(int(code), s.reason(), mask)
+}
+
+// clientSent notes bytes from the client at now, on the relay's clock.
+func (p *policy) clientSent(now int64) { p.lastClient = now }
+
+// idleLeft reports how long, from now, the client may stay silent before
+// the socket ends, and the verdict once that time is up (neither without
+// an idle timeout). A relay checks it when it likes (a deadline that
+// fired, a tick): moving a deadline on every read would cost a timer
+// operation per message.
+func (p *policy) idleLeft(now int64) (time.Duration, verdict) {
+	if p.idle <= 0 {
+		return 0, verdict{}
+	}
+	if left := p.lastClient + p.idle - now; left > 0 {
+		return time.Duration(left), verdict{}
+	}
+	return 0, verdict{CloseIdleTimeout, "idle timeout"}
+}
