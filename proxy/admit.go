@@ -325,7 +325,7 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 	s.setInterrupt(func() {
 		// A write blocked on a peer that does not read would never see
 		// the read deadlines: bound it, as the loops' close grace does.
-		grace := time.Now().Add(time.Second)
+		grace := time.Now().Add(closeGrace)
 		s.client.SetWriteDeadline(grace)
 		s.podConn.SetWriteDeadline(grace)
 		s.client.SetReadDeadline(aLongTimeAgo)
