@@ -37,6 +37,10 @@ func (p *proc) validate(l *live, s *Spec) error {
 // wanted. It logs and counts the refusal.
 func (p *proc) fallBack(s, good *Spec, err error) *Spec {
 	p.h.m.settingsRejects.WithLabelValues(p.name).Inc()
+	if good == nil { // no process ever accepted settings: nothing to keep
+		p.log.Error("provider plugin refused its settings", "err", err)
+		return s
+	}
 	p.log.Error("provider plugin refused new settings; configuring its last good settings", "err", err)
 	fb := *s
 	fb.Settings = maps.Clone(good.Settings)
