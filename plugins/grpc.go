@@ -3,9 +3,12 @@ package plugins
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/edge-voice/edge/plugins/internal/pb"
 )
@@ -13,6 +16,7 @@ import (
 // Interface guards: both adapters stay in step with the contract.
 var (
 	_ Provider          = (*grpcClient)(nil)
+	_ SettingsValidator = (*grpcClient)(nil)
 	_ pb.ProviderServer = (*grpcServer)(nil)
 	_ plugin.GRPCPlugin = (*providerPlugin)(nil)
 )
@@ -59,6 +63,31 @@ func (s *grpcServer) Configure(ctx context.Context, req *pb.ConfigureRequest) (*
 	return &pb.ConfigureResponse{Verifies: c.Verifies, Warnings: c.Warnings}, nil
 }
 
+// ValidateSettings answers refused settings as problems, not as an RPC
+// error: errors are for the unexpected. A provider without the dry run
+// answers Unimplemented, as a plugin built before the RPC existed does.
+func (s *grpcServer) ValidateSettings(ctx context.Context, req *pb.ValidateSettingsRequest) (*pb.ValidateSettingsResponse, error) {
+	v, ok := s.impl.(SettingsValidator)
+	if !ok {
+		return nil, status.Errorf(codes.Unimplemented, "provider %T does not implement plugins.SettingsValidator", s.impl)
+	}
+	c, err := v.ValidateSettings(ctx, Settings(req.GetSettings()))
+	if err != nil {
+		out := &pb.ValidateSettingsResponse{}
+		invalid := InvalidSettings(err)
+		if len(invalid) == 0 {
+			// A plain error from a provider's parser still refuses the
+			// settings: it is what Configure would have returned.
+			invalid = []*InvalidSetting{{Reason: err.Error()}}
+		}
+		for _, e := range invalid {
+			out.Problems = append(out.Problems, &pb.SettingProblem{Key: e.Key, Message: e.Reason})
+		}
+		return out, nil
+	}
+	return &pb.ValidateSettingsResponse{Verifies: c.Verifies, Warnings: c.Warnings}, nil
+}
+
 func (s *grpcServer) Webhook(ctx context.Context, req *pb.WebhookRequest) (*pb.WebhookResponse, error) {
 	res, err := s.impl.Webhook(ctx, requestFromPB(req))
 	if err != nil {
@@ -102,6 +131,26 @@ func (c *grpcClient) Configure(ctx context.Context, s Settings) (Configured, err
 	r, err := c.c.Configure(ctx, &pb.ConfigureRequest{Settings: s})
 	if err != nil {
 		return Configured{}, err
+	}
+	return Configured{Verifies: r.GetVerifies(), Warnings: r.GetWarnings()}, nil
+}
+
+// ValidateSettings returns the plugin's problems as joined
+// *InvalidSetting, and ErrCannotValidate for a plugin without the RPC.
+func (c *grpcClient) ValidateSettings(ctx context.Context, s Settings) (Configured, error) {
+	r, err := c.c.ValidateSettings(ctx, &pb.ValidateSettingsRequest{Settings: s})
+	if status.Code(err) == codes.Unimplemented {
+		return Configured{}, fmt.Errorf("%w: %v", ErrCannotValidate, status.Convert(err).Message())
+	}
+	if err != nil {
+		return Configured{}, err
+	}
+	if len(r.GetProblems()) > 0 {
+		errs := make([]error, 0, len(r.GetProblems()))
+		for _, p := range r.GetProblems() {
+			errs = append(errs, &InvalidSetting{Key: p.GetKey(), Reason: p.GetMessage()})
+		}
+		return Configured{}, errors.Join(errs...)
 	}
 	return Configured{Verifies: r.GetVerifies(), Warnings: r.GetWarnings()}, nil
 }

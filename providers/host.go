@@ -146,14 +146,16 @@ func (h *Host) Check(name string) func(context.Context) error {
 }
 
 // Reconfigure applies a changed spec (settings: Configure on the running
-// process; binary: restart). Unknown names are ignored (adding or removing
-// providers needs a restart of edge).
-func (h *Host) Reconfigure(s Spec) bool {
+// process; binary: restart). The running process dry-runs new settings
+// first (ValidateSettings): an error means the plugin refused them, the
+// host logged and counted it, and the plugin keeps its last good settings.
+// Unknown names are an error (adding a provider needs a restart of edge).
+func (h *Host) Reconfigure(s Spec) error {
 	p, ok := h.procs[s.Name]
-	if ok {
-		p.reconfigure(s)
+	if !ok {
+		return fmt.Errorf("unknown provider %q", s.Name)
 	}
-	return ok
+	return p.reconfigure(s)
 }
 
 // WaitUp blocks until provider name runs a process started after the one

@@ -6,12 +6,15 @@ import (
 )
 
 type metrics struct {
-	up         *prometheus.GaugeVec
-	restarts   *prometheus.CounterVec
-	rpcSeconds *prometheus.HistogramVec
-	rpcErrors  *prometheus.CounterVec
-	webhooks   *prometheus.CounterVec
-	seconds    *prometheus.HistogramVec
+	up       *prometheus.GaugeVec
+	restarts *prometheus.CounterVec
+	// settingsRejects counts refused settings (the config reload stays
+	// valid for the rest of edge, so the config rejects metric does not).
+	settingsRejects *prometheus.CounterVec
+	rpcSeconds      *prometheus.HistogramVec
+	rpcErrors       *prometheus.CounterVec
+	webhooks        *prometheus.CounterVec
+	seconds         *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -22,6 +25,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"plugin"}),
 		restarts: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_plugin_restarts_total", Help: "Provider plugin process (re)starts after a crash, a hang or a failed start.",
+		}, []string{"plugin"}),
+		settingsRejects: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_plugin_settings_rejects_total", Help: "Provider settings the plugin refused (on a config reload or a restart); it kept its last good settings.",
 		}, []string{"plugin"}),
 		rpcSeconds: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "edge_plugin_rpc_duration_seconds", Help: "Latency of RPCs to provider plugins.",

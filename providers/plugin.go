@@ -21,8 +21,11 @@ type proc struct {
 	h    *Host
 	log  *slog.Logger
 
-	spec atomic.Pointer[Spec]
+	spec atomic.Pointer[Spec] // the spec to run: configured, or a reload's
 	live atomic.Pointer[live] // nil while down
+	// good is the last spec a process accepted with Configure: what a
+	// refused reload falls back to.
+	good atomic.Pointer[Spec]
 
 	kick chan struct{} // an RPC failed: check now
 	// applying serializes apply, so that the last one hands over the
@@ -65,9 +68,14 @@ func (p *proc) run(ctx context.Context) {
 			p.log.Error("provider plugin failed to start", "err", err, "retry_in", backoff)
 		} else {
 			p.setUp(l)
-			if p.spec.Load() != l.spec {
-				// reconfigure ran during the start and found no process.
-				p.apply(l)
+			if s := p.spec.Load(); s != l.spec {
+				// reconfigure ran during the start and found no process
+				// to dry-run the settings: this one does it now.
+				if p.validate(l, s) != nil {
+					p.spec.CompareAndSwap(s, l.spec)
+				} else {
+					p.apply(l)
+				}
 			}
 			err = p.watch(ctx, l)
 			l.client.Kill()
@@ -96,41 +104,32 @@ func (p *proc) run(ctx context.Context) {
 	}
 }
 
-// start launches the process, checks its name and configures it.
+// start launches the process, checks its name and configures it. Settings
+// that changed while no process could dry-run them (a reload during a
+// restart, a new binary) may be refused here: the process then gets the
+// last good settings instead of crash-looping on the new ones.
 func (p *proc) start(ctx context.Context) (*live, error) {
 	s := p.spec.Load()
-	client, err := plugins.NewClient(plugins.ClientOptions{Cmd: s.Command(), SHA256: s.SHA256, Log: p.log, StartTimeout: p.h.opts.Config.StartTimeout})
-	if err != nil {
-		return nil, err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			client.Kill()
-		}
-	}()
-	rpc, err := client.Client()
-	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", s.Describe(), err)
-	}
-	prov, err := plugins.Dispense(rpc)
-	if err != nil {
-		return nil, err
-	}
 	sctx, cancel := context.WithTimeout(ctx, p.h.opts.Config.StartTimeout)
 	defer cancel()
-	d, err := prov.Describe(sctx)
+	client, prov, routes, err := launch(sctx, s, p.log, p.h.opts.Config.StartTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("describe: %w", err)
-	}
-	if d.Name != s.Name {
-		return nil, fmt.Errorf("the binary serves provider %q, configured as %q", d.Name, s.Name)
-	}
-	if err := p.configure(sctx, prov, s); err != nil {
 		return nil, err
 	}
-	ok = true
-	return &live{client: client, prov: prov, routes: d.Routes, spec: s}, nil
+	if err := p.configure(sctx, prov, s); err != nil {
+		good := p.good.Load()
+		if good == nil || sameSettings(good, s) {
+			client.Kill()
+			return nil, err
+		}
+		s = p.fallBack(s, good, err)
+		if err := p.configure(sctx, prov, s); err != nil {
+			client.Kill()
+			return nil, fmt.Errorf("last good settings: %w", err)
+		}
+	}
+	p.good.Store(s)
+	return &live{client: client, prov: prov, routes: routes, spec: s}, nil
 }
 
 // configure hands the settings over and warns when nothing is verified.
@@ -193,34 +192,52 @@ func (p *proc) ping(ctx context.Context, l *live) error {
 }
 
 // reconfigure applies changed settings to the running process, or
-// restarts it when the binary changed.
-func (p *proc) reconfigure(s Spec) {
+// restarts it when the binary changed. The running process dry-runs new
+// settings first: refused ones are not applied (nor the rest of s), and it
+// keeps serving with its last good settings.
+func (p *proc) reconfigure(s Spec) error {
+	if l := p.live.Load(); l != nil && sameBinary(l.spec, &s) {
+		if err := p.validate(l, &s); err != nil {
+			return err
+		}
+	}
 	p.spec.Store(&s)
 	l := p.live.Load()
 	if l == nil {
-		return // the next start uses s, or run applies it to the one starting
+		return nil // the next start uses s, or run applies it to the one starting
 	}
-	p.apply(l)
+	return p.apply(l)
 }
 
 // apply brings the running process l to the current spec.
-func (p *proc) apply(l *live) {
+func (p *proc) apply(l *live) error {
 	p.applying.Lock()
 	defer p.applying.Unlock()
 	s := p.spec.Load()
-	if l.spec.Path != s.Path || l.spec.SHA256 != s.SHA256 {
+	if !sameBinary(l.spec, s) {
 		p.log.Info("provider plugin binary changed; restarting")
 		l.client.Kill()
 		p.poke()
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.h.opts.Config.StartTimeout)
 	defer cancel()
-	if err := p.configure(ctx, l.prov, s); err != nil {
-		p.log.Error("provider plugin rejected new settings; restarting it with them", "err", err)
+	err := p.configure(ctx, l.prov, s)
+	if err == nil {
+		p.good.Store(s)
+		return nil
+	}
+	// Refused by a plugin that could not dry-run (built before
+	// ValidateSettings), or the process is failing: keep the last good
+	// settings. Configure them again in case the refusal left anything
+	// half-applied; a process that cannot take them either is restarted.
+	good := p.fallBack(s, p.good.Load(), err)
+	if err2 := p.configure(ctx, l.prov, good); err2 != nil {
+		p.log.Error("provider plugin refused its last good settings too; restarting it", "err", err2)
 		l.client.Kill()
 		p.poke()
 	}
+	return fmt.Errorf("provider %s: %w", p.name, err)
 }
 
 // poke makes the watcher check now.

@@ -43,6 +43,7 @@ func TestEmbeddedDefault(t *testing.T) {
 }
 
 func TestCheckConfig(t *testing.T) {
+	useBuiltEdge(t) // the default config runs the built-in plugins
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	bad := filepath.Join(dir, "bad.yaml")

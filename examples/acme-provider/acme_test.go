@@ -32,8 +32,9 @@ func TestConformance(t *testing.T) {
 	forged := signed(`{"call_id":"a-1"}`)
 	forged.Body = []byte(`{"call_id":"a-2"}`)
 	plugintest.Run(t, newAcme(), plugintest.Suite{
-		Settings: plugins.Settings{"signing_key": key},
-		Valid:    []plugintest.Valid{{Name: "signed", Request: signed(`{"call_id":"a-1","merchant":"m1"}`), CallID: "a-1"}},
+		Settings:    plugins.Settings{"signing_key": key},
+		BadSettings: []plugintest.BadSettings{{Name: "short key", Settings: plugins.Settings{"signing_key": "short"}, Key: "signing_key"}},
+		Valid:       []plugintest.Valid{{Name: "signed", Request: signed(`{"call_id":"a-1","merchant":"m1"}`), CallID: "a-1"}},
 		Invalid: []plugintest.Invalid{
 			{Name: "forged", Request: forged, Status: 403},
 			{Name: "no call id", Request: signed(`{"merchant":"m1"}`), Status: 400},

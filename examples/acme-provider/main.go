@@ -23,7 +23,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"sync/atomic"
 
 	"github.com/edge-voice/edge/plugins"
 )
@@ -31,26 +30,31 @@ import (
 func main() { plugins.Serve(newAcme()) }
 
 // acme is the provider. Settings arrive with Configure, possibly again at
-// run time, so they live behind an atomic pointer.
+// run time; plugins.Parsed swaps them whole and gives edge the dry run
+// (ValidateSettings) from the same parse function, so a bad key is refused
+// by `edge check-config` and by a reload without touching the running one.
 type acme struct {
-	key atomic.Pointer[[]byte]
+	*plugins.Parsed[acmeSettings]
 }
 
-func newAcme() *acme {
-	a := &acme{}
-	a.key.Store(new([]byte))
-	return a
+type acmeSettings struct{ key []byte }
+
+// minKeyLen refuses keys too short to be worth an HMAC.
+const minKeyLen = 16
+
+func newAcme() *acme { return &acme{plugins.NewParsed(&acmeSettings{}, parseSettings)} }
+
+func parseSettings(s plugins.Settings) (*acmeSettings, plugins.Configured, error) {
+	key := []byte(s["signing_key"])
+	if len(key) > 0 && len(key) < minKeyLen {
+		// The reason never holds the value: it is a secret.
+		return nil, plugins.Configured{}, &plugins.InvalidSetting{Key: "signing_key", Reason: "shorter than 16 bytes"}
+	}
+	return &acmeSettings{key: key}, plugins.Configured{Verifies: len(key) > 0}, nil
 }
 
 func (a *acme) Describe(context.Context) (plugins.Description, error) {
 	return plugins.Description{Name: "acme"}, nil
-}
-
-func (a *acme) Configure(_ context.Context, s plugins.Settings) (plugins.Configured, error) {
-	key := []byte(s["signing_key"])
-	a.key.Store(&key)
-	plugins.Log.Info("acme configured", "verifies", len(key) > 0)
-	return plugins.Configured{Verifies: len(key) > 0}, nil
 }
 
 type webhook struct {
@@ -60,7 +64,7 @@ type webhook struct {
 
 func (a *acme) Webhook(_ context.Context, req *plugins.Request) (*plugins.WebhookResult, error) {
 	// Verify first: a rejected webhook must change nothing.
-	if key := *a.key.Load(); len(key) > 0 {
+	if key := a.Current().key; len(key) > 0 {
 		mac := hmac.New(sha256.New, key)
 		mac.Write(req.Body)
 		want := hex.EncodeToString(mac.Sum(nil))

@@ -19,18 +19,22 @@ func parseAllowList(s string) (*allowList, error) {
 		if !strings.Contains(item, "/") {
 			ip, err := netip.ParseAddr(item)
 			if err != nil {
-				return nil, fmt.Errorf("allow_ips: %q is not an IP or CIDR", item)
+				return nil, notIP(item)
 			}
 			a.prefixes = append(a.prefixes, netip.PrefixFrom(ip, ip.BitLen()))
 			continue
 		}
 		p, err := netip.ParsePrefix(item)
 		if err != nil {
-			return nil, fmt.Errorf("allow_ips: %q is not an IP or CIDR", item)
+			return nil, notIP(item)
 		}
 		a.prefixes = append(a.prefixes, p.Masked())
 	}
 	return a, nil
+}
+
+func notIP(item string) error {
+	return &plugins.InvalidSetting{Key: SettingAllowIPs, Reason: fmt.Sprintf("%q is not an IP or CIDR", item)}
 }
 
 func (a *allowList) empty() bool { return len(a.prefixes) == 0 }

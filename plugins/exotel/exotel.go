@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"sync/atomic"
 
 	"github.com/edge-voice/edge/plugins"
 )
@@ -34,16 +33,16 @@ type settings struct {
 	allow *allowList
 }
 
-// Provider is the Exotel provider; use New.
+// Provider is the Exotel provider; use New. Its Configure and
+// ValidateSettings (the dry run edge asks for before a reload) share
+// parseSettings.
 type Provider struct {
-	s atomic.Pointer[settings]
+	*plugins.Parsed[settings]
 }
 
 // New returns an Exotel provider with no authentication configured.
 func New() *Provider {
-	p := &Provider{}
-	p.s.Store(&settings{allow: &allowList{}})
-	return p
+	return &Provider{plugins.NewParsed(&settings{allow: &allowList{}}, parseSettings)}
 }
 
 // Describe implements plugins.Provider.
@@ -51,15 +50,13 @@ func (p *Provider) Describe(context.Context) (plugins.Description, error) {
 	return plugins.Description{Name: "exotel", Routes: []plugins.Route{{Method: http.MethodGet, Path: RouteVoicebot}}}, nil
 }
 
-// Configure implements plugins.Provider.
-func (p *Provider) Configure(_ context.Context, s plugins.Settings) (plugins.Configured, error) {
+func parseSettings(s plugins.Settings) (*settings, plugins.Configured, error) {
 	allow, err := parseAllowList(s[SettingAllowIPs])
 	if err != nil {
-		return plugins.Configured{}, err
+		return nil, plugins.Configured{}, err
 	}
 	next := &settings{creds: plugins.SplitList(s[SettingAuthTokens]), allow: allow}
-	p.s.Store(next)
-	return plugins.Configured{Verifies: len(next.creds) > 0 || !allow.empty()}, nil
+	return next, plugins.Configured{Verifies: len(next.creds) > 0 || !allow.empty()}, nil
 }
 
 // webhookBody is the predecessor's JSON body; only CallSid is required.
@@ -73,7 +70,7 @@ type webhookBody struct {
 
 // Webhook implements plugins.Provider.
 func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.WebhookResult, error) {
-	s := p.s.Load()
+	s := p.Current()
 	if rej := s.authenticate(req); rej != nil {
 		return rej, nil
 	}

@@ -34,6 +34,10 @@ func lookup(query, auth, ip string) *plugins.Request {
 func TestConformance(t *testing.T) {
 	plugintest.Run(t, exotel.New(), plugintest.Suite{
 		Settings: plugins.Settings{exotel.SettingAuthTokens: creds + ",exo:pass-old", exotel.SettingAllowIPs: "203.0.113.0/24, 198.51.100.7"},
+		BadSettings: []plugintest.BadSettings{
+			{Name: "not an ip", Settings: plugins.Settings{exotel.SettingAllowIPs: "not-an-ip"}, Key: exotel.SettingAllowIPs},
+			{Name: "bad cidr", Settings: plugins.Settings{exotel.SettingAllowIPs: "10.0.0.0/33"}, Key: exotel.SettingAllowIPs},
+		},
 		Valid: []plugintest.Valid{
 			{Name: "json", Request: post(`{"CallSid":"ex-1","CallFrom":"0990","Extra":{"a":1}}`, basic(creds), "203.0.113.9"), CallID: "ex-1"},
 			{Name: "old credentials", Request: post(`{"CallSid":"ex-1"}`, basic("exo:pass-old"), "198.51.100.7"), CallID: "ex-1"},

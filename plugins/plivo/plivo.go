@@ -8,7 +8,6 @@ import (
 	"encoding/xml"
 	"net/http"
 	"net/url"
-	"sync/atomic"
 	"time"
 
 	"github.com/edge-voice/edge/plugins"
@@ -44,8 +43,8 @@ type settings struct {
 
 // Provider is the Plivo provider; use New.
 type Provider struct {
-	s     atomic.Pointer[settings]
-	nonce *nonceSet // survives Configure: a reload must not forget nonces
+	*plugins.Parsed[settings]           // Configure and ValidateSettings share parseSettings
+	nonce                     *nonceSet // survives Configure: a reload must not forget nonces
 }
 
 // New returns a Plivo provider with default settings (no verification).
@@ -54,9 +53,10 @@ func New() *Provider {
 }
 
 func newProvider(now func() time.Time) *Provider {
-	p := &Provider{nonce: newNonceSet(DefaultNonceWindow, DefaultNonceCap, now)}
-	p.s.Store(&settings{contentType: DefaultContentType, speak: DefaultSpeakMessage})
-	return p
+	return &Provider{
+		Parsed: plugins.NewParsed(&settings{contentType: DefaultContentType, speak: DefaultSpeakMessage}, parseSettings),
+		nonce:  newNonceSet(DefaultNonceWindow, DefaultNonceCap, now),
+	}
 }
 
 // Describe implements plugins.Provider.
@@ -64,8 +64,8 @@ func (p *Provider) Describe(context.Context) (plugins.Description, error) {
 	return plugins.Description{Name: "plivo", Routes: []plugins.Route{{Method: http.MethodPost, Path: "hangup"}}}, nil
 }
 
-// Configure implements plugins.Provider.
-func (p *Provider) Configure(_ context.Context, s plugins.Settings) (plugins.Configured, error) {
+// parseSettings never refuses: an unknown failure_mode is a warning.
+func parseSettings(s plugins.Settings) (*settings, plugins.Configured, error) {
 	next := &settings{
 		tokens: plugins.SplitList(s[SettingAuthTokens]), contentType: s[SettingContentType], speak: s[SettingSpeakMessage],
 	}
@@ -83,13 +83,12 @@ func (p *Provider) Configure(_ context.Context, s plugins.Settings) (plugins.Con
 	default:
 		warnings = append(warnings, `failure_mode must be "speak" or "fallback"; using "speak"`)
 	}
-	p.s.Store(next)
-	return plugins.Configured{Verifies: len(next.tokens) > 0, Warnings: warnings}, nil
+	return next, plugins.Configured{Verifies: len(next.tokens) > 0, Warnings: warnings}, nil
 }
 
 // Webhook implements plugins.Provider.
 func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.WebhookResult, error) {
-	s := p.s.Load()
+	s := p.Current()
 	form, rej := params(req)
 	if rej != nil {
 		return rej, nil
@@ -144,7 +143,7 @@ func params(req *plugins.Request) (url.Values, *plugins.WebhookResult) {
 
 // Answer implements plugins.Provider.
 func (p *Provider) Answer(_ context.Context, req *plugins.AnswerRequest) (*plugins.Response, error) {
-	s := p.s.Load()
+	s := p.Current()
 	if req.Allocation != nil {
 		return streamAnswer(s, *req.Allocation)
 	}

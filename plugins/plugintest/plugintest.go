@@ -36,6 +36,17 @@ type Suite struct {
 	// must be refused (4xx) instead of parsed again. Every Valid and
 	// Invalid request must then carry its own nonce.
 	RefusesReplays bool
+	// BadSettings must be refused by the dry run (ValidateSettings) and by
+	// Configure, each naming its key; the suite then checks that neither
+	// changed the settings in force.
+	BadSettings []BadSettings
+}
+
+// BadSettings are settings the provider must refuse because of Key.
+type BadSettings struct {
+	Name     string
+	Settings plugins.Settings
+	Key      string
 }
 
 // Valid is a webhook that must be allocated.
@@ -92,9 +103,13 @@ func Run(t *testing.T, impl plugins.Provider, s Suite) {
 			seen[r.Method+" "+r.Path] = true
 		}
 	})
-	if _, err := p.Configure(ctx, s.Settings); err != nil {
+	configured, err := p.Configure(ctx, s.Settings)
+	if err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
+	// Before the webhooks: they show that what these subtests refused or
+	// only dry-ran did not replace s.Settings.
+	t.Run("settings", func(t *testing.T) { checkSettings(ctx, t, p, s, configured) })
 
 	for _, v := range s.Valid {
 		t.Run("valid/"+v.Name, func(t *testing.T) { checkValid(ctx, t, p, v, s.RefusesReplays) })

@@ -7,7 +7,6 @@ package twilio
 import (
 	"context"
 	"net/http"
-	"sync/atomic"
 
 	"github.com/edge-voice/edge/plugins"
 )
@@ -35,15 +34,14 @@ type settings struct {
 }
 
 // Provider is the Twilio provider. The zero value is not ready: use New.
+// Configure and ValidateSettings share parseSettings.
 type Provider struct {
-	s atomic.Pointer[settings]
+	*plugins.Parsed[settings]
 }
 
 // New returns a Twilio provider with default settings (no verification).
 func New() *Provider {
-	p := &Provider{}
-	p.s.Store(&settings{say: DefaultSayMessage})
-	return p
+	return &Provider{plugins.NewParsed(&settings{say: DefaultSayMessage}, parseSettings)}
 }
 
 // Describe implements plugins.Provider.
@@ -51,8 +49,8 @@ func (p *Provider) Describe(context.Context) (plugins.Description, error) {
 	return plugins.Description{Name: "twilio", Routes: []plugins.Route{{Method: http.MethodPost, Path: "status"}}}, nil
 }
 
-// Configure implements plugins.Provider.
-func (p *Provider) Configure(_ context.Context, s plugins.Settings) (plugins.Configured, error) {
+// parseSettings never refuses: an unknown failure_mode is a warning.
+func parseSettings(s plugins.Settings) (*settings, plugins.Configured, error) {
 	next := &settings{tokens: plugins.SplitList(s[SettingAuthTokens]), say: s[SettingSayMessage]}
 	if next.say == "" {
 		next.say = DefaultSayMessage
@@ -65,13 +63,12 @@ func (p *Provider) Configure(_ context.Context, s plugins.Settings) (plugins.Con
 	default:
 		warnings = append(warnings, `failure_mode must be "say" or "fallback"; using "say"`)
 	}
-	p.s.Store(next)
-	return plugins.Configured{Verifies: len(next.tokens) > 0, Warnings: warnings}, nil
+	return next, plugins.Configured{Verifies: len(next.tokens) > 0, Warnings: warnings}, nil
 }
 
 // Webhook implements plugins.Provider: verify, then parse.
 func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.WebhookResult, error) {
-	s := p.s.Load()
+	s := p.Current()
 	if req.Method != http.MethodPost {
 		return plugins.Reject(http.StatusMethodNotAllowed, "method_not_allowed", "Twilio webhooks are POST"), nil
 	}
@@ -110,7 +107,7 @@ func (p *Provider) Answer(_ context.Context, req *plugins.AnswerRequest) (*plugi
 	if req.Allocation != nil {
 		return connectAnswer(req.Request, *req.Allocation)
 	}
-	s := p.s.Load()
+	s := p.Current()
 	status := http.StatusOK
 	if s.fallback && req.Failure != nil && req.Failure.Status != 0 {
 		status = req.Failure.Status

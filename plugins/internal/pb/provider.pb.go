@@ -433,6 +433,169 @@ func (x *ConfigureResponse) GetWarnings() []string {
 	return nil
 }
 
+type ValidateSettingsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Settings      map[string]string      `protobuf:"bytes,1,rep,name=settings,proto3" json:"settings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateSettingsRequest) Reset() {
+	*x = ValidateSettingsRequest{}
+	mi := &file_provider_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateSettingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateSettingsRequest) ProtoMessage() {}
+
+func (x *ValidateSettingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateSettingsRequest.ProtoReflect.Descriptor instead.
+func (*ValidateSettingsRequest) Descriptor() ([]byte, []int) {
+	return file_provider_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ValidateSettingsRequest) GetSettings() map[string]string {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+type ValidateSettingsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// problems are the refused settings; empty means Configure would accept
+	// these settings.
+	Problems []*SettingProblem `protobuf:"bytes,1,rep,name=problems,proto3" json:"problems,omitempty"`
+	// verifies and warnings are what Configure would report.
+	Verifies      bool     `protobuf:"varint,2,opt,name=verifies,proto3" json:"verifies,omitempty"`
+	Warnings      []string `protobuf:"bytes,3,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateSettingsResponse) Reset() {
+	*x = ValidateSettingsResponse{}
+	mi := &file_provider_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateSettingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateSettingsResponse) ProtoMessage() {}
+
+func (x *ValidateSettingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateSettingsResponse.ProtoReflect.Descriptor instead.
+func (*ValidateSettingsResponse) Descriptor() ([]byte, []int) {
+	return file_provider_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ValidateSettingsResponse) GetProblems() []*SettingProblem {
+	if x != nil {
+		return x.Problems
+	}
+	return nil
+}
+
+func (x *ValidateSettingsResponse) GetVerifies() bool {
+	if x != nil {
+		return x.Verifies
+	}
+	return false
+}
+
+func (x *ValidateSettingsResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+// A setting a provider refuses.
+type SettingProblem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// key is the setting's key (allow_ips); empty when the problem is not
+	// about one key.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// message says what is wrong, for the operator; never a secret's value.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettingProblem) Reset() {
+	*x = SettingProblem{}
+	mi := &file_provider_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettingProblem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettingProblem) ProtoMessage() {}
+
+func (x *SettingProblem) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettingProblem.ProtoReflect.Descriptor instead.
+func (*SettingProblem) Descriptor() ([]byte, []int) {
+	return file_provider_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SettingProblem) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SettingProblem) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type Header struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -443,7 +606,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_provider_proto_msgTypes[5]
+	mi := &file_provider_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +618,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[5]
+	mi := &file_provider_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +631,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{5}
+	return file_provider_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Header) GetName() string {
@@ -505,7 +668,7 @@ type WebhookRequest struct {
 
 func (x *WebhookRequest) Reset() {
 	*x = WebhookRequest{}
-	mi := &file_provider_proto_msgTypes[6]
+	mi := &file_provider_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +680,7 @@ func (x *WebhookRequest) String() string {
 func (*WebhookRequest) ProtoMessage() {}
 
 func (x *WebhookRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[6]
+	mi := &file_provider_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +693,7 @@ func (x *WebhookRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WebhookRequest.ProtoReflect.Descriptor instead.
 func (*WebhookRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{6}
+	return file_provider_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WebhookRequest) GetRoute() string {
@@ -596,7 +759,7 @@ type AllocationRequest struct {
 
 func (x *AllocationRequest) Reset() {
 	*x = AllocationRequest{}
-	mi := &file_provider_proto_msgTypes[7]
+	mi := &file_provider_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +771,7 @@ func (x *AllocationRequest) String() string {
 func (*AllocationRequest) ProtoMessage() {}
 
 func (x *AllocationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[7]
+	mi := &file_provider_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +784,7 @@ func (x *AllocationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocationRequest.ProtoReflect.Descriptor instead.
 func (*AllocationRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{7}
+	return file_provider_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AllocationRequest) GetCallId() string {
@@ -676,7 +839,7 @@ type WebhookResponse struct {
 
 func (x *WebhookResponse) Reset() {
 	*x = WebhookResponse{}
-	mi := &file_provider_proto_msgTypes[8]
+	mi := &file_provider_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +851,7 @@ func (x *WebhookResponse) String() string {
 func (*WebhookResponse) ProtoMessage() {}
 
 func (x *WebhookResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[8]
+	mi := &file_provider_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +864,7 @@ func (x *WebhookResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WebhookResponse.ProtoReflect.Descriptor instead.
 func (*WebhookResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{8}
+	return file_provider_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WebhookResponse) GetResult() isWebhookResponse_Result {
@@ -764,7 +927,7 @@ type HTTPResponse struct {
 
 func (x *HTTPResponse) Reset() {
 	*x = HTTPResponse{}
-	mi := &file_provider_proto_msgTypes[9]
+	mi := &file_provider_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +939,7 @@ func (x *HTTPResponse) String() string {
 func (*HTTPResponse) ProtoMessage() {}
 
 func (x *HTTPResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[9]
+	mi := &file_provider_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +952,7 @@ func (x *HTTPResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPResponse.ProtoReflect.Descriptor instead.
 func (*HTTPResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{9}
+	return file_provider_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HTTPResponse) GetStatus() int32 {
@@ -831,7 +994,7 @@ type AnswerTemplate struct {
 
 func (x *AnswerTemplate) Reset() {
 	*x = AnswerTemplate{}
-	mi := &file_provider_proto_msgTypes[10]
+	mi := &file_provider_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +1006,7 @@ func (x *AnswerTemplate) String() string {
 func (*AnswerTemplate) ProtoMessage() {}
 
 func (x *AnswerTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[10]
+	mi := &file_provider_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +1019,7 @@ func (x *AnswerTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerTemplate.ProtoReflect.Descriptor instead.
 func (*AnswerTemplate) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{10}
+	return file_provider_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AnswerTemplate) GetStatus() int32 {
@@ -893,7 +1056,7 @@ type TemplatePart struct {
 
 func (x *TemplatePart) Reset() {
 	*x = TemplatePart{}
-	mi := &file_provider_proto_msgTypes[11]
+	mi := &file_provider_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +1068,7 @@ func (x *TemplatePart) String() string {
 func (*TemplatePart) ProtoMessage() {}
 
 func (x *TemplatePart) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[11]
+	mi := &file_provider_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +1081,7 @@ func (x *TemplatePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplatePart.ProtoReflect.Descriptor instead.
 func (*TemplatePart) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{11}
+	return file_provider_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TemplatePart) GetLiteral() []byte {
@@ -956,7 +1119,7 @@ type AnswerRequest struct {
 
 func (x *AnswerRequest) Reset() {
 	*x = AnswerRequest{}
-	mi := &file_provider_proto_msgTypes[12]
+	mi := &file_provider_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1131,7 @@ func (x *AnswerRequest) String() string {
 func (*AnswerRequest) ProtoMessage() {}
 
 func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[12]
+	mi := &file_provider_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1144,7 @@ func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRequest.ProtoReflect.Descriptor instead.
 func (*AnswerRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{12}
+	return file_provider_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AnswerRequest) GetRequest() *AllocationRequest {
@@ -1045,7 +1208,7 @@ type Allocation struct {
 
 func (x *Allocation) Reset() {
 	*x = Allocation{}
-	mi := &file_provider_proto_msgTypes[13]
+	mi := &file_provider_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1220,7 @@ func (x *Allocation) String() string {
 func (*Allocation) ProtoMessage() {}
 
 func (x *Allocation) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[13]
+	mi := &file_provider_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1233,7 @@ func (x *Allocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Allocation.ProtoReflect.Descriptor instead.
 func (*Allocation) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{13}
+	return file_provider_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Allocation) GetCallId() string {
@@ -1123,7 +1286,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_provider_proto_msgTypes[14]
+	mi := &file_provider_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1298,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[14]
+	mi := &file_provider_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1311,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{14}
+	return file_provider_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Failure) GetKind() FailureKind {
@@ -1198,7 +1361,19 @@ const file_provider_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"K\n" +
 	"\x11ConfigureResponse\x12\x1a\n" +
 	"\bverifies\x18\x01 \x01(\bR\bverifies\x12\x1a\n" +
-	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"4\n" +
+	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"\xab\x01\n" +
+	"\x17ValidateSettingsRequest\x12S\n" +
+	"\bsettings\x18\x01 \x03(\v27.edge.provider.v1.ValidateSettingsRequest.SettingsEntryR\bsettings\x1a;\n" +
+	"\rSettingsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x01\n" +
+	"\x18ValidateSettingsResponse\x12<\n" +
+	"\bproblems\x18\x01 \x03(\v2 .edge.provider.v1.SettingProblemR\bproblems\x12\x1a\n" +
+	"\bverifies\x18\x02 \x01(\bR\bverifies\x12\x1a\n" +
+	"\bwarnings\x18\x03 \x03(\tR\bwarnings\"<\n" +
+	"\x0eSettingProblem\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"4\n" +
 	"\x06Header\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06values\x18\x02 \x03(\tR\x06values\"\xd2\x01\n" +
@@ -1273,10 +1448,11 @@ const file_provider_proto_rawDesc = "" +
 	"\x13FAILURE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13FAILURE_NO_CAPACITY\x10\x01\x12\x1b\n" +
 	"\x17FAILURE_INVALID_REQUEST\x10\x02\x12\x14\n" +
-	"\x10FAILURE_INTERNAL\x10\x032\xc9\x02\n" +
+	"\x10FAILURE_INTERNAL\x10\x032\xb4\x03\n" +
 	"\bProvider\x12L\n" +
 	"\bDescribe\x12!.edge.provider.v1.DescribeRequest\x1a\x1d.edge.provider.v1.Description\x12T\n" +
-	"\tConfigure\x12\".edge.provider.v1.ConfigureRequest\x1a#.edge.provider.v1.ConfigureResponse\x12N\n" +
+	"\tConfigure\x12\".edge.provider.v1.ConfigureRequest\x1a#.edge.provider.v1.ConfigureResponse\x12i\n" +
+	"\x10ValidateSettings\x12).edge.provider.v1.ValidateSettingsRequest\x1a*.edge.provider.v1.ValidateSettingsResponse\x12N\n" +
 	"\aWebhook\x12 .edge.provider.v1.WebhookRequest\x1a!.edge.provider.v1.WebhookResponse\x12I\n" +
 	"\x06Answer\x12\x1f.edge.provider.v1.AnswerRequest\x1a\x1e.edge.provider.v1.HTTPResponseB0Z.github.com/edge-voice/edge/plugins/internal/pbb\x06proto3"
 
@@ -1293,58 +1469,66 @@ func file_provider_proto_rawDescGZIP() []byte {
 }
 
 var file_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_provider_proto_goTypes = []any{
-	(Slot)(0),                 // 0: edge.provider.v1.Slot
-	(Escape)(0),               // 1: edge.provider.v1.Escape
-	(FailureKind)(0),          // 2: edge.provider.v1.FailureKind
-	(*DescribeRequest)(nil),   // 3: edge.provider.v1.DescribeRequest
-	(*Description)(nil),       // 4: edge.provider.v1.Description
-	(*Route)(nil),             // 5: edge.provider.v1.Route
-	(*ConfigureRequest)(nil),  // 6: edge.provider.v1.ConfigureRequest
-	(*ConfigureResponse)(nil), // 7: edge.provider.v1.ConfigureResponse
-	(*Header)(nil),            // 8: edge.provider.v1.Header
-	(*WebhookRequest)(nil),    // 9: edge.provider.v1.WebhookRequest
-	(*AllocationRequest)(nil), // 10: edge.provider.v1.AllocationRequest
-	(*WebhookResponse)(nil),   // 11: edge.provider.v1.WebhookResponse
-	(*HTTPResponse)(nil),      // 12: edge.provider.v1.HTTPResponse
-	(*AnswerTemplate)(nil),    // 13: edge.provider.v1.AnswerTemplate
-	(*TemplatePart)(nil),      // 14: edge.provider.v1.TemplatePart
-	(*AnswerRequest)(nil),     // 15: edge.provider.v1.AnswerRequest
-	(*Allocation)(nil),        // 16: edge.provider.v1.Allocation
-	(*Failure)(nil),           // 17: edge.provider.v1.Failure
-	nil,                       // 18: edge.provider.v1.ConfigureRequest.SettingsEntry
-	nil,                       // 19: edge.provider.v1.AllocationRequest.ExtrasEntry
+	(Slot)(0),                        // 0: edge.provider.v1.Slot
+	(Escape)(0),                      // 1: edge.provider.v1.Escape
+	(FailureKind)(0),                 // 2: edge.provider.v1.FailureKind
+	(*DescribeRequest)(nil),          // 3: edge.provider.v1.DescribeRequest
+	(*Description)(nil),              // 4: edge.provider.v1.Description
+	(*Route)(nil),                    // 5: edge.provider.v1.Route
+	(*ConfigureRequest)(nil),         // 6: edge.provider.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),        // 7: edge.provider.v1.ConfigureResponse
+	(*ValidateSettingsRequest)(nil),  // 8: edge.provider.v1.ValidateSettingsRequest
+	(*ValidateSettingsResponse)(nil), // 9: edge.provider.v1.ValidateSettingsResponse
+	(*SettingProblem)(nil),           // 10: edge.provider.v1.SettingProblem
+	(*Header)(nil),                   // 11: edge.provider.v1.Header
+	(*WebhookRequest)(nil),           // 12: edge.provider.v1.WebhookRequest
+	(*AllocationRequest)(nil),        // 13: edge.provider.v1.AllocationRequest
+	(*WebhookResponse)(nil),          // 14: edge.provider.v1.WebhookResponse
+	(*HTTPResponse)(nil),             // 15: edge.provider.v1.HTTPResponse
+	(*AnswerTemplate)(nil),           // 16: edge.provider.v1.AnswerTemplate
+	(*TemplatePart)(nil),             // 17: edge.provider.v1.TemplatePart
+	(*AnswerRequest)(nil),            // 18: edge.provider.v1.AnswerRequest
+	(*Allocation)(nil),               // 19: edge.provider.v1.Allocation
+	(*Failure)(nil),                  // 20: edge.provider.v1.Failure
+	nil,                              // 21: edge.provider.v1.ConfigureRequest.SettingsEntry
+	nil,                              // 22: edge.provider.v1.ValidateSettingsRequest.SettingsEntry
+	nil,                              // 23: edge.provider.v1.AllocationRequest.ExtrasEntry
 }
 var file_provider_proto_depIdxs = []int32{
 	5,  // 0: edge.provider.v1.Description.routes:type_name -> edge.provider.v1.Route
-	18, // 1: edge.provider.v1.ConfigureRequest.settings:type_name -> edge.provider.v1.ConfigureRequest.SettingsEntry
-	8,  // 2: edge.provider.v1.WebhookRequest.headers:type_name -> edge.provider.v1.Header
-	19, // 3: edge.provider.v1.AllocationRequest.extras:type_name -> edge.provider.v1.AllocationRequest.ExtrasEntry
-	10, // 4: edge.provider.v1.WebhookResponse.allocate:type_name -> edge.provider.v1.AllocationRequest
-	12, // 5: edge.provider.v1.WebhookResponse.answer:type_name -> edge.provider.v1.HTTPResponse
-	13, // 6: edge.provider.v1.WebhookResponse.template:type_name -> edge.provider.v1.AnswerTemplate
-	8,  // 7: edge.provider.v1.HTTPResponse.headers:type_name -> edge.provider.v1.Header
-	14, // 8: edge.provider.v1.AnswerTemplate.parts:type_name -> edge.provider.v1.TemplatePart
-	0,  // 9: edge.provider.v1.TemplatePart.slot:type_name -> edge.provider.v1.Slot
-	1,  // 10: edge.provider.v1.TemplatePart.escape:type_name -> edge.provider.v1.Escape
-	10, // 11: edge.provider.v1.AnswerRequest.request:type_name -> edge.provider.v1.AllocationRequest
-	16, // 12: edge.provider.v1.AnswerRequest.allocation:type_name -> edge.provider.v1.Allocation
-	17, // 13: edge.provider.v1.AnswerRequest.failure:type_name -> edge.provider.v1.Failure
-	2,  // 14: edge.provider.v1.Failure.kind:type_name -> edge.provider.v1.FailureKind
-	3,  // 15: edge.provider.v1.Provider.Describe:input_type -> edge.provider.v1.DescribeRequest
-	6,  // 16: edge.provider.v1.Provider.Configure:input_type -> edge.provider.v1.ConfigureRequest
-	9,  // 17: edge.provider.v1.Provider.Webhook:input_type -> edge.provider.v1.WebhookRequest
-	15, // 18: edge.provider.v1.Provider.Answer:input_type -> edge.provider.v1.AnswerRequest
-	4,  // 19: edge.provider.v1.Provider.Describe:output_type -> edge.provider.v1.Description
-	7,  // 20: edge.provider.v1.Provider.Configure:output_type -> edge.provider.v1.ConfigureResponse
-	11, // 21: edge.provider.v1.Provider.Webhook:output_type -> edge.provider.v1.WebhookResponse
-	12, // 22: edge.provider.v1.Provider.Answer:output_type -> edge.provider.v1.HTTPResponse
-	19, // [19:23] is the sub-list for method output_type
-	15, // [15:19] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	21, // 1: edge.provider.v1.ConfigureRequest.settings:type_name -> edge.provider.v1.ConfigureRequest.SettingsEntry
+	22, // 2: edge.provider.v1.ValidateSettingsRequest.settings:type_name -> edge.provider.v1.ValidateSettingsRequest.SettingsEntry
+	10, // 3: edge.provider.v1.ValidateSettingsResponse.problems:type_name -> edge.provider.v1.SettingProblem
+	11, // 4: edge.provider.v1.WebhookRequest.headers:type_name -> edge.provider.v1.Header
+	23, // 5: edge.provider.v1.AllocationRequest.extras:type_name -> edge.provider.v1.AllocationRequest.ExtrasEntry
+	13, // 6: edge.provider.v1.WebhookResponse.allocate:type_name -> edge.provider.v1.AllocationRequest
+	15, // 7: edge.provider.v1.WebhookResponse.answer:type_name -> edge.provider.v1.HTTPResponse
+	16, // 8: edge.provider.v1.WebhookResponse.template:type_name -> edge.provider.v1.AnswerTemplate
+	11, // 9: edge.provider.v1.HTTPResponse.headers:type_name -> edge.provider.v1.Header
+	17, // 10: edge.provider.v1.AnswerTemplate.parts:type_name -> edge.provider.v1.TemplatePart
+	0,  // 11: edge.provider.v1.TemplatePart.slot:type_name -> edge.provider.v1.Slot
+	1,  // 12: edge.provider.v1.TemplatePart.escape:type_name -> edge.provider.v1.Escape
+	13, // 13: edge.provider.v1.AnswerRequest.request:type_name -> edge.provider.v1.AllocationRequest
+	19, // 14: edge.provider.v1.AnswerRequest.allocation:type_name -> edge.provider.v1.Allocation
+	20, // 15: edge.provider.v1.AnswerRequest.failure:type_name -> edge.provider.v1.Failure
+	2,  // 16: edge.provider.v1.Failure.kind:type_name -> edge.provider.v1.FailureKind
+	3,  // 17: edge.provider.v1.Provider.Describe:input_type -> edge.provider.v1.DescribeRequest
+	6,  // 18: edge.provider.v1.Provider.Configure:input_type -> edge.provider.v1.ConfigureRequest
+	8,  // 19: edge.provider.v1.Provider.ValidateSettings:input_type -> edge.provider.v1.ValidateSettingsRequest
+	12, // 20: edge.provider.v1.Provider.Webhook:input_type -> edge.provider.v1.WebhookRequest
+	18, // 21: edge.provider.v1.Provider.Answer:input_type -> edge.provider.v1.AnswerRequest
+	4,  // 22: edge.provider.v1.Provider.Describe:output_type -> edge.provider.v1.Description
+	7,  // 23: edge.provider.v1.Provider.Configure:output_type -> edge.provider.v1.ConfigureResponse
+	9,  // 24: edge.provider.v1.Provider.ValidateSettings:output_type -> edge.provider.v1.ValidateSettingsResponse
+	14, // 25: edge.provider.v1.Provider.Webhook:output_type -> edge.provider.v1.WebhookResponse
+	15, // 26: edge.provider.v1.Provider.Answer:output_type -> edge.provider.v1.HTTPResponse
+	22, // [22:27] is the sub-list for method output_type
+	17, // [17:22] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_provider_proto_init() }
@@ -1352,11 +1536,11 @@ func file_provider_proto_init() {
 	if File_provider_proto != nil {
 		return
 	}
-	file_provider_proto_msgTypes[8].OneofWrappers = []any{
+	file_provider_proto_msgTypes[11].OneofWrappers = []any{
 		(*WebhookResponse_Allocate)(nil),
 		(*WebhookResponse_Answer)(nil),
 	}
-	file_provider_proto_msgTypes[12].OneofWrappers = []any{
+	file_provider_proto_msgTypes[15].OneofWrappers = []any{
 		(*AnswerRequest_Allocation)(nil),
 		(*AnswerRequest_Failure)(nil),
 	}
@@ -1366,7 +1550,7 @@ func file_provider_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_provider_proto_rawDesc), len(file_provider_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   17,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,10 +30,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Provider_Describe_FullMethodName  = "/edge.provider.v1.Provider/Describe"
-	Provider_Configure_FullMethodName = "/edge.provider.v1.Provider/Configure"
-	Provider_Webhook_FullMethodName   = "/edge.provider.v1.Provider/Webhook"
-	Provider_Answer_FullMethodName    = "/edge.provider.v1.Provider/Answer"
+	Provider_Describe_FullMethodName         = "/edge.provider.v1.Provider/Describe"
+	Provider_Configure_FullMethodName        = "/edge.provider.v1.Provider/Configure"
+	Provider_ValidateSettings_FullMethodName = "/edge.provider.v1.Provider/ValidateSettings"
+	Provider_Webhook_FullMethodName          = "/edge.provider.v1.Provider/Webhook"
+	Provider_Answer_FullMethodName           = "/edge.provider.v1.Provider/Answer"
 )
 
 // ProviderClient is the client API for Provider service.
@@ -45,6 +46,13 @@ type ProviderClient interface {
 	// Configure hands over the provider's settings (auth tokens, options).
 	// Called after every start of the plugin process and on config reloads.
 	Configure(ctx context.Context, in *ConfigureRequest, opts ...grpc.CallOption) (*ConfigureResponse, error)
+	// ValidateSettings checks settings exactly as Configure would, without
+	// applying them (a dry run): edge asks before a config reload reaches a
+	// running plugin, and `edge check-config` asks a briefly started one.
+	// Refused settings are an answer (problems), not an RPC error. Added
+	// after ProtocolVersion 1 shipped: a plugin without it answers
+	// UNIMPLEMENTED, and edge then applies settings with Configure as before.
+	ValidateSettings(ctx context.Context, in *ValidateSettingsRequest, opts ...grpc.CallOption) (*ValidateSettingsResponse, error)
 	// Webhook verifies and parses one provider request. It answers either an
 	// allocation request (edge allocates) or a direct answer (a rejection, a
 	// status callback acknowledged).
@@ -81,6 +89,16 @@ func (c *providerClient) Configure(ctx context.Context, in *ConfigureRequest, op
 	return out, nil
 }
 
+func (c *providerClient) ValidateSettings(ctx context.Context, in *ValidateSettingsRequest, opts ...grpc.CallOption) (*ValidateSettingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ValidateSettingsResponse)
+	err := c.cc.Invoke(ctx, Provider_ValidateSettings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *providerClient) Webhook(ctx context.Context, in *WebhookRequest, opts ...grpc.CallOption) (*WebhookResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(WebhookResponse)
@@ -110,6 +128,13 @@ type ProviderServer interface {
 	// Configure hands over the provider's settings (auth tokens, options).
 	// Called after every start of the plugin process and on config reloads.
 	Configure(context.Context, *ConfigureRequest) (*ConfigureResponse, error)
+	// ValidateSettings checks settings exactly as Configure would, without
+	// applying them (a dry run): edge asks before a config reload reaches a
+	// running plugin, and `edge check-config` asks a briefly started one.
+	// Refused settings are an answer (problems), not an RPC error. Added
+	// after ProtocolVersion 1 shipped: a plugin without it answers
+	// UNIMPLEMENTED, and edge then applies settings with Configure as before.
+	ValidateSettings(context.Context, *ValidateSettingsRequest) (*ValidateSettingsResponse, error)
 	// Webhook verifies and parses one provider request. It answers either an
 	// allocation request (edge allocates) or a direct answer (a rejection, a
 	// status callback acknowledged).
@@ -131,6 +156,9 @@ func (UnimplementedProviderServer) Describe(context.Context, *DescribeRequest) (
 }
 func (UnimplementedProviderServer) Configure(context.Context, *ConfigureRequest) (*ConfigureResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Configure not implemented")
+}
+func (UnimplementedProviderServer) ValidateSettings(context.Context, *ValidateSettingsRequest) (*ValidateSettingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ValidateSettings not implemented")
 }
 func (UnimplementedProviderServer) Webhook(context.Context, *WebhookRequest) (*WebhookResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Webhook not implemented")
@@ -195,6 +223,24 @@ func _Provider_Configure_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Provider_ValidateSettings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ValidateSettingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).ValidateSettings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_ValidateSettings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).ValidateSettings(ctx, req.(*ValidateSettingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Provider_Webhook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(WebhookRequest)
 	if err := dec(in); err != nil {
@@ -245,6 +291,10 @@ var Provider_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Configure",
 			Handler:    _Provider_Configure_Handler,
+		},
+		{
+			MethodName: "ValidateSettings",
+			Handler:    _Provider_ValidateSettings_Handler,
 		},
 		{
 			MethodName: "Webhook",

@@ -1,0 +1,109 @@
+package plugins_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/edge-voice/edge/plugins"
+	"github.com/edge-voice/edge/plugins/plugintest"
+)
+
+// oldProvider is a provider written before ValidateSettings: it has no dry
+// run, as a plugin built against the older contract.
+type oldProvider struct{}
+
+func (*oldProvider) Describe(context.Context) (plugins.Description, error) {
+	return plugins.Description{Name: "old"}, nil
+}
+func (*oldProvider) Configure(context.Context, plugins.Settings) (plugins.Configured, error) {
+	return plugins.Configured{}, nil
+}
+func (*oldProvider) Webhook(context.Context, *plugins.Request) (*plugins.WebhookResult, error) {
+	return nil, errors.New("unused")
+}
+func (*oldProvider) Answer(context.Context, *plugins.AnswerRequest) (*plugins.Response, error) {
+	return nil, errors.New("unused")
+}
+
+// parsedProvider refuses "a" and "b" unless they are "ok" (plain: any "a"
+// but "ok", with an error that names no key).
+type parsedProvider struct {
+	oldProvider
+	*plugins.Parsed[plugins.Settings]
+}
+
+func newParsed(plain bool) *parsedProvider {
+	return &parsedProvider{Parsed: plugins.NewParsed(&plugins.Settings{}, func(s plugins.Settings) (*plugins.Settings, plugins.Configured, error) {
+		if plain && s["a"] != "ok" {
+			return nil, plugins.Configured{}, errors.New("a plain error")
+		}
+		var errs []error
+		for _, k := range []string{"a", "b"} {
+			if v, ok := s[k]; ok && v != "ok" {
+				errs = append(errs, &plugins.InvalidSetting{Key: k, Reason: fmt.Sprintf("%q is not ok", v)})
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return nil, plugins.Configured{}, fmt.Errorf("parse: %w", err)
+		}
+		return &s, plugins.Configured{Verifies: true, Warnings: []string{"w"}}, nil
+	})}
+}
+
+func (p *parsedProvider) Configure(ctx context.Context, s plugins.Settings) (plugins.Configured, error) {
+	return p.Parsed.Configure(ctx, s)
+}
+
+func validate(t *testing.T, impl plugins.Provider, s plugins.Settings) (plugins.Configured, error) {
+	t.Helper()
+	v, ok := plugintest.Connect(t, impl).(plugins.SettingsValidator)
+	if !ok {
+		t.Fatal("the host-side client has no ValidateSettings")
+	}
+	return v.ValidateSettings(context.Background(), s)
+}
+
+func TestValidateSettingsThroughGRPC(t *testing.T) {
+	// A provider without the dry run answers Unimplemented, which the host
+	// reads as "cannot validate", never as refused settings.
+	_, err := validate(t, &oldProvider{}, plugins.Settings{"a": "x"})
+	if !errors.Is(err, plugins.ErrCannotValidate) || errors.Is(err, plugins.ErrInvalidSettings) {
+		t.Errorf("old provider: %v, want ErrCannotValidate", err)
+	}
+
+	p := newParsed(false)
+	c, err := validate(t, p, plugins.Settings{"a": "ok"})
+	if err != nil || !c.Verifies || len(c.Warnings) != 1 {
+		t.Errorf("valid settings: %+v, %v", c, err)
+	}
+	_, err = validate(t, p, plugins.Settings{"a": "x", "b": "y"})
+	got := plugins.InvalidSettings(err)
+	if !errors.Is(err, plugins.ErrInvalidSettings) || len(got) != 2 || got[0].Key != "a" || got[1].Key != "b" || got[0].Reason != `"x" is not ok` {
+		t.Errorf("two bad keys: %v (%+v)", err, got)
+	}
+	if cur := *p.Current(); len(cur) != 0 {
+		t.Errorf("a dry run applied settings: %v", cur)
+	}
+
+	// A plain error from a parser still refuses, with no key.
+	_, err = validate(t, newParsed(true), plugins.Settings{"a": "x"})
+	if got := plugins.InvalidSettings(err); len(got) != 1 || got[0].Key != "" || got[0].Reason != "a plain error" {
+		t.Errorf("plain error: %v", err)
+	}
+}
+
+func TestParsedConfigureRefusesWithoutApplying(t *testing.T) {
+	p := newParsed(false)
+	ctx := context.Background()
+	if _, err := p.Configure(ctx, plugins.Settings{"a": "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Configure(ctx, plugins.Settings{"a": "bad"}); !errors.Is(err, plugins.ErrInvalidSettings) {
+		t.Fatalf("Configure(bad) = %v", err)
+	}
+	if cur := *p.Current(); cur["a"] != "ok" {
+		t.Errorf("refused settings applied: %v", cur)
+	}
+}
