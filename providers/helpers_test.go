@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/api"
 	"github.com/edge-voice/edge/calls"
+	"github.com/edge-voice/edge/forwarded"
 	"github.com/edge-voice/edge/internal/testredis"
 	"github.com/edge-voice/edge/plugins"
 	"github.com/edge-voice/edge/providers"
@@ -35,6 +37,8 @@ type env struct {
 	reg   *prometheus.Registry
 	srv   *httptest.Server
 	logs  *logSink
+	// trusted is the trusted-proxy list the host reads (nil: nobody).
+	trusted atomic.Pointer[forwarded.Trusted]
 }
 
 // spec runs this test binary as the plugin name.
@@ -76,6 +80,7 @@ func newEnvNoWait(t testing.TB, specs ...providers.Spec) *env {
 			RestartBackoffMax: time.Second, WebhookBaseURL: "https://edge.example.com",
 		},
 		BackoffMin: 10 * time.Millisecond,
+		Trusted:    e.trusted.Load,
 	}, specs)
 	if err != nil {
 		t.Fatal(err)
