@@ -83,10 +83,27 @@ func TestManifests(t *testing.T) {
 		t.Fatal("no Deployment or ConfigMap")
 	}
 
-	// The ConfigMap's edge.yaml is a valid edge config.
+	// The ConfigMap's edge.yaml is a valid edge config with the environment
+	// the Deployment gives it: the admin token comes from a Secret that the
+	// Deployment requires (its admin listener is reachable in the cluster,
+	// which edge refuses without a token).
 	path := filepath.Join(t.TempDir(), "edge.yaml")
 	os.WriteFile(path, []byte(cm.Data["edge.yaml"]), 0o600)
-	cfg, err := config.Load([]string{"--config", path}, nil)
+	if _, err := config.Load([]string{"--config", path}, nil); err == nil || !strings.Contains(err.Error(), "admin_token") {
+		t.Fatalf("ConfigMap edge.yaml without the admin token Secret: %v, want refused", err)
+	}
+	var adminSecret *corev1.SecretKeySelector
+	for _, c := range dep.Spec.Template.Spec.Containers {
+		for _, env := range c.Env {
+			if env.Name == "EDGE_ADMIN_TOKEN" && env.ValueFrom != nil {
+				adminSecret = env.ValueFrom.SecretKeyRef
+			}
+		}
+	}
+	if adminSecret == nil || adminSecret.Optional == nil || *adminSecret.Optional {
+		t.Fatalf("EDGE_ADMIN_TOKEN must come from a required Secret key, got %+v", adminSecret)
+	}
+	cfg, err := config.Load([]string{"--config", path}, []string{"EDGE_ADMIN_TOKEN=from-the-secret-0123456789"})
 	if err != nil {
 		t.Fatalf("ConfigMap edge.yaml: %v", err)
 	}
