@@ -150,30 +150,6 @@ func (c *Config) LogValue() slog.Value {
 	return slog.GroupValue(attrs...)
 }
 
-// Redacted returns a copy of c with secrets replaced, for code that prints
-// the struct itself.
-func (c *Config) Redacted() *Config {
-	r := *c
-	redactValue(reflect.ValueOf(&r).Elem())
-	return &r
-}
-
-func redactValue(v reflect.Value) {
-	for _, l := range leaves(v, "", false) {
-		switch secret := l.field.Tag.Get("secret"); {
-		case secret != "" && l.value.Kind() == reflect.String:
-			l.value.SetString(redactString(secret, l.value.String()))
-		case structList(l.value):
-			cp := reflect.MakeSlice(l.value.Type(), l.value.Len(), l.value.Len())
-			reflect.Copy(cp, l.value) // the original's items stay untouched
-			for j := range cp.Len() {
-				redactValue(cp.Index(j))
-			}
-			l.value.Set(cp)
-		}
-	}
-}
-
 // redactString hides a secret: all of it, or for kind "url" the password.
 func redactString(kind, s string) string {
 	if s == "" {

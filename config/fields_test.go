@@ -61,11 +61,10 @@ func TestSecretsHidden(t *testing.T) {
 	var text bytes.Buffer
 	slog.New(slog.NewTextHandler(&text, nil)).Info("start", "config", c)
 	outputs := map[string]string{
-		"String":       c.String(),
-		"fmt %v":       fmt.Sprint(c),
-		"slog JSON":    logged.String(),
-		"slog text":    text.String(),
-		"Redacted %+v": fmt.Sprintf("%+v", *c.Redacted()),
+		"String":    c.String(),
+		"fmt %v":    fmt.Sprint(c),
+		"slog JSON": logged.String(),
+		"slog text": text.String(),
 	}
 	for name, out := range outputs {
 		t.Run(name, func(t *testing.T) {

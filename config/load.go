@@ -52,17 +52,6 @@ func Load(args []string, environ []string) (*Config, error) {
 	return load(fl, environ, file)
 }
 
-// Check loads and validates the config that --config path and environ give,
-// starting nothing: `edge check-config`.
-func Check(path string, environ []string) error {
-	var args []string
-	if path != "" {
-		args = []string{"--config", path}
-	}
-	_, err := Load(args, environ)
-	return err
-}
-
 // Usage is the flags' help text.
 func Usage() string { return newFlagSet().FlagUsages() }
 

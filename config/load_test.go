@@ -296,13 +296,13 @@ func TestLoadHelp(t *testing.T) {
 func TestCheck(t *testing.T) {
 	good := writeFile(t, "allocator:\n  lease_ttl: 30s\n  renew_interval: 10s\n")
 	bad := writeFile(t, "allocator:\n  lease_ttl: 30s\n")
-	if err := Check(good, nil); err != nil {
-		t.Errorf("Check(good) = %v", err)
+	if _, err := Load([]string{"--config", good}, nil); err != nil {
+		t.Errorf("Load(good) = %v", err)
 	}
-	if err := Check(bad, nil); err == nil || !strings.Contains(err.Error(), "allocator.renew_interval") {
-		t.Errorf("Check(bad) = %v, want renew_interval error", err)
+	if _, err := Load([]string{"--config", bad}, nil); err == nil || !strings.Contains(err.Error(), "allocator.renew_interval") {
+		t.Errorf("Load(bad) = %v, want renew_interval error", err)
 	}
-	if err := Check(good, []string{"EDGE_ALLOCATOR__RENEW_INTERVAL=20s"}); err == nil {
+	if _, err := Load([]string{"--config", good}, []string{"EDGE_ALLOCATOR__RENEW_INTERVAL=20s"}); err == nil {
 		t.Error("Check ignored the environment")
 	}
 }
