@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/edge-voice/edge/api"
 	"github.com/edge-voice/edge/poolmgr"
 )
 
@@ -55,6 +56,7 @@ func TestSecretsHidden(t *testing.T) {
 	c.AdminToken = "tok-s3cret"
 	c.Redis.URL = "redis://default:hunter2@redis:6379/0"
 	c.Pods.Static = []poolmgr.StaticPod{{Name: "a", Address: "127.0.0.1:9000"}}
+	c.GenericAPI.Tokens = []api.CallerToken{{Name: "crm", Token: "gen-s3cret-0123456789", Merchants: []string{"*"}}}
 
 	var logged bytes.Buffer
 	slog.New(slog.NewJSONHandler(&logged, nil)).Info("start", "config", c)
@@ -68,7 +70,7 @@ func TestSecretsHidden(t *testing.T) {
 	}
 	for name, out := range outputs {
 		t.Run(name, func(t *testing.T) {
-			for _, secret := range []string{"tok-s3cret", "hunter2"} {
+			for _, secret := range []string{"tok-s3cret", "hunter2", "gen-s3cret"} {
 				if strings.Contains(out, secret) {
 					t.Errorf("shows %q:\n%s", secret, out)
 				}
