@@ -18,12 +18,19 @@ func TestWebhookPathWithTrailingSlash(t *testing.T) {
 	}
 }
 
-// GET reaches the plugin, which decides (Plivo's answer_method may be GET;
-// Twilio's plugin answers its own 405). It answered the mux's 405.
-func TestWebhookGETReachesThePlugin(t *testing.T) {
+// A Twilio voice URL configured with GET: the parameters are in the query
+// and the signature covers the URL alone. It answered 405.
+func TestTwilioGETWebhook(t *testing.T) {
 	e := twilioEnv(t)
-	got := e.do(t, "GET", "/api/v1/twilio/allocate?CallSid=CA0123456789abcdef0123456789abcdef", "")
-	if got.status != 405 || !strings.Contains(got.body, "Twilio webhooks are POST") {
-		t.Fatalf("GET webhook: %+v, want the plugin's own 405", got)
+	path := "/api/v1/twilio/allocate?merchant_id=acme&CallSid=CA0123456789abcdef0123456789abcd02&From=%2B15550100"
+	got := e.do(t, "GET", path, "", "X-Twilio-Signature", twilioSign("https://edge.example.com"+path, nil))
+	if got.status != 200 || !strings.Contains(got.body, "<Stream url=") {
+		t.Fatalf("signed GET webhook: %+v", got)
+	}
+	if got := e.do(t, "GET", path, ""); got.status != 403 {
+		t.Fatalf("unsigned GET webhook: %+v, want the plugin's 403", got)
+	}
+	if got := e.do(t, "PUT", "/api/v1/twilio/allocate", ""); got.status != 405 {
+		t.Fatalf("PUT webhook: %+v, want 405", got)
 	}
 }

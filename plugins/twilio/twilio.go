@@ -7,6 +7,7 @@ package twilio
 import (
 	"context"
 	"net/http"
+	"net/url"
 
 	"github.com/edge-voice/edge/plugins"
 )
@@ -69,14 +70,23 @@ func parseSettings(s plugins.Settings) (*settings, plugins.Configured, error) {
 // Webhook implements plugins.Provider: verify, then parse.
 func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.WebhookResult, error) {
 	s := p.Current()
-	if req.Method != http.MethodPost {
-		return plugins.Reject(http.StatusMethodNotAllowed, "method_not_allowed", "Twilio webhooks are POST"), nil
+	// A voice URL may be configured with method GET: the parameters then
+	// come in the query, and the signature covers the URL alone (nothing
+	// is appended to it).
+	var form, signed url.Values
+	switch req.Method {
+	case http.MethodPost:
+		var err error
+		if form, err = plugins.ParseForm(req.Body); err != nil {
+			return plugins.RejectBadRequest(err.Error()), nil
+		}
+		signed = form
+	case http.MethodGet:
+		form = req.Query()
+	default:
+		return plugins.Reject(http.StatusMethodNotAllowed, "method_not_allowed", "Twilio webhooks are POST or GET"), nil
 	}
-	form, err := plugins.ParseForm(req.Body)
-	if err != nil {
-		return plugins.RejectBadRequest(err.Error()), nil
-	}
-	if len(s.tokens) > 0 && !Verify(s.tokens, req.URL, form, req.Header.Get(SignatureHeader)) {
+	if len(s.tokens) > 0 && !Verify(s.tokens, req.URL, signed, req.Header.Get(SignatureHeader)) {
 		return plugins.RejectForbidden("missing or invalid " + SignatureHeader), nil
 	}
 	if req.Route == "status" {

@@ -131,7 +131,8 @@ func TestConformance(t *testing.T) {
 			{Name: "call sid not of the documented form", Request: request(hookURL, sign(tokNew, hookURL, "CallSid", "CA-demo-2"), "CallSid", "CA-demo-2"), Status: 400},
 			{Name: "upper-case call sid", Request: request(hookURL, sign(tokNew, hookURL, "CallSid", "CA0123456789ABCDEF0123456789ABCDEF"), "CallSid", "CA0123456789ABCDEF0123456789ABCDEF"), Status: 400},
 			{Name: "malformed form", Request: &plugins.Request{Route: "allocate", Method: "POST", URL: hookURL, Header: http.Header{}, Body: []byte("a=%zz")}, Status: 400},
-			{Name: "GET", Request: &plugins.Request{Route: "allocate", Method: "GET", URL: hookURL, Header: http.Header{}}, Status: 405},
+			{Name: "unsigned GET", Request: &plugins.Request{Route: "allocate", Method: "GET", URL: hookURL, Header: http.Header{}}, Status: 403},
+			{Name: "PUT", Request: &plugins.Request{Route: "allocate", Method: "PUT", URL: hookURL, Header: http.Header{}}, Status: 405},
 		},
 	})
 }
