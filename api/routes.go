@@ -34,6 +34,8 @@ type Surface struct {
 	// Config serves the tier and merchant config API on the admin
 	// listener. Nil: not served.
 	Config *ConfigAPI
+	// LogLevel serves the log level at run time; nil: no such routes.
+	LogLevel *LogLevel
 }
 
 // Public is the public listener: provider webhooks, the generic allocation
@@ -75,6 +77,10 @@ func (s *Surface) Admin() http.Handler {
 		guarded.Handle("GET /metrics", s.Metrics)
 	}
 	// Profiles of a live edge, behind the admin token like the rest.
+	if s.LogLevel != nil {
+		guarded.HandleFunc("GET /api/v1/log-level", s.LogLevel.get)
+		guarded.Handle("PUT /api/v1/log-level", s.bounded(s.LogLevel.set))
+	}
 	guarded.HandleFunc("GET /debug/pprof/", pprof.Index)
 	guarded.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	guarded.HandleFunc("GET /debug/pprof/trace", pprof.Trace)

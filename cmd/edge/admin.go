@@ -33,6 +33,8 @@ Reads and writes edge's tier and merchant config through the admin API
   merchants delete ID
   pools list                     print merchant pool targets
   pools set POOL TARGET          tier assignment fills merchant pools first
+  log-level [LEVEL]              print the log level, or set it (debug, info,
+                                 warn, error) at once, without a restart
 
 --url defaults to $EDGE_ADMIN_URL or http://127.0.0.1:9090; --token to
 $EDGE_ADMIN_TOKEN.
@@ -95,6 +97,16 @@ func adminCommand(ctx context.Context, args, environ []string, stdout, stderr io
 // adminRequest maps a command line to an admin API request.
 func adminRequest(args []string) (method, path string, body io.Reader, err error) {
 	usage := errors.New("unknown or incomplete admin command")
+	if len(args) > 0 && args[0] == "log-level" {
+		switch len(args) {
+		case 1:
+			return http.MethodGet, "/api/v1/log-level", nil, nil
+		case 2:
+			b, _ := json.Marshal(map[string]string{"level": args[1]})
+			return http.MethodPut, "/api/v1/log-level", bytes.NewReader(b), nil
+		}
+		return "", "", nil, usage
+	}
 	if len(args) < 2 {
 		return "", "", nil, usage
 	}

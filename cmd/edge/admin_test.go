@@ -76,3 +76,33 @@ func TestAdminConfigCLI(t *testing.T) {
 		t.Fatal("edge did not stop")
 	}
 }
+
+// The log level changes at run time through the admin API and the CLI,
+// without a restart: a debug line appears only after the change.
+func TestAdminLogLevel(t *testing.T) {
+	srv := testredis.Start(t)
+	cfgPath := filepath.Join(t.TempDir(), "edge.yaml")
+	os.WriteFile(cfgPath, []byte("redis:\n  url: "+srv.URL()+"\nlog:\n  level: info\npods:\n  static:\n    - {name: p0, address: 127.0.0.1:9}\n"), 0o600)
+	edge := edgetest.Start(t, []string{"--config", cfgPath})
+	admin := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		err := run(context.Background(), append([]string{"admin", "--url", edge.AdminURL}, args...), nil, &out, io.Discard)
+		return out.String(), err
+	}
+	if out, err := admin("log-level"); err != nil || !strings.Contains(out, `"info"`) {
+		t.Fatalf("log-level = %s, %v", out, err)
+	}
+	if _, err := admin("log-level", "verbose"); err == nil {
+		t.Fatal("an unknown level was accepted")
+	}
+	if out, err := admin("log-level", "debug"); err != nil || !strings.Contains(out, `"debug"`) {
+		t.Fatalf("log-level debug = %s, %v", out, err)
+	}
+	// The process's output is read by a goroutine: poll it (no event).
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(edge.Log(), "log level changed"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line for the change:\n%s", edge.Log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

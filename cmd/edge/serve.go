@@ -116,6 +116,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		WriteTimeout:   func() time.Duration { return current().HTTP.WriteTimeout },
 		Providers:      provs,
 		Media:          px,
+		LogLevel:       &api.LogLevel{Var: level, Log: log},
 		Config: &api.ConfigAPI{Alloc: alloc, Log: log, OnTierChange: func(tc allocator.TierConfig) {
 			// This replica applies at once; the others within pool.tier_config_refresh.
 			alloc.ApplyTiers(tc)
