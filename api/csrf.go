@@ -4,6 +4,8 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+
+	"github.com/edge-voice/edge/calls"
 )
 
 // sameOriginJSON refuses state-changing requests (anything but GET, HEAD
@@ -20,13 +22,13 @@ func sameOriginJSON(next http.Handler) http.Handler {
 			return
 		}
 		if crossOrigin(r) {
-			writeJSON(w, http.StatusForbidden, map[string]any{"success": false, "error": "cross-origin request refused", "code": "cross_origin"})
+			writeError(w, r, nil, calls.ErrCrossOrigin)
 			return
 		}
 		if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
 			mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 			if err != nil || mt != "application/json" {
-				writeJSON(w, http.StatusUnsupportedMediaType, map[string]any{"success": false, "error": "the body must be JSON (Content-Type: application/json)", "code": "unsupported_media_type"})
+				writeError(w, r, nil, calls.ErrNotJSON)
 				return
 			}
 		}

@@ -16,6 +16,11 @@ var (
 	ErrUnauthorized = errors.New("unauthorized")
 	ErrForbidden    = errors.New("forbidden")
 	ErrShuttingDown = errors.New("shutting down")
+	// ErrCrossOrigin: a browser says a state-changing request comes from
+	// another origin (CSRF).
+	ErrCrossOrigin = errors.New("cross-origin request refused")
+	// ErrNotJSON: a state-changing request whose body is not JSON.
+	ErrNotJSON = errors.New("the body must be JSON (Content-Type: application/json)")
 	// ErrCallExists: the call is live and was created by another caller,
 	// who alone may learn its media URL.
 	ErrCallExists = errors.New("call exists")
@@ -81,6 +86,10 @@ func FailureOf(err error) Failure {
 		return Failure{KindConflict, http.StatusConflict, "pod_busy", err.Error()}
 	case errors.Is(err, ErrUnauthorized):
 		return Failure{KindUnauthorized, http.StatusUnauthorized, "unauthorized", "unauthorized"}
+	case errors.Is(err, ErrCrossOrigin):
+		return Failure{KindForbidden, http.StatusForbidden, "cross_origin", ErrCrossOrigin.Error()}
+	case errors.Is(err, ErrNotJSON):
+		return Failure{KindInvalid, http.StatusUnsupportedMediaType, "unsupported_media_type", ErrNotJSON.Error()}
 	case errors.Is(err, ErrForbidden):
 		return Failure{KindForbidden, http.StatusForbidden, "forbidden", "forbidden"}
 	case errors.Is(err, ErrShuttingDown):
