@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -109,36 +110,9 @@ func cleanQuery(q string) bool {
 	if len(q) > 4096 {
 		return false
 	}
-	for i := 0; i < len(q); i++ {
-		c := q[i]
-		switch {
-		case c < 0x20 || c == 0x7f:
-			return false
-		case c == '%':
-			if i+2 >= len(q) || !isHex(q[i+1]) || !isHex(q[i+2]) {
-				return false
-			}
-			if b := unhex(q[i+1])<<4 | unhex(q[i+2]); b < 0x20 || b == 0x7f {
-				return false
-			}
-			i += 2
-		}
-	}
-	return true
-}
-
-func isHex(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c >= 'a':
-		return c - 'a' + 10
-	case c >= 'A':
-		return c - 'A' + 10
-	}
-	return c - '0'
+	// The decoded query holds the raw bytes too; a malformed escape fails.
+	d, err := url.PathUnescape(q)
+	return err == nil && !strings.ContainsFunc(d, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
 
 // validID mirrors the allocator's id rule ([A-Za-z0-9_.-]{1,128}), so a pod

@@ -30,7 +30,7 @@ func newAccess(cfg *config.Config, log *slog.Logger) (*access, error) {
 	if err != nil {
 		return nil, err
 	}
-	warnExposure(cfg, log)
+	warnExposure(cfg, tr, log)
 	a := &access{callers: api.NewCallers(cfg.OpenMode(), tokens), log: log}
 	a.trust.Store(tr)
 	return a, nil
@@ -44,13 +44,13 @@ func (a *access) Apply(cfg *config.Config) {
 	} else {
 		a.trust.Store(tr)
 	}
+	warnExposure(cfg, a.trusted(), a.log)
 	tokens, err := cfg.GenericAPI.CallerTokens()
 	if err != nil {
 		a.log.Error("generic_api.tokens not applied: the previous tokens stay", "err", err)
 		return
 	}
 	a.callers.Apply(cfg.OpenMode(), tokens)
-	warnExposure(cfg, a.log)
 }
 
 // trusted is the trusted-proxy list in effect.
@@ -60,14 +60,14 @@ func (a *access) trusted() *forwarded.Trusted { return a.trust.Load() }
 func (a *access) headers(r *http.Request) (xff, proto, host string) { return a.trusted().Headers(r) }
 
 // warnExposure logs what an operator should know about who can reach what.
-func warnExposure(cfg *config.Config, log *slog.Logger) {
+func warnExposure(cfg *config.Config, tr *forwarded.Trusted, log *slog.Logger) {
 	switch cfg.OpenMode() {
 	case api.OpenAnyone:
 		log.Warn("generic_api.open is \"anyone\": anybody who reaches the public listener can allocate pods with POST /api/v1/allocate; configure generic_api.tokens and set it to \"off\"")
 	case api.OpenLoopback:
 		log.Info("the generic allocate API takes callers on this host without a token (development default with the embedded Redis); set generic_api.open: off, or configure generic_api.tokens, to require one")
 	}
-	if tr, err := forwarded.Parse("trusted_proxies", cfg.TrustedProxies); err == nil && tr.TrustsAll() {
+	if tr.TrustsAll() {
 		log.Warn(fmt.Sprintf("trusted_proxies %v trusts every client: any client sets its own address and scheme in X-Forwarded-*; list your load balancers' CIDRs instead", cfg.TrustedProxies))
 	}
 }
