@@ -48,10 +48,12 @@ func ambiguous(u *url.URL, method string, params map[string]string) bool {
 		}
 		return strings.HasSuffix(end(q, "="), "&")
 	}
-	if len(params) == 0 {
-		return strings.HasSuffix(end(q, "="), ".")
+	// The body's items end the signed string unless they are all empty
+	// (a lone empty name and value sorts first), then the query's do.
+	if p := end(params, ""); p != "" {
+		return strings.HasSuffix(p, ".")
 	}
-	return strings.HasSuffix(end(params, ""), ".")
+	return strings.HasSuffix(end(q, "="), ".")
 }
 
 // checkAgainstPlivoGo is the differential property for one request: edge
