@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"time"
 
@@ -52,7 +53,9 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	}
 	level := new(slog.LevelVar)
 	level.Set(cfg.Log.SlogLevel())
-	log := newLogger(cfg.Log.Format, level, stderr)
+	// Every line names this replica: a call's thread crosses replicas
+	// (webhook on one, socket on another).
+	log := newLogger(cfg.Log.Format, level, stderr).With("replica", replicaName(cfg))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	watcher, err := newWatcher(cfg, args, environ, log, reg)
@@ -207,6 +210,16 @@ func newLogger(format string, level *slog.LevelVar, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// replicaName is this replica's identity in logs and leader election:
+// leader.identity, else the host name (in Kubernetes, the pod name).
+func replicaName(cfg *config.Config) string {
+	if cfg.Leader.Identity != "" {
+		return cfg.Leader.Identity
+	}
+	name, _ := os.Hostname()
+	return name
 }
 
 // localURL turns a bound address into a URL a user on this host can paste.
