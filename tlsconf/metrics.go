@@ -25,19 +25,22 @@ func newMetrics(s *Store, reg prometheus.Registerer) *metrics {
 		}, []string{"key"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.reloads, m.errors, &expiry{s: s})
+		reg.MustRegister(m.reloads, m.errors, &expiry{s: s, desc: prometheus.NewDesc("edge_tls_certificate_expiry_seconds",
+			"Seconds until a served certificate expires (negative once it has), by each of its names and the setting naming its pair.",
+			[]string{"key", "name"}, labels)})
 	}
 	return m
 }
 
-// expiry reports each served certificate's seconds left.
-type expiry struct{ s *Store }
+// expiry reports each served certificate's seconds left. Its listener
+// label is constant, so that the public and the admin store register side
+// by side.
+type expiry struct {
+	s    *Store
+	desc *prometheus.Desc
+}
 
-var expiryDesc = prometheus.NewDesc("edge_tls_certificate_expiry_seconds",
-	"Seconds until the served certificate expires (negative once it has), by its names and the setting naming its pair.",
-	[]string{"listener", "key", "name"}, nil)
-
-func (e *expiry) Describe(ch chan<- *prometheus.Desc) { ch <- expiryDesc }
+func (e *expiry) Describe(ch chan<- *prometheus.Desc) { ch <- e.desc }
 
 func (e *expiry) Collect(ch chan<- prometheus.Metric) {
 	set := e.s.set.Load()
@@ -45,7 +48,7 @@ func (e *expiry) Collect(ch chan<- prometheus.Metric) {
 	for i, c := range set.certs {
 		left := c.Leaf.NotAfter.Sub(now).Seconds()
 		for _, n := range names(c) {
-			ch <- prometheus.MustNewConstMetric(expiryDesc, prometheus.GaugeValue, left, e.s.prefix, e.s.pairs[i].path, n)
+			ch <- prometheus.MustNewConstMetric(e.desc, prometheus.GaugeValue, left, e.s.pairs[i].path, n)
 		}
 	}
 }

@@ -345,3 +345,19 @@ func counter(t *testing.T, c prometheus.Metric) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// The public and the admin listener's stores share one registry.
+func TestTwoStoresRegisterSideBySide(t *testing.T) {
+	ca := testpki.NewCA(t)
+	reg := prometheus.NewRegistry()
+	for _, prefix := range []string{"tls", "admin_tls"} {
+		cfg := Config{}
+		cfg.CertFile, cfg.KeyFile = ca.Valid(t, "edge.example.com").Write(t, t.TempDir(), "p")
+		if _, err := New(cfg, prefix, time.Hour, nil, reg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+}

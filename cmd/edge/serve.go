@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -63,6 +62,12 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		return err
 	}
 	current := watcher.Current
+	// Certificates are read first: a bad file refuses the start before
+	// anything else starts.
+	certs, err := newTLS(cfg, log, reg)
+	if err != nil {
+		return err
+	}
 	log.Info("starting edge", "version", version, "config", cfg)
 
 	rdb, closeRedis, err := newRedis(cfg, log)
@@ -125,7 +130,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 			alloc.ApplyTiers(tc)
 		}},
 	}
-	pub, adm, err := newListeners(cfg, current, surface, reg, log)
+	pub, adm, err := newListeners(cfg, current, surface, certs, reg, log)
 	if err != nil {
 		return err
 	}
@@ -143,9 +148,10 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		signer.SetTTL(cur.Proxy.TokenTTL)
 		provs.Apply(old, cur)
 	}
-	printQuickStart(stderr, log, pub.Addr(), adm.Addr(), cfg.OpenMode(), slices.Contains(provs.Names(), "twilio"))
+	printQuickStart(stderr, log, pub.URL(), adm.URL(), cfg.OpenMode(), slices.Contains(provs.Names(), "twilio"))
 
 	components := []component{watcher, pools.source, pools.manager, pools.refresher, px, provs, pub, adm}
+	components = append(components, certs.components()...)
 	for _, ag := range agents {
 		components = append(components, ag)
 	}
@@ -166,17 +172,19 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 }
 
 // newListeners binds both listeners now, so that a port in use fails the
-// start.
-func newListeners(cfg *config.Config, current func() *config.Config, s *api.Surface, reg prometheus.Registerer, log *slog.Logger) (pub, adm *api.Listener, err error) {
+// start; each terminates TLS when its certificate store is set.
+func newListeners(cfg *config.Config, current func() *config.Config, s *api.Surface, certs tlsStores, reg prometheus.Registerer, log *slog.Logger) (pub, adm *api.Listener, err error) {
 	lc := api.ListenerConfig{
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
 		MaxConns: cfg.HTTP.MaxConnections,
 		Grace:    func() time.Duration { return current().HTTP.ShutdownTimeout },
 	}
+	lc.TLS = serverConfig(certs.public)
 	pub, err = api.NewListener("public", cfg.Listen.Public, s.Public(), lc, log, reg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listen.public: %w", err)
 	}
+	lc.TLS = serverConfig(certs.admin)
 	adm, err = api.NewListener("admin", cfg.Listen.Admin, s.Admin(), lc, log, reg)
 	if err != nil {
 		pub.Close()
@@ -220,18 +228,6 @@ func replicaName(cfg *config.Config) string {
 	}
 	name, _ := os.Hostname()
 	return name
-}
-
-// localURL turns a bound address into a URL a user on this host can paste.
-func localURL(scheme, addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return scheme + "://" + addr
-	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	return scheme + "://" + net.JoinHostPort(host, port)
 }
 
 // redactURL hides a password in a Redis URL for the log.

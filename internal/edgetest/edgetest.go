@@ -55,14 +55,15 @@ type Process struct {
 	tb   testing.TB
 	cmd  *exec.Cmd
 	done chan struct{}
-	// PublicURL and AdminURL are http://127.0.0.1:<port> of the listeners.
+	// PublicURL and AdminURL are http://127.0.0.1:<port> of the listeners
+	// (https:// for one that terminates TLS).
 	PublicURL, AdminURL string
 
 	mu  sync.Mutex
 	log strings.Builder
 }
 
-var listening = regexp.MustCompile(`msg=listening listener=(\w+) addr=\S*:(\d+)`)
+var listening = regexp.MustCompile(`msg=listening listener=(\w+) addr=\S*:(\d+)(?: tls=(\w+))?`)
 
 // Start runs edge with args (both listeners on 127.0.0.1:0 unless args say
 // otherwise) and env appended to a minimal environment, and returns once
@@ -82,7 +83,7 @@ func Start(tb testing.TB, args []string, env ...string) *Process {
 		tb.Fatal(err)
 	}
 	p := &Process{tb: tb, cmd: cmd, done: make(chan struct{})}
-	bound := make(chan [2]string, 2)
+	bound := make(chan [3]string, 2)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -94,7 +95,7 @@ func Start(tb testing.TB, args []string, env ...string) *Process {
 			}
 			p.mu.Unlock()
 			if m := listening.FindStringSubmatch(line); m != nil {
-				bound <- [2]string{m[1], m[2]}
+				bound <- [3]string{m[1], m[2], m[3]}
 			}
 		}
 	}()
@@ -112,6 +113,9 @@ func Start(tb testing.TB, args []string, env ...string) *Process {
 		select {
 		case b := <-bound:
 			u := "http://127.0.0.1:" + b[1]
+			if b[2] == "true" {
+				u = "https://127.0.0.1:" + b[1]
+			}
 			if b[0] == "public" {
 				p.PublicURL = u
 			} else {
