@@ -8,6 +8,7 @@
 // "intermediate" suites, TLS 1.3 preferred).
 //
 // A second certificate source (an ACME manager) plugs in as Store.Fallback,
-// consulted for a ServerName no file pair names; its ALPN protocol joins
-// through ServerConfig's extra protocols.
+// consulted for a ServerName no file pair names, and first for a hello
+// offering ALPNACME (TLS-ALPN-01 validation); that protocol joins through
+// ServerConfig's extra protocols.
 package tlsconf

@@ -40,6 +40,10 @@ type Store struct {
 	lastErr []string
 }
 
+// ALPNACME is the ALPN protocol of ACME's TLS-ALPN-01 challenge (RFC
+// 8737): offered with it, a handshake goes to Fallback first.
+const ALPNACME = "acme-tls/1"
+
 // certSet is an immutable snapshot: every pair's certificate and an index
 // of their DNS names.
 type certSet struct {
@@ -77,6 +81,12 @@ func New(cfg Config, prefix string, interval time.Duration, log *slog.Logger, re
 func (s *Store) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	set := s.set.Load()
 	name := strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))
+	// An ACME CA validating TLS-ALPN-01 (RFC 8737) must get the challenge
+	// certificate, which only the fallback has, even for a name a file
+	// pair also holds.
+	if s.Fallback != nil && slices.Contains(hello.SupportedProtos, ALPNACME) {
+		return s.Fallback(hello)
+	}
 	if c := set.match(name); c != nil {
 		return c, nil
 	}

@@ -116,6 +116,11 @@ func TestFallbackServesNamesNoPairHas(t *testing.T) {
 	if strings.Join(asked, ",") != "acme.example.com,nobody.example.com" {
 		t.Errorf("fallback asked for %v; a name a file pair holds must not reach it", asked)
 	}
+	// A TLS-ALPN-01 validation goes to the fallback even for a file's name.
+	c, err = s.GetCertificate(&tls.ClientHelloInfo{ServerName: "edge.example.com", SupportedProtos: []string{ALPNACME}})
+	if err != nil || c != nil || asked[len(asked)-1] != "edge.example.com" {
+		t.Errorf("acme-tls/1 hello: got %v, %v, asked %v; want the fallback's answer", c, err, asked)
+	}
 }
 
 func TestStartRefusesABadPairNamingTheFile(t *testing.T) {
