@@ -169,3 +169,14 @@ func TestEdgeRefusesABadCertificateAtStart(t *testing.T) {
 		})
 	}
 }
+
+// check-config reads the certificate files as serve would.
+func TestCheckConfigReadsTheCertificates(t *testing.T) {
+	ca := testpki.NewCA(t)
+	c, k := ca.Issue(t, time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour), "edge.test").Write(t, t.TempDir(), "old")
+	var out strings.Builder
+	err := checkConfig(context.Background(), []string{"--set", "tls.cert_file=" + c, "--set", "tls.key_file=" + k}, nil, &out, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "tls.cert_file") || !strings.Contains(err.Error(), "old.crt") || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("check-config with an expired certificate: %v", err)
+	}
+}
