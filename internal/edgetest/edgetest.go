@@ -63,7 +63,9 @@ type Process struct {
 	log strings.Builder
 }
 
-var listening = regexp.MustCompile(`msg=listening listener=(\w+) addr=\S*:(\d+)(?: tls=(\w+))?`)
+// listening finds a listener's bound port in its log line; attributes of
+// the logger itself (replica=...) may come before the line's own.
+var listening = regexp.MustCompile(`msg=listening (?:\S+ )*?listener=(\w+) addr=\S*:(\d+)(?: tls=(\w+))?`)
 
 // Start runs edge with args (both listeners on 127.0.0.1:0 unless args say
 // otherwise) and env appended to a minimal environment, and returns once
