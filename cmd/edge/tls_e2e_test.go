@@ -180,3 +180,30 @@ func TestCheckConfigReadsTheCertificates(t *testing.T) {
 		t.Errorf("check-config with an expired certificate: %v", err)
 	}
 }
+
+// admin_tls makes the admin listener speak TLS on its own, with its own
+// certificate; the public one stays plain.
+func TestAdminListenerTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs edge processes")
+	}
+	ca := testpki.NewCA(t)
+	pair := ca.Valid(t, "127.0.0.1")
+	c, k := pair.Write(t, t.TempDir(), "admin")
+	edge := edgetest.Start(t, []string{"--set", "admin_tls.cert_file=" + c, "--set", "admin_tls.key_file=" + k})
+	if !strings.HasPrefix(edge.AdminURL, "https://") || !strings.HasPrefix(edge.PublicURL, "http://") {
+		t.Fatalf("admin %s, public %s: want only the admin listener on TLS", edge.AdminURL, edge.PublicURL)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientConfig("")}}
+	resp, err := client.Get(edge.AdminURL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.TLS == nil || resp.TLS.PeerCertificates[0].SerialNumber.Cmp(pair.Serial) != 0 {
+		t.Errorf("admin healthz over TLS: %d, %+v", resp.StatusCode, resp.TLS)
+	}
+	if provGet(t, edge.PublicURL+"/healthz") != 200 {
+		t.Error("the plain public listener does not answer")
+	}
+}
