@@ -1,0 +1,436 @@
+package acme
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	xacme "golang.org/x/crypto/acme"
+	"golang.org/x/crypto/acme/autocert"
+)
+
+// Outcomes callers may branch on.
+var (
+	// ErrHostNotAllowed: the handshake's server name is not in
+	// tls.acme.domains.
+	ErrHostNotAllowed = errors.New("acme: host not in tls.acme.domains")
+	// ErrRecentFailure: an issuance for the host failed less than the retry
+	// backoff ago on some replica; nobody asks the CA again before then.
+	ErrRecentFailure = errors.New("acme: issuance failed recently, retry later")
+)
+
+const (
+	// lockMargin keeps the lock a little past issue_timeout, by when the
+	// holder's gate is shut, so that no two replicas ever talk to the CA
+	// about one host at once.
+	lockMargin = 10 * time.Second
+	// retryAfter is how long a failed issuance keeps every replica from the
+	// CA for that host (autocert's own is one minute).
+	retryAfter = time.Minute
+	// checkEvery is how often Run looks for missing or due certificates.
+	checkEvery = time.Minute
+)
+
+// Manager gives the public listener its ACME certificates: GetCertificate
+// for tls.Config, NextProtos for tls-alpn-01, HTTPHandler for http-01 on
+// port 80, and Run, which obtains the configured domains' certificates
+// ahead of the first handshake and renews them.
+type Manager struct {
+	cfg       Config
+	log       *slog.Logger
+	store     *Store
+	locks     locks
+	met       *metrics
+	allowed   map[string]bool
+	transport http.RoundTripper
+	// serving answers challenges from the store (tls-alpn-01 certificates
+	// and http-01 tokens, whichever replica the CA reaches); its gate never
+	// opens, so it cannot order anything itself.
+	serving *autocert.Manager
+
+	now        func() time.Time
+	checkEvery time.Duration
+	retryAfter time.Duration
+	// observe, when set (tests), sees every certificate this replica starts
+	// serving for a host.
+	observe func(host string, c *tls.Certificate)
+
+	base     context.Context
+	stopBase context.CancelFunc
+	flying   sync.WaitGroup
+
+	mu      sync.Mutex
+	certs   map[string]*tls.Certificate
+	flights map[string]*flight
+	retryAt map[string]time.Time
+}
+
+// flight is one obtain of a host's certificate in progress, shared by every
+// handshake and check of this replica that needs it.
+type flight struct {
+	done chan struct{}
+	cert *tls.Certificate
+	err  error
+}
+
+// New builds the Manager from a valid, enabled cfg. Entries, locks and
+// events live in rdb under prefix (edge's redis.key_prefix; see keys).
+func New(cfg Config, rdb redis.UniversalClient, prefix string, log *slog.Logger, reg prometheus.Registerer) (*Manager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if !cfg.Enabled {
+		return nil, errors.New("tls.acme.enabled: is false")
+	}
+	transport, err := caTransport(cfg.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	k := keys{prefix: prefix}
+	m := &Manager{
+		cfg:        cfg,
+		log:        log,
+		store:      NewStore(rdb, prefix),
+		locks:      locks{rdb: rdb, keys: k},
+		met:        newMetrics(reg),
+		allowed:    map[string]bool{},
+		transport:  transport,
+		now:        time.Now,
+		checkEvery: checkEvery,
+		retryAfter: retryAfter,
+		certs:      map[string]*tls.Certificate{},
+		flights:    map[string]*flight{},
+		retryAt:    map[string]time.Time{},
+	}
+	m.base, m.stopBase = context.WithCancel(context.Background())
+	for _, d := range cfg.Domains {
+		m.allowed[d] = true
+	}
+	m.serving = &autocert.Manager{
+		Prompt:     autocert.AcceptTOS,
+		Cache:      m.store,
+		HostPolicy: autocert.HostWhitelist(cfg.Domains...),
+		Client: &xacme.Client{
+			DirectoryURL: cfg.DirectoryURL,
+			HTTPClient:   &http.Client{Transport: &gate{base: transport}},
+		},
+	}
+	return m, nil
+}
+
+// caTransport trusts the system roots plus the PEM bundle in file.
+func caTransport(file string) (http.RoundTripper, error) {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	if file == "" {
+		return t, nil
+	}
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("tls.acme.ca_file: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("tls.acme.ca_file: %q: no PEM certificate in it", file)
+	}
+	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return t, nil
+}
+
+// NextProtos is what the TLS listener must add to its NextProtos:
+// "acme-tls/1" when tls-alpn-01 is configured, else nothing.
+func (m *Manager) NextProtos() []string {
+	if m.cfg.has(TLSALPN01) {
+		return []string{xacme.ALPNProto}
+	}
+	return nil
+}
+
+// HTTPHandler answers http-01 challenges from the store on port 80 (the
+// CA may reach any replica) and passes every other request to fallback
+// (nil: redirect GET and HEAD to https, 400 for the rest).
+func (m *Manager) HTTPHandler(fallback http.Handler) http.Handler {
+	h := m.serving.HTTPHandler(fallback)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/.well-known/acme-challenge/") {
+			// autocert checks the host policy against r.Host verbatim.
+			if host, _, err := net.SplitHostPort(r.Host); err == nil {
+				r = r.Clone(r.Context())
+				r.Host = host
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// isChallenge reports a tls-alpn-01 validation handshake: the CA offers
+// "acme-tls/1" and nothing else (RFC 8737 section 3).
+func isChallenge(hello *tls.ClientHelloInfo) bool {
+	return len(hello.SupportedProtos) == 1 && hello.SupportedProtos[0] == xacme.ALPNProto
+}
+
+// GetCertificate is the tls.Config hook: challenge certificates from the
+// store, a held certificate from memory (renewal starts in the background
+// when it is due), else the stored one, else one obtained under the lock,
+// waiting at most issue_timeout and the handshake's own deadline.
+func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if isChallenge(hello) {
+		return m.serving.GetCertificate(hello)
+	}
+	host := strings.TrimSuffix(strings.ToLower(hello.ServerName), ".")
+	if !m.allowed[host] {
+		m.met.refused.WithLabelValues("host").Inc()
+		return nil, fmt.Errorf("%w: %q", ErrHostNotAllowed, host)
+	}
+	if c, due := m.current(host); c != nil {
+		m.met.hits.Inc()
+		if due {
+			m.kick(host, c)
+		}
+		return c, nil
+	}
+	ctx := hello.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.IssueTimeout)
+	defer cancel()
+	f := m.start(host, nil)
+	select {
+	case <-f.done:
+		if f.err != nil {
+			m.met.refused.WithLabelValues("unavailable").Inc()
+			return nil, f.err
+		}
+		return f.cert, nil
+	case <-ctx.Done():
+		m.met.refused.WithLabelValues("unavailable").Inc()
+		return nil, fmt.Errorf("acme certificate for %s: %w", host, ctx.Err())
+	}
+}
+
+// Run obtains every configured domain's certificate (from the store, or
+// the CA under the lock) and renews each when due, until ctx ends. Then it
+// abandons obtains in flight and waits for them to return.
+func (m *Manager) Run(ctx context.Context) error {
+	defer m.flying.Wait()
+	defer m.stopBase()
+	t := time.NewTicker(m.checkEvery)
+	defer t.Stop()
+	for {
+		m.check()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// check starts an obtain for each domain without a usable certificate and
+// a renewal for each whose certificate is due.
+func (m *Manager) check() {
+	for _, host := range m.cfg.Domains {
+		c, _ := m.current(host)
+		m.kick(host, c)
+	}
+}
+
+// current is host's certificate held in memory if still valid, and whether
+// it is due for renewal.
+func (m *Manager) current(host string) (c *tls.Certificate, due bool) {
+	m.mu.Lock()
+	c = m.certs[host]
+	m.mu.Unlock()
+	now := m.now()
+	if c == nil || !now.Before(c.Leaf.NotAfter) {
+		return nil, false
+	}
+	return c, m.due(c, now)
+}
+
+// due reports a certificate within its renewal window: renew_before, but at
+// most half its lifetime, so that short-lived certificates are not renewed
+// in a loop.
+func (m *Manager) due(c *tls.Certificate, now time.Time) bool {
+	window := min(m.cfg.RenewBefore, c.Leaf.NotAfter.Sub(c.Leaf.NotBefore)/2)
+	return !now.Before(c.Leaf.NotAfter.Add(-window))
+}
+
+// kick starts an obtain (old nil) or renewal in the background unless the
+// last one for host failed less than retryAfter ago or one runs already.
+func (m *Manager) kick(host string, old *tls.Certificate) {
+	if old != nil && !m.due(old, m.now()) {
+		return
+	}
+	m.mu.Lock()
+	wait := m.now().Before(m.retryAt[host])
+	m.mu.Unlock()
+	if !wait {
+		m.start(host, old)
+	}
+}
+
+// start joins host's flight, or starts one.
+func (m *Manager) start(host string, old *tls.Certificate) *flight {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f := m.flights[host]; f != nil {
+		return f
+	}
+	f := &flight{done: make(chan struct{})}
+	m.flights[host] = f
+	m.flying.Add(1)
+	go m.fly(host, old, f)
+	return f
+}
+
+// fly obtains host's certificate detached from the handshake that asked,
+// so that a client giving up does not abort an order others wait for.
+func (m *Manager) fly(host string, old *tls.Certificate, f *flight) {
+	defer m.flying.Done()
+	ctx, cancel := context.WithTimeout(m.base, m.cfg.IssueTimeout)
+	defer cancel()
+	c, err := m.obtain(ctx, host, old)
+	m.mu.Lock()
+	if c != nil {
+		m.certs[host] = c
+		m.met.expiry.WithLabelValues(host).Set(float64(c.Leaf.NotAfter.Unix()))
+		if m.observe != nil {
+			m.observe(host, c)
+		}
+	}
+	if err != nil {
+		m.retryAt[host] = m.now().Add(m.retryAfter)
+	}
+	delete(m.flights, host)
+	m.mu.Unlock()
+	if err != nil {
+		m.log.Error("acme: no certificate", "host", host, "renewal", old != nil, "err", err)
+	}
+	f.cert, f.err = c, err
+	close(f.done)
+}
+
+// obtain returns a certificate for host better than old (nil: any valid
+// one; else one not due): from the store when another replica or an
+// earlier run put it there, else from the CA if this replica wins the
+// lock, else from the store once the winner says it is there.
+func (m *Manager) obtain(ctx context.Context, host string, old *tls.Certificate) (*tls.Certificate, error) {
+	kind := kindFirst
+	if old != nil {
+		kind = kindRenewal
+	}
+	usable := func(c *tls.Certificate) bool { return c != nil && (old == nil || !m.due(c, m.now())) }
+	// Each round either returns or waited for an issuance to end; three
+	// rounds cover a holder that died and a lock taken just after.
+	for range 3 {
+		c, err := m.store.certificate(ctx, host, m.now())
+		if err != nil {
+			return nil, err
+		}
+		if usable(c) {
+			m.met.adopted.WithLabelValues(kind).Inc()
+			return c, nil
+		}
+		token := newToken()
+		holder, err := m.locks.acquire(ctx, host, token, m.cfg.IssueTimeout+lockMargin)
+		switch {
+		case err != nil:
+			return nil, err
+		case holder == "":
+			return m.issueLocked(ctx, host, token, kind, usable)
+		case holder == resultFailed:
+			return nil, fmt.Errorf("%w: %s", ErrRecentFailure, host)
+		}
+		if err := m.wait(ctx, host, holder); err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("acme certificate for %s: not in the store after other replicas' issuances", host)
+}
+
+// issueLocked asks the CA for host's certificate while this replica holds
+// the lock with token, then releases it with the result.
+func (m *Manager) issueLocked(ctx context.Context, host, token, kind string, usable func(*tls.Certificate) bool) (c *tls.Certificate, err error) {
+	deadline := m.now().Add(m.cfg.IssueTimeout)
+	result := resultFailed
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, rerr := m.locks.release(rctx, host, token, result, m.retryAfter); rerr != nil {
+			m.log.Warn("acme: lock not released; it expires by itself", "host", host, "err", rerr)
+		}
+	}()
+	// Another replica may have stored one between our read and the lock.
+	if c, err := m.store.certificate(ctx, host, m.now()); err != nil {
+		return nil, err
+	} else if usable(c) {
+		m.met.adopted.WithLabelValues(kind).Inc()
+		result = resultOK
+		return c, nil
+	}
+	c, err = m.issue(ctx, host, deadline)
+	if err != nil {
+		m.met.issuances.WithLabelValues(kind, "error").Inc()
+		return nil, err
+	}
+	m.met.issuances.WithLabelValues(kind, "ok").Inc()
+	m.log.Info("acme: certificate obtained", "host", host, "kind", kind, "not_after", c.Leaf.NotAfter)
+	result = resultOK
+	return c, nil
+}
+
+// wait blocks until the issuance of the replica holding host's lock with
+// value seen ends. It subscribes before looking at the lock again, so that
+// an end between the failed acquire and the subscription is not missed.
+func (m *Manager) wait(ctx context.Context, host, seen string) error {
+	ps, err := m.locks.subscribe(ctx, host)
+	if err != nil {
+		return err
+	}
+	defer ps.Close()
+	cur, err := m.locks.holder(ctx, host)
+	if err != nil {
+		return err
+	}
+	if cur != seen {
+		m.met.waits.WithLabelValues("done").Inc()
+		return nil
+	}
+	msg, err := ps.ReceiveMessage(ctx)
+	switch {
+	case err != nil:
+		m.met.waits.WithLabelValues("timeout").Inc()
+		return fmt.Errorf("acme certificate for %s: waiting for another replica's issuance: %w", host, err)
+	case msg.Payload == resultFailed:
+		m.met.waits.WithLabelValues("failed").Inc()
+		return fmt.Errorf("%w: %s (on another replica)", ErrRecentFailure, host)
+	}
+	m.met.waits.WithLabelValues("done").Inc()
+	return nil
+}
+
+func newToken() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
