@@ -22,7 +22,8 @@ var errGateClosed = errors.New("acme: CA contact outside this replica's issuance
 // deactivation goroutines of its own that would reach the CA at any time
 // from any replica; through a closed gate they cannot.
 type gate struct {
-	base http.RoundTripper
+	base    http.RoundTripper
+	refused func() // counts refusals (nil: not counted)
 
 	mu    sync.Mutex
 	until time.Time
@@ -33,6 +34,9 @@ func (g *gate) RoundTrip(r *http.Request) (*http.Response, error) {
 	open := time.Now().Before(g.until)
 	g.mu.Unlock()
 	if !open {
+		if g.refused != nil {
+			g.refused()
+		}
 		return nil, errGateClosed
 	}
 	return g.base.RoundTrip(r)
@@ -91,7 +95,7 @@ func ecdsaHello(host string) *tls.ClientHelloInfo {
 // autocert.Manager (its state is empty, so it orders) whose gate shuts at
 // deadline and when issue returns, whatever autocert still runs.
 func (m *Manager) issue(ctx context.Context, host string, deadline time.Time) (*tls.Certificate, error) {
-	g := &gate{base: m.transport, until: deadline}
+	g := &gate{base: m.transport, until: deadline, refused: m.met.gateRefused.Inc}
 	defer g.close()
 	view := &issuingCache{Cache: m.store, host: host}
 	eng := &autocert.Manager{

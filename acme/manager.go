@@ -128,7 +128,7 @@ func New(cfg Config, rdb redis.UniversalClient, prefix string, log *slog.Logger,
 		HostPolicy: autocert.HostWhitelist(cfg.Domains...),
 		Client: &xacme.Client{
 			DirectoryURL: cfg.DirectoryURL,
-			HTTPClient:   &http.Client{Transport: &gate{base: transport}},
+			HTTPClient:   &http.Client{Transport: &gate{base: transport, refused: m.met.gateRefused.Inc}},
 		},
 	}
 	return m, nil
@@ -187,6 +187,19 @@ func isChallenge(hello *tls.ClientHelloInfo) bool {
 	return len(hello.SupportedProtos) == 1 && hello.SupportedProtos[0] == xacme.ALPNProto
 }
 
+// Handles reports whether GetCertificate should answer hello: a
+// tls-alpn-01 validation, or a server name in tls.acme.domains. A listener
+// that also has certificates from files asks it first, so that neither its
+// default certificate nor a file's answers the CA's validation.
+func (m *Manager) Handles(hello *tls.ClientHelloInfo) bool {
+	return isChallenge(hello) || m.allowed[normalize(hello.ServerName)]
+}
+
+// normalize is how a server name is compared with tls.acme.domains.
+func normalize(serverName string) string {
+	return strings.TrimSuffix(strings.ToLower(serverName), ".")
+}
+
 // GetCertificate is the tls.Config hook: challenge certificates from the
 // store, a held certificate from memory (renewal starts in the background
 // when it is due), else the stored one, else one obtained under the lock,
@@ -195,7 +208,7 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 	if isChallenge(hello) {
 		return m.serving.GetCertificate(hello)
 	}
-	host := strings.TrimSuffix(strings.ToLower(hello.ServerName), ".")
+	host := normalize(hello.ServerName)
 	if !m.allowed[host] {
 		m.met.refused.WithLabelValues("host").Inc()
 		return nil, fmt.Errorf("%w: %q", ErrHostNotAllowed, host)

@@ -516,3 +516,27 @@ func TestRenewal(t *testing.T) {
 		}
 	}
 }
+
+// TestEnginesNeverRenewOnTheirOwn: the autocert.Manager that ordered a
+// certificate starts its own renewal timer (at two thirds of the
+// lifetime); when it fires, outside any lock, its request is refused and
+// the CA sees no order.
+func TestEnginesNeverRenewOnTheirOwn(t *testing.T) {
+	p := startPebble(t, pebbleOpts{alwaysValid: true, validitySeconds: 4})
+	rdb := testredis.Start(t).Client()
+	r := newReplica(t, p, rdb, nil).serve(t)
+	if _, err := handshake(t, r.addr, hostA, p.roots); err != nil {
+		t.Fatal(err)
+	}
+	orders := p.orders.Load()
+	deadline := time.Now().Add(20 * time.Second)
+	for r.count(t, "edge_acme_ca_requests_refused_total") == 0 && p.orders.Load() == orders {
+		if time.Now().After(deadline) {
+			t.Fatal("autocert's renewal timer never tried the CA")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := p.orders.Load(); got != orders {
+		t.Errorf("orders went from %d to %d without edge renewing", orders, got)
+	}
+}

@@ -19,6 +19,8 @@ type metrics struct {
 	refused   *prometheus.CounterVec // reason: handshakes without a certificate
 	waits     *prometheus.CounterVec // result: waits for another replica's issuance
 	expiry    *prometheus.GaugeVec   // domain (from config, bounded)
+	// gateRefused counts CA requests autocert tried without the lock.
+	gateRefused prometheus.Counter
 }
 
 // newMetrics registers ACME's metrics on reg (nil: unregistered).
@@ -49,5 +51,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edge_acme_certificate_expiry_timestamp_seconds",
 			Help: "NotAfter of the certificate this replica serves, per configured domain, as a Unix time.",
 		}, []string{"domain"}),
+		gateRefused: f.NewCounter(prometheus.CounterOpts{
+			Name: "edge_acme_ca_requests_refused_total",
+			Help: "Requests to the CA that autocert's own timers tried outside this replica's issuance lock, refused (edge renews under the lock instead).",
+		}),
 	}
 }
