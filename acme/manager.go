@@ -73,6 +73,7 @@ type Manager struct {
 	flying   sync.WaitGroup
 
 	mu      sync.Mutex
+	stopped bool // Run has returned: no new obtains
 	certs   map[string]*tls.Certificate
 	flights map[string]*flight
 	retryAt map[string]time.Time
@@ -244,8 +245,13 @@ func (m *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 // the CA under the lock) and renews each when due, until ctx ends. Then it
 // abandons obtains in flight and waits for them to return.
 func (m *Manager) Run(ctx context.Context) error {
-	defer m.flying.Wait()
-	defer m.stopBase()
+	defer func() {
+		m.mu.Lock()
+		m.stopped = true
+		m.mu.Unlock()
+		m.stopBase()
+		m.flying.Wait()
+	}()
 	t := time.NewTicker(m.checkEvery)
 	defer t.Stop()
 	for {
@@ -310,6 +316,11 @@ func (m *Manager) start(host string, old *tls.Certificate) *flight {
 		return f
 	}
 	f := &flight{done: make(chan struct{})}
+	if m.stopped {
+		f.err = fmt.Errorf("acme certificate for %s: stopped", host)
+		close(f.done)
+		return f
+	}
 	m.flights[host] = f
 	m.flying.Add(1)
 	go m.fly(host, old, f)

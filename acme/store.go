@@ -85,7 +85,7 @@ func (s *Store) certificate(ctx context.Context, host string, now time.Time) (*t
 	}
 	c, err := parseEntry(b, host, now)
 	if err != nil {
-		return nil, nil //nolint:nilerr // an unusable entry is a miss: a new certificate replaces it
+		return nil, nil // unusable is a miss: a new certificate replaces it
 	}
 	return c, nil
 }
