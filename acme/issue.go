@@ -48,24 +48,37 @@ func (g *gate) close() {
 	g.mu.Unlock()
 }
 
-// issuingCache is the store as one issuance sees it: the host's own
-// certificate is hidden, so that the fresh autocert.Manager orders a new one
-// even when a still-valid certificate due for renewal is stored; and the
-// result of storing the new one is kept, because autocert ignores it.
+// issuingCache is the store as one issuance sees it: while the issuance
+// runs, the host's own certificate is hidden, so that the fresh
+// autocert.Manager orders a new one even when a still-valid certificate due
+// for renewal is stored; and the result of storing the new one is kept,
+// because autocert ignores it. Once revealed, the Manager's leftover renewal
+// timer finds the certificates edge keeps renewing and adopts them instead
+// of knocking at the closed gate.
 type issuingCache struct {
 	autocert.Cache
 	host string
 
-	mu     sync.Mutex
-	stored bool
-	putErr error
+	mu       sync.Mutex
+	revealed bool
+	stored   bool
+	putErr   error
 }
 
 func (c *issuingCache) Get(ctx context.Context, name string) ([]byte, error) {
-	if name == c.host || name == c.host+"+rsa" {
+	c.mu.Lock()
+	hide := !c.revealed && (name == c.host || name == c.host+"+rsa")
+	c.mu.Unlock()
+	if hide {
 		return nil, autocert.ErrCacheMiss
 	}
 	return c.Cache.Get(ctx, name)
+}
+
+func (c *issuingCache) reveal() {
+	c.mu.Lock()
+	c.revealed = true
+	c.mu.Unlock()
 }
 
 func (c *issuingCache) Put(ctx context.Context, name string, data []byte) error {
@@ -93,11 +106,16 @@ func ecdsaHello(host string) *tls.ClientHelloInfo {
 // issue orders a certificate for host from the CA and stores it. The
 // caller holds host's lock until deadline; the engine is a fresh
 // autocert.Manager (its state is empty, so it orders) whose gate shuts at
-// deadline and when issue returns, whatever autocert still runs.
+// deadline and when issue returns, whatever autocert still runs. autocert
+// cannot be stopped: each engine leaves one renewal timer behind, a few
+// bytes per issuance, which reads the store when it fires.
 func (m *Manager) issue(ctx context.Context, host string, deadline time.Time) (*tls.Certificate, error) {
 	g := &gate{base: m.transport, until: deadline, refused: m.met.gateRefused.Inc}
-	defer g.close()
 	view := &issuingCache{Cache: m.store, host: host}
+	// The gate shuts before the store shows through: autocert's renewal
+	// timer must never find a due certificate with the gate still open.
+	defer view.reveal()
+	defer g.close()
 	eng := &autocert.Manager{
 		Prompt:     autocert.AcceptTOS,
 		Cache:      view,
