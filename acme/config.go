@@ -60,6 +60,11 @@ type Config struct {
 	// With "http-01" edge also answers on the port-80 handler; autocert
 	// always tries tls-alpn-01 first when both are listed.
 	Challenges []string `koanf:"challenges"`
+	// HTTPListen is where edge answers http-01 challenges (HTTPHandler),
+	// used only when Challenges has "http-01": the CA always connects to
+	// port 80, so this is ":80" unless a Service maps 80 to it. Every other
+	// request on it is redirected to https. Default ":80".
+	HTTPListen string `koanf:"http_listen"`
 	// IssueTimeout bounds one issuance (order, validation, download) and so
 	// the issuance lock's lifetime and how long other replicas and waiting
 	// handshakes wait for it. Default 2m, at most 5m.
@@ -72,6 +77,7 @@ func DefaultConfig() Config {
 		DirectoryURL: LetsEncrypt,
 		RenewBefore:  30 * 24 * time.Hour,
 		Challenges:   []string{TLSALPN01},
+		HTTPListen:   ":80",
 		IssueTimeout: 2 * time.Minute,
 	}
 }
@@ -110,6 +116,10 @@ func (c Config) Validate() error {
 		errs = append(errs, confcheck.Invalid(p+"issue_timeout", c.IssueTimeout, "must be <= 5m (autocert's own bound on one issuance)"))
 	}
 	errs = append(errs, validateChallenges(c.Challenges))
+	if c.has(HTTP01) {
+		_, _, err := confcheck.HostPort(p+"http_listen", c.HTTPListen, 0)
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

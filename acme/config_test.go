@@ -53,6 +53,8 @@ func TestValidate(t *testing.T) {
 		"long issue_timeout":   {mod: func(c *Config) { c.IssueTimeout = 6 * time.Minute }, want: "tls.acme.issue_timeout: must be <= 5m"},
 		"no challenge":         {mod: func(c *Config) { c.Challenges = nil }, want: "tls.acme.challenges: must list"},
 		"dns-01":               {mod: func(c *Config) { c.Challenges = []string{"dns-01"} }, want: `tls.acme.challenges[0]: must be "tls-alpn-01" or "http-01"`},
+		"http_listen unused":   {mod: func(c *Config) { c.HTTPListen = "" }},
+		"bad http_listen":      {mod: func(c *Config) { c.Challenges = []string{HTTP01}; c.HTTPListen = "80" }, want: `tls.acme.http_listen: "80": missing port`},
 		"duplicate challenge":  {mod: func(c *Config) { c.Challenges = []string{HTTP01, HTTP01} }, want: "tls.acme.challenges[1]: is listed twice"},
 	}
 	for name, tt := range tests {
