@@ -540,3 +540,36 @@ func TestEnginesNeverRenewOnTheirOwn(t *testing.T) {
 		t.Errorf("orders went from %d to %d without edge renewing", orders, got)
 	}
 }
+
+// TestFailedIssuanceBacksOffEveryReplica: when the CA refuses (its
+// validation finds nothing listening), the handshake fails, and for the
+// backoff neither this replica nor another asks the CA again.
+func TestFailedIssuanceBacksOffEveryReplica(t *testing.T) {
+	l, port := listen(t)
+	l.Close() // the VA's tls-alpn-01 check finds a closed port
+	p := startPebble(t, pebbleOpts{tlsPort: port})
+	rdb := testredis.Start(t).Client()
+	first := newReplica(t, p, rdb, nil).serve(t)
+	if _, err := handshake(t, first.addr, hostA, p.roots); err == nil {
+		t.Fatal("handshake succeeded without a valid challenge")
+	}
+	if got := first.count(t, "edge_acme_issuances_total", "kind", "first", "result", "error"); got != 1 {
+		t.Errorf("issuances{first,error} = %v, want 1", got)
+	}
+	orders := p.orders.Load()
+	if orders == 0 {
+		t.Fatal("the CA saw no order")
+	}
+	second := newReplica(t, p, rdb, nil).serve(t)
+	for _, r := range []*replica{first, second} {
+		if _, err := r.m.GetCertificate(&tls.ClientHelloInfo{ServerName: hostA}); !errors.Is(err, ErrRecentFailure) {
+			t.Errorf("within the backoff: %v, want ErrRecentFailure", err)
+		}
+	}
+	if got := p.orders.Load(); got != orders {
+		t.Errorf("orders during the backoff: %d more", got-orders)
+	}
+	if v, _ := first.m.locks.holder(context.Background(), hostA); v != resultFailed {
+		t.Errorf("lock = %q, want %q for the backoff", v, resultFailed)
+	}
+}
