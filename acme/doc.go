@@ -7,9 +7,10 @@
 // It owns: the tls.acme configuration (config.go), the autocert.Cache on
 // Redis (store.go), the per-host issuance lock with its completion event
 // (lock.go, acquire.lua, release.lua), the serving path that answers TLS
-// handshakes from memory and Redis (manager.go), the single-use autocert
-// engine that is the only thing allowed to reach the CA, and only while its
-// replica holds the lock (issue.go), and its metrics (metrics.go).
+// handshakes from memory (manager.go) and, on a miss, reads the store,
+// takes the lock or waits for its holder (obtain.go), the single-use
+// autocert engine that is the only thing allowed to reach the CA, and only
+// while its replica holds the lock (issue.go), and its metrics (metrics.go).
 //
 // autocert has no lock hook: a Manager that finds no certificate would ask
 // the CA from every replica at once, and its renewal timers would too. So the
