@@ -1,6 +1,7 @@
 package acme
 
 import (
+	"github.com/edge-voice/edge/allocator"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,13 +86,13 @@ func TestNewCAFile(t *testing.T) {
 	for _, file := range []string{filepath.Join(dir, "missing.pem"), junk} {
 		c := DefaultConfig()
 		c.Enabled, c.Domains, c.CAFile = true, []string{"edge.example.com"}, file
-		_, err := New(c, rdb, "voice:", nil, nil)
+		_, err := New(c, rdb, allocator.NewKeys("voice:"), nil, nil)
 		if err == nil || !strings.Contains(err.Error(), "tls.acme.ca_file") {
 			t.Errorf("New with ca_file %s: %v, want an error naming tls.acme.ca_file", file, err)
 		}
 	}
 	c := DefaultConfig()
-	if _, err := New(c, rdb, "voice:", nil, nil); err == nil {
+	if _, err := New(c, rdb, allocator.NewKeys("voice:"), nil, nil); err == nil {
 		t.Error("New with ACME disabled succeeded")
 	}
 }

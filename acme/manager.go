@@ -86,8 +86,8 @@ type flight struct {
 }
 
 // New builds the Manager from a valid, enabled cfg. Entries, locks and
-// events live in rdb under prefix (edge's redis.key_prefix; see keys).
-func New(cfg Config, rdb redis.UniversalClient, prefix string, log *slog.Logger, reg prometheus.Registerer) (*Manager, error) {
+// events live in rdb under the keys ks names (allocator.Keys).
+func New(cfg Config, rdb redis.UniversalClient, ks Keys, log *slog.Logger, reg prometheus.Registerer) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -101,11 +101,11 @@ func New(cfg Config, rdb redis.UniversalClient, prefix string, log *slog.Logger,
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	k := keys{prefix: prefix}
+	k := keys{ks}
 	m := &Manager{
 		cfg:        cfg,
 		log:        log,
-		store:      NewStore(rdb, prefix),
+		store:      NewStore(rdb, ks),
 		locks:      locks{rdb: rdb, keys: k},
 		met:        newMetrics(reg),
 		allowed:    map[string]bool{},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/internal/testpebble"
 	"io"
 	"net/http"
 	"sync"
@@ -29,19 +31,19 @@ type replica struct {
 	addr string // its TLS listener, when served
 }
 
-func newReplica(t *testing.T, p *pebble, rdb redis.UniversalClient, mod func(*Config)) *replica {
+func newReplica(t *testing.T, p *testpebble.CA, rdb redis.UniversalClient, mod func(*Config)) *replica {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Enabled = true
 	cfg.Domains = []string{hostA, hostB}
-	cfg.DirectoryURL = p.directory
-	cfg.CAFile = p.caFile
+	cfg.DirectoryURL = p.Directory
+	cfg.CAFile = p.CAFile
 	cfg.IssueTimeout = 30 * time.Second
 	if mod != nil {
 		mod(&cfg)
 	}
 	reg := prometheus.NewRegistry()
-	m, err := New(cfg, rdb, prefix, nil, reg)
+	m, err := New(cfg, rdb, allocator.NewKeys(prefix), nil, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,19 +97,19 @@ func (r *replica) count(t *testing.T, name string, labels ...string) float64 {
 // to Pebble's root, and it is in Redis.
 func TestFirstIssuanceTLSALPN(t *testing.T) {
 	l, port := listen(t)
-	p := startPebble(t, pebbleOpts{tlsPort: port})
+	p := testpebble.Start(t, testpebble.Opts{TLSPort: port})
 	rdb := testredis.Start(t).Client()
 	r := newReplica(t, p, rdb, nil)
 	addr := serveTLS(t, l, r.m)
 
-	leaf, err := handshake(t, addr, hostA, p.roots)
+	leaf, err := handshake(t, addr, hostA, p.Roots)
 	if err != nil {
 		t.Fatalf("first handshake: %v", err)
 	}
 	if err := leaf.VerifyHostname(hostA); err != nil {
 		t.Fatal(err)
 	}
-	if got := p.orders.Load(); got != 1 {
+	if got := p.Orders.Load(); got != 1 {
 		t.Errorf("orders at the CA = %d, want 1", got)
 	}
 	if got := r.count(t, "edge_acme_issuances_total", "kind", "first", "result", "ok"); got != 1 {
@@ -121,12 +123,12 @@ func TestFirstIssuanceTLSALPN(t *testing.T) {
 		t.Errorf("stored serial %s, served %s", serial(stored.Leaf), serial(leaf))
 	}
 	// The next handshake is answered from memory: no Redis, no CA.
-	before := p.requests.Load()
-	again, err := handshake(t, addr, hostA, p.roots)
+	before := p.Requests.Load()
+	again, err := handshake(t, addr, hostA, p.Roots)
 	if err != nil || serial(again) != serial(leaf) {
 		t.Fatalf("second handshake: %v (serial %v)", err, again)
 	}
-	if p.requests.Load() != before {
+	if p.Requests.Load() != before {
 		t.Errorf("the second handshake reached the CA")
 	}
 	if got := r.count(t, "edge_acme_cache_hits_total"); got != 1 {
@@ -154,13 +156,13 @@ func waitGone(t *testing.T, rdb *redis.Client, key string) {
 // that replica answers it from the challenge certificate in Redis.
 func TestChallengeAnsweredByAnotherReplica(t *testing.T) {
 	lOther, port := listen(t)
-	p := startPebble(t, pebbleOpts{tlsPort: port})
+	p := testpebble.Start(t, testpebble.Opts{TLSPort: port})
 	rdb := testredis.Start(t).Client()
 	orderer := newReplica(t, p, rdb, nil).serve(t)
 	other := newReplica(t, p, rdb, nil)
 	serveTLS(t, lOther, other.m)
 
-	if _, err := handshake(t, orderer.addr, hostA, p.roots); err != nil {
+	if _, err := handshake(t, orderer.addr, hostA, p.Roots); err != nil {
 		t.Fatalf("handshake: %v", err)
 	}
 	if got := other.count(t, "edge_acme_issuances_total"); got != 0 {
@@ -175,7 +177,7 @@ func TestChallengeAnsweredByAnotherReplica(t *testing.T) {
 func TestHTTP01(t *testing.T) {
 	l80, httpPort := listen(t)
 	lTLS, tlsPort := listen(t)
-	p := startPebble(t, pebbleOpts{tlsPort: tlsPort, httpPort: httpPort})
+	p := testpebble.Start(t, testpebble.Opts{TLSPort: tlsPort, HTTPPort: httpPort})
 	rdb := testredis.Start(t).Client()
 	only := func(c *Config) { c.Challenges = []string{HTTP01} }
 	r := newReplica(t, p, rdb, only)
@@ -189,10 +191,10 @@ func TestHTTP01(t *testing.T) {
 	go srv.Serve(l80)
 	t.Cleanup(func() { srv.Close() })
 
-	if _, err := handshake(t, addr, hostA, p.roots); err != nil {
+	if _, err := handshake(t, addr, hostA, p.Roots); err != nil {
 		t.Fatalf("handshake: %v", err)
 	}
-	if got := p.orders.Load(); got != 2 {
+	if got := p.Orders.Load(); got != 2 {
 		t.Errorf("orders = %d, want 2 (tls-alpn-01 refused, then http-01)", got)
 	}
 	res, err := http.Get("http://" + l80.Addr().String() + "/other")
@@ -209,24 +211,24 @@ func TestHTTP01(t *testing.T) {
 // TestSecondReplicaFromStore: a replica started after another obtained the
 // certificate serves the same one, from Redis, without asking the CA.
 func TestSecondReplicaFromStore(t *testing.T) {
-	p := startPebble(t, pebbleOpts{alwaysValid: true})
+	p := testpebble.Start(t, testpebble.Opts{AlwaysValid: true})
 	rdb := testredis.Start(t).Client()
 	first := newReplica(t, p, rdb, nil).serve(t)
-	leaf, err := handshake(t, first.addr, hostA, p.roots)
+	leaf, err := handshake(t, first.addr, hostA, p.Roots)
 	if err != nil {
 		t.Fatal(err)
 	}
-	caRequests := p.requests.Load()
+	caRequests := p.Requests.Load()
 
 	second := newReplica(t, p, rdb, nil).serve(t)
-	got, err := handshake(t, second.addr, hostA, p.roots)
+	got, err := handshake(t, second.addr, hostA, p.Roots)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if serial(got) != serial(leaf) {
 		t.Errorf("second replica serves serial %s, first %s", serial(got), serial(leaf))
 	}
-	if n := p.requests.Load() - caRequests; n != 0 {
+	if n := p.Requests.Load() - caRequests; n != 0 {
 		t.Errorf("second replica made %d requests to the CA, want 0", n)
 	}
 	if n := second.count(t, "edge_acme_store_loads_total", "kind", "first"); n != 1 {
@@ -237,7 +239,7 @@ func TestSecondReplicaFromStore(t *testing.T) {
 // TestConcurrentFirstHandshakes: handshakes for one new domain on two
 // replicas at once cause exactly one order; all get the same certificate.
 func TestConcurrentFirstHandshakes(t *testing.T) {
-	p := startPebble(t, pebbleOpts{alwaysValid: true})
+	p := testpebble.Start(t, testpebble.Opts{AlwaysValid: true})
 	rdb := testredis.Start(t).Client()
 	reps := []*replica{newReplica(t, p, rdb, nil).serve(t), newReplica(t, p, rdb, nil).serve(t)}
 
@@ -251,7 +253,7 @@ func TestConcurrentFirstHandshakes(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-go1
-				leaf, err := handshake(t, r.addr, hostB, p.roots)
+				leaf, err := handshake(t, r.addr, hostB, p.Roots)
 				if err != nil {
 					t.Errorf("handshake: %v", err)
 					return
@@ -272,7 +274,7 @@ func TestConcurrentFirstHandshakes(t *testing.T) {
 			t.Errorf("serials differ: %s and %s", first, s)
 		}
 	}
-	if got := p.orders.Load(); got != 1 {
+	if got := p.Orders.Load(); got != 1 {
 		t.Errorf("orders = %d, want exactly 1", got)
 	}
 	issued := reps[0].count(t, "edge_acme_issuances_total") + reps[1].count(t, "edge_acme_issuances_total")
@@ -286,12 +288,12 @@ func TestConcurrentFirstHandshakes(t *testing.T) {
 // asks the CA. A "failed" event ends the wait with ErrRecentFailure at
 // once, and the backoff keeps it from the CA.
 func TestLoserWaitsForEvent(t *testing.T) {
-	p := startPebble(t, pebbleOpts{alwaysValid: true})
+	p := testpebble.Start(t, testpebble.Opts{AlwaysValid: true})
 	rs := testredis.Start(t)
 	rdb := rs.Client()
 	ctx := context.Background()
 	holder := newReplica(t, p, rdb, nil).serve(t)
-	leaf, err := handshake(t, holder.addr, hostA, p.roots)
+	leaf, err := handshake(t, holder.addr, hostA, p.Roots)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,14 +310,14 @@ func TestLoserWaitsForEvent(t *testing.T) {
 		t.Fatalf("acquire: %q, %v", v, err)
 	}
 	waiter := newReplica(t, p, rdb, nil).serve(t)
-	caRequests := p.requests.Load()
+	caRequests := p.Requests.Load()
 	type res struct {
 		serial string
 		err    error
 	}
 	done := make(chan res, 1)
 	go func() {
-		got, err := handshake(t, waiter.addr, hostA, p.roots)
+		got, err := handshake(t, waiter.addr, hostA, p.Roots)
 		if err != nil {
 			done <- res{err: err}
 			return
@@ -333,7 +335,7 @@ func TestLoserWaitsForEvent(t *testing.T) {
 	if r.err != nil || r.serial != serial(leaf) {
 		t.Fatalf("waiter got %q, %v; want serial %s", r.serial, r.err, serial(leaf))
 	}
-	if n := p.requests.Load() - caRequests; n != 0 {
+	if n := p.Requests.Load() - caRequests; n != 0 {
 		t.Errorf("the waiting replica made %d CA requests", n)
 	}
 	if n := waiter.count(t, "edge_acme_lock_waits_total", "result", "done"); n != 1 {
@@ -360,7 +362,7 @@ func TestLoserWaitsForEvent(t *testing.T) {
 	if _, err := waiter.m.GetCertificate(&tls.ClientHelloInfo{ServerName: hostB}); !errors.Is(err, ErrRecentFailure) {
 		t.Fatalf("within the backoff: %v, want ErrRecentFailure", err)
 	}
-	if n := p.requests.Load() - caRequests; n != 0 {
+	if n := p.Requests.Load() - caRequests; n != 0 {
 		t.Errorf("CA requests during the backoff: %d", n)
 	}
 }
@@ -388,21 +390,21 @@ func awaitSubscriber(t *testing.T, rdb *redis.Client, channel string) {
 // TestHostNotAllowed: a name outside tls.acme.domains is refused before
 // Redis or the CA is asked.
 func TestHostNotAllowed(t *testing.T) {
-	p := startPebble(t, pebbleOpts{alwaysValid: true})
+	p := testpebble.Start(t, testpebble.Opts{AlwaysValid: true})
 	rs := testredis.Start(t)
 	r := newReplica(t, p, rs.Client(), nil).serve(t)
 	rt := &testredis.RoundTrips{}
 	r.m.store.rdb.(*redis.Client).AddHook(rt)
 	for _, name := range []string{"evil.example.com", "A.EDGE.TEST.evil.com", "127.0.0.1", ""} {
-		if _, err := handshake(t, r.addr, name, p.roots); err == nil {
+		if _, err := handshake(t, r.addr, name, p.Roots); err == nil {
 			t.Errorf("handshake for %q succeeded", name)
 		}
 	}
 	if _, err := r.m.GetCertificate(&tls.ClientHelloInfo{ServerName: "evil.example.com"}); !errors.Is(err, ErrHostNotAllowed) {
 		t.Errorf("GetCertificate: %v, want ErrHostNotAllowed", err)
 	}
-	if p.requests.Load() != 0 || rt.Load() != 0 {
-		t.Errorf("refused names reached the CA (%d requests) or Redis (%d round trips)", p.requests.Load(), rt.Load())
+	if p.Requests.Load() != 0 || rt.Load() != 0 {
+		t.Errorf("refused names reached the CA (%d requests) or Redis (%d round trips)", p.Requests.Load(), rt.Load())
 	}
 	if got := r.count(t, "edge_acme_handshakes_refused_total", "reason", "host"); got < 4 {
 		t.Errorf("refused{host} = %v, want >= 4", got)
@@ -413,18 +415,18 @@ func TestHostNotAllowed(t *testing.T) {
 // an error (no panic, no CA call, bounded); one whose certificate is held
 // in memory is still served.
 func TestRedisDown(t *testing.T) {
-	p := startPebble(t, pebbleOpts{alwaysValid: true})
+	p := testpebble.Start(t, testpebble.Opts{AlwaysValid: true})
 	rs := testredis.Start(t)
 	r := newReplica(t, p, rs.Client(), nil).serve(t)
-	leaf, err := handshake(t, r.addr, hostA, p.roots)
+	leaf, err := handshake(t, r.addr, hostA, p.Roots)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rs.Kill()
-	caRequests := p.requests.Load()
+	caRequests := p.Requests.Load()
 
 	start := time.Now()
-	if _, err := handshake(t, r.addr, hostB, p.roots); err == nil {
+	if _, err := handshake(t, r.addr, hostB, p.Roots); err == nil {
 		t.Fatal("handshake for a new domain succeeded with Redis down")
 	}
 	_, err = r.m.GetCertificate(&tls.ClientHelloInfo{ServerName: hostB})
@@ -432,10 +434,10 @@ func TestRedisDown(t *testing.T) {
 		t.Fatalf("GetCertificate with Redis down: %v", err)
 	}
 	t.Logf("error with Redis down: %v (after %s)", err, time.Since(start))
-	if p.requests.Load() != caRequests {
+	if p.Requests.Load() != caRequests {
 		t.Errorf("the CA was asked while Redis was down")
 	}
-	got, err := handshake(t, r.addr, hostA, p.roots)
+	got, err := handshake(t, r.addr, hostA, p.Roots)
 	if err != nil || serial(got) != serial(leaf) {
 		t.Fatalf("held certificate with Redis down: %v", err)
 	}
@@ -449,7 +451,7 @@ func TestRedisDown(t *testing.T) {
 // the renewed certificate from Redis. Every order at the CA is one
 // replica's issuance: no two replicas renew the same certificate.
 func TestRenewal(t *testing.T) {
-	p := startPebble(t, pebbleOpts{alwaysValid: true, validitySeconds: 8})
+	p := testpebble.Start(t, testpebble.Opts{AlwaysValid: true, ValiditySeconds: 8})
 	rdb := testredis.Start(t).Client()
 	one := func(c *Config) { c.Domains = []string{hostA}; c.RenewBefore = time.Hour }
 	reps := []*replica{newReplica(t, p, rdb, one), newReplica(t, p, rdb, one)}
@@ -496,7 +498,7 @@ func TestRenewal(t *testing.T) {
 	}
 	stop()
 	renewed := serving[0]
-	orders := p.orders.Load()
+	orders := p.Orders.Load()
 	var issued, renewals, loads float64
 	for _, r := range reps {
 		issued += r.count(t, "edge_acme_issuances_total", "result", "ok")
@@ -522,21 +524,21 @@ func TestRenewal(t *testing.T) {
 // lifetime); when it fires, outside any lock, its request is refused and
 // the CA sees no order.
 func TestEnginesNeverRenewOnTheirOwn(t *testing.T) {
-	p := startPebble(t, pebbleOpts{alwaysValid: true, validitySeconds: 4})
+	p := testpebble.Start(t, testpebble.Opts{AlwaysValid: true, ValiditySeconds: 4})
 	rdb := testredis.Start(t).Client()
 	r := newReplica(t, p, rdb, nil).serve(t)
-	if _, err := handshake(t, r.addr, hostA, p.roots); err != nil {
+	if _, err := handshake(t, r.addr, hostA, p.Roots); err != nil {
 		t.Fatal(err)
 	}
-	orders := p.orders.Load()
+	orders := p.Orders.Load()
 	deadline := time.Now().Add(20 * time.Second)
-	for r.count(t, "edge_acme_ca_requests_refused_total") == 0 && p.orders.Load() == orders {
+	for r.count(t, "edge_acme_ca_requests_refused_total") == 0 && p.Orders.Load() == orders {
 		if time.Now().After(deadline) {
 			t.Fatal("autocert's renewal timer never tried the CA")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if got := p.orders.Load(); got != orders {
+	if got := p.Orders.Load(); got != orders {
 		t.Errorf("orders went from %d to %d without edge renewing", orders, got)
 	}
 }
@@ -547,16 +549,16 @@ func TestEnginesNeverRenewOnTheirOwn(t *testing.T) {
 func TestFailedIssuanceBacksOffEveryReplica(t *testing.T) {
 	l, port := listen(t)
 	l.Close() // the VA's tls-alpn-01 check finds a closed port
-	p := startPebble(t, pebbleOpts{tlsPort: port})
+	p := testpebble.Start(t, testpebble.Opts{TLSPort: port})
 	rdb := testredis.Start(t).Client()
 	first := newReplica(t, p, rdb, nil).serve(t)
-	if _, err := handshake(t, first.addr, hostA, p.roots); err == nil {
+	if _, err := handshake(t, first.addr, hostA, p.Roots); err == nil {
 		t.Fatal("handshake succeeded without a valid challenge")
 	}
 	if got := first.count(t, "edge_acme_issuances_total", "kind", "first", "result", "error"); got != 1 {
 		t.Errorf("issuances{first,error} = %v, want 1", got)
 	}
-	orders := p.orders.Load()
+	orders := p.Orders.Load()
 	if orders == 0 {
 		t.Fatal("the CA saw no order")
 	}
@@ -566,7 +568,7 @@ func TestFailedIssuanceBacksOffEveryReplica(t *testing.T) {
 			t.Errorf("within the backoff: %v, want ErrRecentFailure", err)
 		}
 	}
-	if got := p.orders.Load(); got != orders {
+	if got := p.Orders.Load(); got != orders {
 		t.Errorf("orders during the backoff: %d more", got-orders)
 	}
 	if v, _ := first.m.locks.holder(context.Background(), hostA); v != resultFailed {

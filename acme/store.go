@@ -33,8 +33,8 @@ type Store struct {
 var _ autocert.Cache = (*Store)(nil)
 
 // NewStore keeps entries under prefix (edge's redis.key_prefix).
-func NewStore(rdb redis.UniversalClient, prefix string) *Store {
-	return &Store{rdb: rdb, keys: keys{prefix: prefix}}
+func NewStore(rdb redis.UniversalClient, ks Keys) *Store {
+	return &Store{rdb: rdb, keys: keys{ks}}
 }
 
 // Get returns the entry, autocert.ErrCacheMiss when there is none, or the

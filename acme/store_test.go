@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"github.com/edge-voice/edge/allocator"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -24,7 +25,7 @@ import (
 func TestStoreEntries(t *testing.T) {
 	rdb := testredis.Start(t).Client()
 	ctx := context.Background()
-	s := NewStore(rdb, prefix)
+	s := NewStore(rdb, allocator.NewKeys(prefix))
 	if _, err := s.Get(ctx, "nothing"); !errors.Is(err, autocert.ErrCacheMiss) {
 		t.Fatalf("Get of a missing entry: %v, want autocert.ErrCacheMiss", err)
 	}
@@ -67,7 +68,7 @@ func TestStoreEntries(t *testing.T) {
 func TestStoredCertificateUsable(t *testing.T) {
 	rdb := testredis.Start(t).Client()
 	ctx := context.Background()
-	s := NewStore(rdb, prefix)
+	s := NewStore(rdb, allocator.NewKeys(prefix))
 	now := time.Now()
 	good := selfSigned(t, "edge.example.com", now.Add(-time.Hour), now.Add(time.Hour), nil)
 	tests := map[string]struct {

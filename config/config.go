@@ -76,6 +76,8 @@ func Default() *Config {
 		Reload:    Reload{Interval: 2 * time.Second},
 		Proxy:     proxy.DefaultConfig(),
 		Providers: providers.DefaultConfig(),
+		TLS:       tlsconf.DefaultConfig(),
+		AdminTLS:  tlsconf.DefaultConfig(),
 	}
 	c.link()
 	return c

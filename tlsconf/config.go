@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/edge-voice/edge/acme"
 	"github.com/edge-voice/edge/internal/confcheck"
 )
 
@@ -20,7 +21,13 @@ type Config struct {
 	// Certificates are further pairs, each served to the clients whose
 	// ServerName (SNI) one of its DNS names matches (wildcards included).
 	Certificates []Pair `koanf:"certificates"`
+	// ACME obtains and renews certificates from an ACME CA, stored in Redis
+	// and shared by every replica (package acme). Public listener only.
+	ACME acme.Config `koanf:"acme"`
 }
+
+// DefaultConfig is a listener's TLS defaults: plain HTTP, ACME off.
+func DefaultConfig() Config { return Config{ACME: acme.DefaultConfig()} }
 
 // Pair is one certificate chain and its key, both PEM files.
 type Pair struct {
@@ -28,16 +35,19 @@ type Pair struct {
 	KeyFile  string `koanf:"key_file"`
 }
 
-// Enabled reports whether the listener terminates TLS.
-func (c Config) Enabled() bool { return c.CertFile != "" || c.KeyFile != "" }
+// Enabled reports whether the listener terminates TLS: with certificates
+// from files, from ACME, or both.
+func (c Config) Enabled() bool { return c.hasFiles() || c.ACME.Enabled }
+
+func (c Config) hasFiles() bool { return c.CertFile != "" || c.KeyFile != "" }
 
 // pairs lists every pair with the key path naming it in errors: the
 // default pair first.
 func (c Config) pairs(prefix string) []namedPair {
-	if !c.Enabled() {
-		return nil
+	var out []namedPair
+	if c.hasFiles() {
+		out = append(out, namedPair{prefix, Pair{c.CertFile, c.KeyFile}})
 	}
-	out := []namedPair{{prefix, Pair{c.CertFile, c.KeyFile}}}
 	for i, p := range c.Certificates {
 		out = append(out, namedPair{fmt.Sprintf("%s.certificates[%d]", prefix, i), p})
 	}
@@ -56,14 +66,20 @@ type namedPair struct {
 // read them (a rotation half done must not reject unrelated settings).
 func (c Config) Validate(prefix string) error {
 	var errs []error
-	if c.Enabled() {
+	if c.hasFiles() {
 		errs = append(errs, bothFiles(prefix, Pair{c.CertFile, c.KeyFile}))
-	} else if len(c.Certificates) > 0 {
+	} else if len(c.Certificates) > 0 && !c.ACME.Enabled {
 		errs = append(errs, confcheck.Invalid(prefix+".certificates", len(c.Certificates),
 			"needs "+prefix+".cert_file and "+prefix+".key_file, the certificate for clients without a matching ServerName"))
 	}
 	for i, p := range c.Certificates {
 		errs = append(errs, bothFiles(fmt.Sprintf("%s.certificates[%d]", prefix, i), p))
+	}
+	switch {
+	case prefix != "tls" && c.ACME.Enabled:
+		errs = append(errs, confcheck.Invalid(prefix+".acme.enabled", true, "ACME serves the public listener only (tls.acme)"))
+	case prefix == "tls":
+		errs = append(errs, c.ACME.Validate())
 	}
 	return errors.Join(errs...)
 }

@@ -77,6 +77,9 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	// Deferred first, so run last: Redis closes after every component has
 	// returned, the media proxy's releases of its calls included.
 	defer closeRedis()
+	if err := certs.attachACME(cfg, rdb, log, reg); err != nil {
+		return err
+	}
 	agents, fakePods, err := newFakeAgents(cfg, log)
 	if err != nil {
 		return err
@@ -179,12 +182,12 @@ func newListeners(cfg *config.Config, current func() *config.Config, s *api.Surf
 		MaxConns: cfg.HTTP.MaxConnections,
 		Grace:    func() time.Duration { return current().HTTP.ShutdownTimeout },
 	}
-	lc.TLS = serverConfig(certs.public)
+	lc.TLS = serverConfig(certs.public, certs.acme)
 	pub, err = api.NewListener("public", cfg.Listen.Public, s.Public(), lc, log, reg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listen.public: %w", err)
 	}
-	lc.TLS = serverConfig(certs.admin)
+	lc.TLS = serverConfig(certs.admin, nil)
 	adm, err = api.NewListener("admin", cfg.Listen.Admin, s.Admin(), lc, log, reg)
 	if err != nil {
 		pub.Close()
