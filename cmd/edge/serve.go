@@ -143,6 +143,15 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	printQuickStart(stderr, log, pub.Addr(), adm.Addr(), cfg.OpenMode(), slices.Contains(provs.Names(), "twilio"))
 
 	components := []component{watcher, pools.source, pools.manager, pools.refresher, px, provs, pub, adm}
+	internal, err := newInternalListener(cfg, current, surface, reg, log)
+	if err != nil {
+		pub.Close()
+		adm.Close()
+		return err
+	}
+	if internal != nil {
+		components = append(components, internal)
+	}
 	for _, ag := range agents {
 		components = append(components, ag)
 	}
