@@ -158,7 +158,7 @@ func (a *Allocator) Allocate(ctx context.Context, req Request) (Allocation, erro
 	}
 	s := a.current.Load()
 	args := make([]any, 0, 5+len(s.tierArgs))
-	args = append(args, req.CallID, req.MerchantID, s.cfg.LeaseTTL.Milliseconds(), s.cfg.CallInfoTTL.Milliseconds(), req.Creator)
+	args = append(args, req.CallID, req.MerchantID, s.cfg.EffectiveLeaseTTL().Milliseconds(), s.cfg.CallInfoTTL.Milliseconds(), req.Creator)
 	args = append(args, s.tierArgs...)
 	keys := []string{a.keys.Call(req.CallID), a.keys.CallEnded(req.CallID)}
 	r, err := a.run(ctx, "allocate", keys, args...)
