@@ -77,6 +77,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	warnPredecessorCalls(ctx, alloc, cfg, log)
 	acc, err := newAccess(cfg, log)
 	if err != nil {
 		return err
