@@ -26,6 +26,8 @@ type Allocator struct {
 	// (config reload and tier refresh, on different goroutines) never undo
 	// each other's change.
 	applyMu sync.Mutex
+	// merchantTiers are the tier config's merchant pools (merchanttiers.go).
+	merchantTiers atomic.Pointer[map[string]int]
 }
 
 // settings is the run-time part of Config with the tier table already laid
