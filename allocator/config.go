@@ -121,8 +121,11 @@ func (c Config) Validate() error {
 	if lease := c.EffectiveLeaseTTL(); c.CallInfoTTL > 0 && lease > 0 && c.CallInfoTTL < lease {
 		// Call info outliving the lease is what makes release after a
 		// renewal gap find the call.
-		errs = append(errs, confcheck.Invalid("allocator.call_info_ttl", c.CallInfoTTL,
-			fmt.Sprintf("must be >= the lease (%s: allocator.lease_ttl, at least 15m with allocator.migration)", lease)))
+		want := fmt.Sprintf("must be >= allocator.lease_ttl (%s)", lease)
+		if lease != c.LeaseTTL {
+			want = fmt.Sprintf("must be >= the lease of allocator.migration (%s)", lease)
+		}
+		errs = append(errs, confcheck.Invalid("allocator.call_info_ttl", c.CallInfoTTL, want))
 	}
 	return errors.Join(append(errs, c.Tiers.Validate())...)
 }
