@@ -37,6 +37,10 @@ type Config struct {
 	TrustedProxies []string `koanf:"trusted_proxies"`
 	// Internal says who may use listen.internal.
 	Internal Internal `koanf:"internal"`
+	// PublicTLS reports that the public listener terminates TLS (tls.*
+	// set): the derived PublicURL is then wss://. Copied from the tls
+	// section by config, not a key.
+	PublicTLS bool `koanf:"-"`
 }
 
 // Listen holds the two listener addresses (restart: a bound socket stays).
@@ -117,7 +121,8 @@ func (c Config) Validate() error {
 }
 
 // PublicURL is the effective public base URL, without a trailing slash:
-// PublicBaseURL if set, else ws://<host>:<port> of Listen.Public, where an
+// PublicBaseURL if set, else ws://<host>:<port> of Listen.Public (wss://
+// when PublicTLS: Twilio opens only wss:// streams), where an
 // empty or unspecified host (":8080", "0.0.0.0:8080") becomes 127.0.0.1.
 // It is derived on each call so that it follows the listener edge runs with,
 // not a restart-only change in the file. With port 0 (a free port picked at
@@ -133,7 +138,11 @@ func (c Config) PublicURL() string {
 	if wildcard(host) {
 		host = "127.0.0.1"
 	}
-	return "ws://" + net.JoinHostPort(host, port)
+	scheme := "ws://"
+	if c.PublicTLS {
+		scheme = "wss://"
+	}
+	return scheme + net.JoinHostPort(host, port)
 }
 
 // validate checks both addresses are host:port and differ.

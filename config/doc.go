@@ -1,6 +1,6 @@
 // Package config composes edge's settings: each component declares its own
 // Config with its defaults and Validate (api, allocator, poolmgr, proxy,
-// providers), and this package holds them as the sections of one Config,
+// providers, tlsconf), and this package holds them as the sections of one Config,
 // loads them in layers, checks what spans sections, hides secrets, and
 // reloads the safe ones while edge runs.
 //

@@ -51,7 +51,7 @@ func TestRecordingRulesPublishThePredecessorsSeries(t *testing.T) {
 				t.Errorf("%s is recorded twice", r.Record)
 			}
 			recorded[r.Record] = r.Expr
-			names := metricNames(r.Expr)
+			names := promqlMetricNames(r.Expr)
 			if len(names) == 0 {
 				t.Errorf("%s: expression %q names no metric", r.Record, r.Expr)
 			}
@@ -82,10 +82,10 @@ var (
 	keywords   = map[string]bool{"and": true, "or": true, "unless": true, "offset": true, "bool": true}
 )
 
-// metricNames lists the metric names a PromQL expression reads: the
+// promqlMetricNames lists the metric names a PromQL expression reads: the
 // identifiers left once label lists, matchers, ranges and strings are
 // removed, that are not function calls or keywords.
-func metricNames(expr string) []string {
+func promqlMetricNames(expr string) []string {
 	expr = matchers.ReplaceAllString(labelLists.ReplaceAllString(expr, ""), "")
 	var out []string
 	for _, m := range idents.FindAllStringSubmatch(expr, -1) {

@@ -57,14 +57,17 @@ type Process struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	// PublicURL, AdminURL and InternalURL are http://127.0.0.1:<port> of
-	// the listeners (InternalURL "" when args turn listen.internal off).
+	// the listeners (https:// for one that terminates TLS; InternalURL ""
+	// when args turn listen.internal off).
 	PublicURL, AdminURL, InternalURL string
 
 	mu  sync.Mutex
 	log strings.Builder
 }
 
-var listening = regexp.MustCompile(`msg=listening listener=(\w+) addr=\S*:(\d+)`)
+// listening finds a listener's bound port in its log line; attributes of
+// the logger itself (replica=...) may come before the line's own.
+var listening = regexp.MustCompile(`msg=listening (?:\S+ )*?listener=(\w+) addr=\S*:(\d+)(?: tls=(\w+))?`)
 
 // Start runs edge with args (both listeners on 127.0.0.1:0 unless args say
 // otherwise) and env appended to a minimal environment, and returns once
@@ -84,7 +87,7 @@ func Start(tb testing.TB, args []string, env ...string) *Process {
 		tb.Fatal(err)
 	}
 	p := &Process{tb: tb, cmd: cmd, done: make(chan struct{})}
-	bound := make(chan [2]string, 3)
+	bound := make(chan [3]string, 3)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -96,7 +99,7 @@ func Start(tb testing.TB, args []string, env ...string) *Process {
 			}
 			p.mu.Unlock()
 			if m := listening.FindStringSubmatch(line); m != nil {
-				bound <- [2]string{m[1], m[2]}
+				bound <- [3]string{m[1], m[2], m[3]}
 			}
 		}
 	}()
@@ -115,6 +118,9 @@ func Start(tb testing.TB, args []string, env ...string) *Process {
 		select {
 		case b := <-bound:
 			u := "http://127.0.0.1:" + b[1]
+			if b[2] == "true" {
+				u = "https://127.0.0.1:" + b[1]
+			}
 			switch b[0] {
 			case "public":
 				p.PublicURL = u
