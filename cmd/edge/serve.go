@@ -88,6 +88,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	warnPredecessorCalls(ctx, alloc, cfg, log)
 	acc, err := newAccess(cfg, log)
 	if err != nil {
 		return err
@@ -154,6 +155,15 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	printQuickStart(stderr, log, pub.URL(), adm.URL(), cfg.OpenMode(), slices.Contains(provs.Names(), "twilio"))
 
 	components := []component{watcher, pools.source, pools.manager, pools.refresher, px, provs, pub, adm}
+	internal, err := newInternalListener(cfg, current, surface, reg, log)
+	if err != nil {
+		pub.Close()
+		adm.Close()
+		return err
+	}
+	if internal != nil {
+		components = append(components, internal)
+	}
 	components = append(components, certs.components()...)
 	for _, ag := range agents {
 		components = append(components, ag)
