@@ -58,7 +58,7 @@ type Config struct {
 	Providers providers.Config `koanf:"providers"`
 	// TLS makes the public listener terminate TLS (package tlsconf). The
 	// paths are fixed for the process; the files are re-read on change.
-	TLS tlsconf.Config `koanf:"tls" reload:"restart"`
+	TLS tlsconf.PublicConfig `koanf:"tls" reload:"restart"`
 	// AdminTLS does the same for the admin listener.
 	AdminTLS tlsconf.Config `koanf:"admin_tls" reload:"restart"`
 }
@@ -76,8 +76,7 @@ func Default() *Config {
 		Reload:    Reload{Interval: 2 * time.Second},
 		Proxy:     proxy.DefaultConfig(),
 		Providers: providers.DefaultConfig(),
-		TLS:       tlsconf.DefaultConfig(),
-		AdminTLS:  tlsconf.DefaultConfig(),
+		TLS:       tlsconf.DefaultPublicConfig(),
 	}
 	c.link()
 	return c
@@ -106,7 +105,7 @@ func (c *Config) Validate() error {
 		c.Reload.validate(),
 		c.Proxy.Validate(),
 		c.Providers.Validate(),
-		c.TLS.Validate("tls"),
+		c.TLS.Validate(),
 		c.AdminTLS.Validate("admin_tls"),
 	)
 }

@@ -21,13 +21,29 @@ type Config struct {
 	// Certificates are further pairs, each served to the clients whose
 	// ServerName (SNI) one of its DNS names matches (wildcards included).
 	Certificates []Pair `koanf:"certificates"`
-	// ACME obtains and renews certificates from an ACME CA, stored in Redis
-	// and shared by every replica (package acme). Public listener only.
-	ACME acme.Config `koanf:"acme"`
 }
 
-// DefaultConfig is a listener's TLS defaults: plain HTTP, ACME off.
-func DefaultConfig() Config { return Config{ACME: acme.DefaultConfig()} }
+// PublicConfig is the public listener's TLS settings (tls.*): the files of
+// Config, and certificates from an ACME CA, stored in Redis and shared by
+// every replica (package acme). Only the public listener faces the CA.
+type PublicConfig struct {
+	Config `koanf:",squash"`
+	ACME   acme.Config `koanf:"acme"`
+}
+
+// DefaultPublicConfig is the public listener's TLS defaults: plain HTTP,
+// ACME off.
+func DefaultPublicConfig() PublicConfig { return PublicConfig{ACME: acme.DefaultConfig()} }
+
+// Enabled reports whether the public listener terminates TLS: with
+// certificates from files, from ACME, or both.
+func (c PublicConfig) Enabled() bool { return c.Config.Enabled() || c.ACME.Enabled }
+
+// Validate checks the files' settings and ACME's under tls.*. With ACME,
+// extra SNI pairs need no default pair: ACME's certificate is the default.
+func (c PublicConfig) Validate() error {
+	return errors.Join(c.Config.validate("tls", c.ACME.Enabled), c.ACME.Validate())
+}
 
 // Pair is one certificate chain and its key, both PEM files.
 type Pair struct {
@@ -35,9 +51,8 @@ type Pair struct {
 	KeyFile  string `koanf:"key_file"`
 }
 
-// Enabled reports whether the listener terminates TLS: with certificates
-// from files, from ACME, or both.
-func (c Config) Enabled() bool { return c.hasFiles() || c.ACME.Enabled }
+// Enabled reports whether the listener has a certificate pair from files.
+func (c Config) Enabled() bool { return c.hasFiles() }
 
 func (c Config) hasFiles() bool { return c.CertFile != "" || c.KeyFile != "" }
 
@@ -64,22 +79,20 @@ type namedPair struct {
 // default one. The files themselves are read by New, at start, where a bad
 // one refuses the start naming it; a reload of the config file does not
 // read them (a rotation half done must not reject unrelated settings).
-func (c Config) Validate(prefix string) error {
+func (c Config) Validate(prefix string) error { return c.validate(prefix, false) }
+
+// validate is Validate; otherDefault says another source (ACME) serves
+// clients that no pair names, so SNI pairs may come without a default.
+func (c Config) validate(prefix string, otherDefault bool) error {
 	var errs []error
 	if c.hasFiles() {
 		errs = append(errs, bothFiles(prefix, Pair{c.CertFile, c.KeyFile}))
-	} else if len(c.Certificates) > 0 && !c.ACME.Enabled {
+	} else if len(c.Certificates) > 0 && !otherDefault {
 		errs = append(errs, confcheck.Invalid(prefix+".certificates", len(c.Certificates),
 			"needs "+prefix+".cert_file and "+prefix+".key_file, the certificate for clients without a matching ServerName"))
 	}
 	for i, p := range c.Certificates {
 		errs = append(errs, bothFiles(fmt.Sprintf("%s.certificates[%d]", prefix, i), p))
-	}
-	switch {
-	case prefix != "tls" && c.ACME.Enabled:
-		errs = append(errs, confcheck.Invalid(prefix+".acme.enabled", true, "ACME serves the public listener only (tls.acme)"))
-	case prefix == "tls":
-		errs = append(errs, c.ACME.Validate())
 	}
 	return errors.Join(errs...)
 }

@@ -35,16 +35,18 @@ type tlsStores struct {
 func newTLS(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (tlsStores, error) {
 	var st tlsStores
 	var errs []error
-	open := func(c tlsconf.Config, prefix string) *tlsconf.Store {
-		if !c.Enabled() {
+	// A listener with TLS on has a store, even one with no file pair (ACME
+	// alone): the store is where its certificates are chosen.
+	open := func(c tlsconf.Config, on bool, prefix string) *tlsconf.Store {
+		if !on {
 			return nil
 		}
 		s, err := tlsconf.New(c, prefix, cfg.Reload.Interval, log, reg)
 		errs = append(errs, err)
 		return s
 	}
-	st.public = open(cfg.TLS, "tls")
-	st.admin = open(cfg.AdminTLS, "admin_tls")
+	st.public = open(cfg.TLS.Config, cfg.TLS.Enabled(), "tls")
+	st.admin = open(cfg.AdminTLS, cfg.AdminTLS.Enabled(), "admin_tls")
 	if err := errors.Join(errs...); err != nil {
 		return tlsStores{}, fmt.Errorf("invalid configuration:\n%w", err)
 	}
