@@ -24,11 +24,13 @@ build:
 # integration tests under the race detector, then the slower tiers.
 test: deps lint unit fuzz kube-e2e
 
-# deps installs what the tests run for real: redis-server, and etcd for the
-# kube-e2e tier (Debian packages).
+# deps installs what the tests run for real: redis-server (also run as a
+# sentinel: redis-server --sentinel), redis-cli (creates the test Redis
+# Cluster), and etcd for the kube-e2e tier (Debian packages).
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
 	command -v etcd >/dev/null 2>&1 || missing="$$missing etcd-server"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing (Debian packages)"; \

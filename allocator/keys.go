@@ -33,6 +33,21 @@ func NewKeys(prefix string) Keys {
 // Prefix is the prefix every key starts with.
 func (k Keys) Prefix() string { return k.prefix }
 
+// HashTag is the Redis Cluster hash tag of a key or prefix ("voice" for
+// "{voice}:"), or "" when it has none: Cluster hashes only the tag, so every
+// key under a tagged prefix maps to the tag's one slot.
+func HashTag(key string) string {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return ""
+	}
+	end := strings.IndexByte(key[open+1:], '}')
+	if end <= 0 {
+		return ""
+	}
+	return key[open+1 : open+1+end]
+}
+
 // TierConfig (seeds) STRING: the canonical tier config JSON envelope
 // {"tiers":{...},"default_chain":[...]}. Bootstrapped with SETNX, read by
 // every replica, written by operators through the admin API.
