@@ -136,6 +136,12 @@ func (k Keys) LeaderLock() string { return k.prefix + "leader:lock" }
 // acquisition, the fencing token of the Redis leader lock.
 func (k Keys) LeaderFence() string { return k.prefix + "leader:fence" }
 
+// LeaseFence (edge) STRING "lease/<identity>/<term>": the fencing token of
+// the leader elected through the Kubernetes Lease, written when its
+// leadership starts (term is the Lease's leaseTransitions, so it only grows)
+// and checked by every leader script like the Redis lock's value.
+func (k Keys) LeaseFence() string { return k.prefix + "leader:lease_fence" }
+
 // MerchantTargets (edge) HASH of merchant pool id -> target pod count: the
 // dedicated pools that tier assignment fills before the default chain.
 func (k Keys) MerchantTargets() string { return k.prefix + "merchant:targets" }
@@ -171,6 +177,7 @@ func (k Keys) luaKeyBuilders() string {
 		{"pod_metadata", k.PodMetadata},
 		{"merchant_targets", k.MerchantTargets},
 		{"leader_lock", k.LeaderLock},
+		{"lease_fence", k.LeaseFence},
 	}
 	var b strings.Builder
 	b.WriteString("local K = {}\n")

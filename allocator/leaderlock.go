@@ -37,3 +37,17 @@ func (a *Allocator) ReleaseLeaderLock(ctx context.Context, value string) error {
 	}
 	return nil
 }
+
+// ClaimLeaseFence records the fencing token of a leader elected through the
+// Kubernetes Lease: term is the Lease's leaseTransitions when identity won
+// it. It returns the fence to pass to the pool manager's scripts, which
+// refuse it (ErrFenced) once a later leader has claimed its own; ok false
+// (with the current fence) when a later term already holds it.
+func (a *Allocator) ClaimLeaseFence(ctx context.Context, identity string, term int64) (fence string, ok bool, err error) {
+	r, err := a.run(ctx, "leader_lease_fence", []string{a.keys.LeaseFence()}, identity, term)
+	if err != nil {
+		return "", false, fmt.Errorf("claim lease fence: %w", err)
+	}
+	rep := reply(r)
+	return rep.str(1), rep.int(0) == 1, nil
+}

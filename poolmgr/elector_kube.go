@@ -24,10 +24,20 @@ type KubeElector struct {
 
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 
+	// Fence records this leader's fencing token in Redis when leadership
+	// starts (allocator.Allocator implements it); the pool scripts then
+	// refuse a deposed leader. nil runs unfenced (single-replica tests).
+	Fence LeaseFence
+
 	Log     *slog.Logger
 	Metrics *Metrics
 
 	leader atomic.Bool
+}
+
+// LeaseFence records the fencing token of a Lease term.
+type LeaseFence interface {
+	ClaimLeaseFence(ctx context.Context, identity string, term int64) (fence string, ok bool, err error)
 }
 
 // IsLeader reports whether this replica holds the Lease now.
@@ -47,6 +57,10 @@ func (e *KubeElector) Run(ctx context.Context, lead LeadFunc) error {
 }
 
 func (e *KubeElector) campaign(ctx context.Context, lead LeadFunc) error {
+	// Ended early when this term's loops were fenced: the Lease is then
+	// released (ReleaseOnCancel) and Run campaigns again.
+	ctx, giveUp := context.WithCancel(ctx)
+	defer giveUp()
 	t := &term{}
 	lock := &releaseAfterStop{
 		Interface: &resourcelock.LeaseLock{
@@ -68,8 +82,17 @@ func (e *KubeElector) campaign(ctx context.Context, lead LeadFunc) error {
 				e.leader.Store(true)
 				e.Metrics.Leader.Set(1)
 				e.Metrics.LeaderTerms.Inc()
-				e.Log.Info("leader: started leading", "lease", e.Namespace+"/"+e.Name, "identity", e.Identity)
-				t.start(lctx, "", lead)
+				fence, ok := e.claimFence(lctx, lock)
+				e.Log.Info("leader: started leading", "lease", e.Namespace+"/"+e.Name, "identity", e.Identity, "fence", fence)
+				if !ok {
+					giveUp()
+					return
+				}
+				t.start(lctx, fence, lead)
+				if lctx.Err() == nil {
+					e.Log.Warn("leader: fenced by a later leader; giving the Lease up")
+					giveUp()
+				}
 			},
 			OnStoppedLeading: func() {
 				t.stop()
@@ -91,6 +114,37 @@ func (e *KubeElector) campaign(ctx context.Context, lead LeadFunc) error {
 	le.Run(ctx)
 	t.stop()
 	return nil
+}
+
+// claimFence records this term's fencing token: the Lease's
+// leaseTransitions, which client-go raises on every change of holder, so a
+// later leader always has a larger one. false: not leading after all (the
+// Lease moved on, a later term holds the fence, or ctx ended).
+func (e *KubeElector) claimFence(ctx context.Context, lock resourcelock.Interface) (string, bool) {
+	if e.Fence == nil {
+		return "", true
+	}
+	for {
+		rec, _, err := lock.Get(ctx)
+		if err == nil && rec.HolderIdentity != e.Identity {
+			e.Log.Warn("leader: the Lease moved on before the fence was recorded", "holder", rec.HolderIdentity)
+			return "", false
+		}
+		if err == nil {
+			fence, ok, ferr := e.Fence.ClaimLeaseFence(ctx, e.Identity, int64(rec.LeaderTransitions))
+			if ferr == nil {
+				if !ok {
+					e.Log.Error("leader: a later term holds the fence; if the Lease was deleted and recreated (its leaseTransitions restarted), delete the lease_fence key", "fence", fence, "term", rec.LeaderTransitions)
+				}
+				return fence, ok
+			}
+			err = ferr
+		}
+		e.Log.Warn("leader: cannot record the fencing token; retrying", "err", err)
+		if !sleep(ctx, e.RetryPeriod) {
+			return "", false
+		}
+	}
 }
 
 // releaseAfterStop wraps the Lease lock so that the leader's loops have

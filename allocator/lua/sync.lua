@@ -4,7 +4,7 @@
 -- assignment), atomically, so two racing events cannot overshoot a target.
 --
 -- KEYS[1] -> K.pod_metadata()
--- ARGV[1] -> fence: "" (Kubernetes Lease) or the Redis leader lock value this
+-- ARGV[1] -> fence: "", the Lease fence or the Redis leader lock value this
 --            leader holds; the batch is refused when the lock holds another
 -- ARGV[2] -> overflow tier: where a new pod goes when every target is met
 --            (the last tier of the default chain)
@@ -21,7 +21,7 @@
 --   unknown    unready pod that edge never registered: nothing to do
 --   bad_tier   the explicit tier is not configured
 
-if ARGV[1] ~= '' and redis.call('GET', K.leader_lock()) ~= ARGV[1] then
+if fence_lost(ARGV[1]) then
   return {'fenced'}
 end
 local overflow = ARGV[2]

@@ -67,7 +67,7 @@ func newPools(ctx context.Context, cfg *config.Config, current func() *config.Co
 		elector = &poolmgr.KubeElector{
 			Client: client, Namespace: cfg.Pods.Namespace, Name: lead.LeaseName, Identity: identity,
 			LeaseDuration: lead.LeaseDuration, RenewDeadline: lead.RenewDeadline, RetryPeriod: lead.RetryPeriod,
-			Log: log.With("component", "leader"), Metrics: metrics,
+			Fence: alloc, Log: log.With("component", "leader"), Metrics: metrics,
 		}
 	case poolmgr.SourceStatic:
 		src := &poolmgr.StaticSource{Registry: p.registry}
