@@ -117,28 +117,22 @@ func (e *KubeElector) campaign(ctx context.Context, lead LeadFunc) error {
 }
 
 // claimFence records this term's fencing token: the Lease's
-// leaseTransitions, which client-go raises on every change of holder, so a
-// later leader always has a larger one. false: not leading after all (the
-// Lease moved on, a later term holds the fence, or ctx ended).
-func (e *KubeElector) claimFence(ctx context.Context, lock resourcelock.Interface) (string, bool) {
+// leaseTransitions as this replica wrote it on winning, which client-go
+// raises on every change of holder, so a later leader always has a larger
+// one. false: not leading after all (a later term holds the fence, or ctx
+// ended).
+func (e *KubeElector) claimFence(ctx context.Context, lock *releaseAfterStop) (string, bool) {
 	if e.Fence == nil {
 		return "", true
 	}
+	term := lock.term.Load()
 	for {
-		rec, _, err := lock.Get(ctx)
-		if err == nil && rec.HolderIdentity != e.Identity {
-			e.Log.Warn("leader: the Lease moved on before the fence was recorded", "holder", rec.HolderIdentity)
-			return "", false
-		}
+		fence, ok, err := e.Fence.ClaimLeaseFence(ctx, e.Identity, term)
 		if err == nil {
-			fence, ok, ferr := e.Fence.ClaimLeaseFence(ctx, e.Identity, int64(rec.LeaderTransitions))
-			if ferr == nil {
-				if !ok {
-					e.Log.Error("leader: a later term holds the fence; if the Lease was deleted and recreated (its leaseTransitions restarted), delete the lease_fence key", "fence", fence, "term", rec.LeaderTransitions)
-				}
-				return fence, ok
+			if !ok {
+				e.Log.Error("leader: a later term holds the fence; if the Lease was deleted and recreated (its leaseTransitions restarted), delete the lease_fence key", "fence", fence, "term", term)
 			}
-			err = ferr
+			return fence, ok
 		}
 		e.Log.Warn("leader: cannot record the fencing token; retrying", "err", err)
 		if !sleep(ctx, e.RetryPeriod) {
@@ -155,11 +149,28 @@ func (e *KubeElector) claimFence(ctx context.Context, lock resourcelock.Interfac
 type releaseAfterStop struct {
 	resourcelock.Interface
 	stop func()
+	// term is the leaseTransitions of the last record this replica wrote
+	// as holder (client-go's own lock is not safe to read beside its loop).
+	term atomic.Int64
 }
 
 func (l *releaseAfterStop) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	if ler.HolderIdentity == "" {
 		l.stop()
 	}
-	return l.Interface.Update(ctx, ler)
+	err := l.Interface.Update(ctx, ler)
+	l.record(ler, err)
+	return err
+}
+
+func (l *releaseAfterStop) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Create(ctx, ler)
+	l.record(ler, err)
+	return err
+}
+
+func (l *releaseAfterStop) record(ler resourcelock.LeaderElectionRecord, err error) {
+	if err == nil && ler.HolderIdentity != "" && ler.HolderIdentity == l.Identity() {
+		l.term.Store(int64(ler.LeaderTransitions))
+	}
 }
