@@ -7,7 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -43,17 +46,91 @@ type LeaseFence interface {
 // IsLeader reports whether this replica holds the Lease now.
 func (e *KubeElector) IsLeader() bool { return e.leader.Load() }
 
-// Run campaigns until ctx ends.
+// Run campaigns until ctx ends. A follower watches the Lease and, when its
+// holder gives it up (client-go's ReleaseOnCancel on a graceful shutdown),
+// campaigns at once rather than at its next retry, which client-go spaces
+// RetryPeriod to 2.2 x RetryPeriod apart: the takeover after a SIGTERM is
+// one watch event and one update instead of up to 4.4 s with the default
+// 2 s retry period.
 func (e *KubeElector) Run(ctx context.Context, lead LeadFunc) error {
+	released := e.watchReleases(ctx)
 	for ctx.Err() == nil {
-		if err := e.campaign(ctx, lead); err != nil {
+		cctx, hurry := context.WithCancel(ctx)
+		go func() {
+			for {
+				select {
+				case <-cctx.Done():
+					return
+				case <-released:
+					// Only a follower restarts its campaign: a leader's
+					// cancel would release its own Lease.
+					if !e.leader.Load() {
+						hurry()
+						return
+					}
+				}
+			}
+		}()
+		err := e.campaign(cctx, lead)
+		hurried := cctx.Err() != nil && ctx.Err() == nil
+		hurry()
+		if err != nil {
 			return err
 		}
-		// Lost (or never won before ctx ended): campaign again, after a
-		// pause so a flapping API server is not hammered.
-		sleep(ctx, e.RetryPeriod)
+		if !hurried {
+			// Lost (or never won before ctx ended): campaign again, after
+			// a pause so a flapping API server is not hammered.
+			sleep(ctx, e.RetryPeriod)
+		}
 	}
 	return nil
+}
+
+// watchReleases signals (without blocking; one pending signal is enough)
+// each time the Lease is updated with no holder. A watch that fails or ends
+// is opened again after RetryPeriod; without it a follower still takes over
+// at its next retry.
+func (e *KubeElector) watchReleases(ctx context.Context) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	go func() {
+		for ctx.Err() == nil {
+			w, err := e.Client.CoordinationV1().Leases(e.Namespace).Watch(ctx, metav1.ListOptions{
+				FieldSelector: fields.OneTermEqualSelector("metadata.name", e.Name).String(),
+			})
+			if err != nil {
+				e.Log.Debug("leader: cannot watch the Lease; followers take over at their next retry", "err", err)
+				sleep(ctx, e.RetryPeriod)
+				continue
+			}
+			e.forwardReleases(ctx, w, out)
+			w.Stop()
+			sleep(ctx, e.RetryPeriod)
+		}
+	}()
+	return out
+}
+
+func (e *KubeElector) forwardReleases(ctx context.Context, w watch.Interface, out chan<- struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return
+			}
+			l, isLease := ev.Object.(*coordinationv1.Lease)
+			if !isLease || l.Name != e.Name || ev.Type != watch.Modified {
+				continue
+			}
+			if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
 }
 
 func (e *KubeElector) campaign(ctx context.Context, lead LeadFunc) error {
