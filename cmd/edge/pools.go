@@ -92,7 +92,12 @@ func newPools(ctx context.Context, cfg *config.Config, current func() *config.Co
 		Load:    alloc.LoadTierConfig,
 		Current: func() allocator.TierConfig { return alloc.Config().Tiers },
 		// Tiers from Redis; ApplyTiers keeps the TTLs of the config in effect.
-		Apply:    alloc.ApplyTiers,
+		Apply: alloc.ApplyTiers,
+		// A Redis restarted empty gets the tiers back from memory.
+		Restore: func(ctx context.Context, tc allocator.TierConfig) error {
+			_, _, err := alloc.BootstrapTierConfig(ctx, tc)
+			return err
+		},
 		Interval: func() time.Duration { return current().Pool.TierConfigRefresh },
 		Log:      log.With("component", "tier-config"), Metrics: metrics,
 	}
