@@ -5,7 +5,7 @@ GO      ?= go
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PKGS    := ./...
 
-.PHONY: run build test deps lint unit fuzz kube-e2e bench bench-poolmgr
+.PHONY: run build test deps lint unit fuzz kube-e2e bench bench-poolmgr faults
 
 # FUZZ lists "package target" pairs; `make fuzz` runs each briefly (CI), a
 # longer FUZZTIME hunts for real.
@@ -64,3 +64,12 @@ bench-poolmgr: deps
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./allocator/ ./api/
+
+# faults reruns the fault tests alone and verbose, so that their recovery
+# figures show (docs/reliability.md): Sentinel failover under load, Redis
+# Cluster, Redis outage, Redis restarted empty, fenced leaders (Lease and
+# Redis lock), leader takeover, kill -9 of a replica holding sockets. They
+# are ordinary tests: `make unit` (CI) runs them too.
+FAULTS := TestSentinelFailoverUnderLoad|TestCluster|TestRedisOutage|TestRedisRestartedEmpty|TestKubeLeaderChangeMidSweepIsFenced|TestRedisLeaderChangeMidSweep|TestKubeTakeoverAfterGracefulStopSkipsTheRetryPeriod|TestMediaPathEndToEnd
+faults: deps
+	$(GO) test -race -count=1 -v -run '^($(FAULTS))$$' ./allocator/ ./poolmgr/ ./cmd/edge/
