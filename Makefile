@@ -70,6 +70,6 @@ bench: deps
 # Cluster, Redis outage, Redis restarted empty, fenced leaders (Lease and
 # Redis lock), leader takeover, kill -9 of a replica holding sockets. They
 # are ordinary tests: `make unit` (CI) runs them too.
-FAULTS := TestSentinelFailoverUnderLoad|TestCluster|TestRedisOutage|TestRedisRestartedEmpty|TestKubeLeaderChangeMidSweepIsFenced|TestRedisLeaderChangeMidSweep|TestKubeTakeoverAfterGracefulStopSkipsTheRetryPeriod|TestMediaPathEndToEnd
+FAULTS := TestSentinelFailoverUnderLoad|TestCluster|TestRedisOutage|TestRedisRestartedEmpty|TestKubeLeaderChangeMidSweepIsFenced|TestRedisLeaderChangeMidSweep|TestKubeTakeoverAfterGracefulStopSkipsTheRetryPeriod|TestRedisTakeoverAfterGracefulStopSkipsTheRetryPeriod|TestMediaPathEndToEnd
 faults: deps
 	$(GO) test -race -count=1 -v -run '^($(FAULTS))$$' ./allocator/ ./poolmgr/ ./cmd/edge/

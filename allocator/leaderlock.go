@@ -51,3 +51,31 @@ func (a *Allocator) ClaimLeaseFence(ctx context.Context, identity string, term i
 	rep := reply(r)
 	return rep.str(1), rep.int(0) == 1, nil
 }
+
+// LeaderReleases signals (one pending signal at most) each time a leader
+// gives the Redis lock up, so that a follower campaigns at once instead of
+// at its next retry. The subscription ends with ctx; a lost subscription
+// only costs followers their retry period.
+func (a *Allocator) LeaderReleases(ctx context.Context) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	sub := a.rdb.Subscribe(ctx, a.keys.LeaderLock())
+	go func() {
+		defer sub.Close()
+		msgs := sub.Channel()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-msgs:
+				if !ok {
+					return
+				}
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return out
+}
