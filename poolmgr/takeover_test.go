@@ -123,7 +123,9 @@ func TestRedisTakeoverAfterGracefulStopSkipsTheRetryPeriod(t *testing.T) {
 // refusals signals each acquisition the lock refused.
 type refusals struct {
 	LeaderLock
-	alloc   interface{ LeaderReleases(context.Context) <-chan struct{} }
+	alloc interface {
+		LeaderReleases(context.Context) <-chan struct{}
+	}
 	refused chan struct{}
 }
 
@@ -138,4 +140,6 @@ func (r *refusals) AcquireLeaderLock(ctx context.Context, id string, ttl time.Du
 	return v, ok, err
 }
 
-func (r *refusals) LeaderReleases(ctx context.Context) <-chan struct{} { return r.alloc.LeaderReleases(ctx) }
+func (r *refusals) LeaderReleases(ctx context.Context) <-chan struct{} {
+	return r.alloc.LeaderReleases(ctx)
+}
