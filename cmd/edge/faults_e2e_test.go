@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -43,7 +43,11 @@ func TestFaultSuite(t *testing.T) {
 		s.killReplica(t, 2, syscall.SIGKILL)
 	})
 	s.fault(t, "kill -9 of the leader", minCall, maxCall, loadFor, func() {
-		s.killReplica(t, s.leader(t), syscall.SIGKILL)
+		old := s.leader(t)
+		killed := time.Now()
+		s.killReplica(t, old, syscall.SIGKILL)
+		s.leader(t)
+		t.Logf("new leader %s after the kill (leader.lease_duration 2s)", time.Since(killed).Round(100*time.Millisecond))
 	})
 	s.fault(t, "SIGTERM of a replica with live calls", minCall, maxCall, loadFor, func() {
 		s.killReplica(t, 2, syscall.SIGTERM)
@@ -57,7 +61,14 @@ func TestFaultSuite(t *testing.T) {
 		s.redis.Restart()
 	})
 	s.fault(t, "a pod killed mid-call", minCall, maxCall, loadFor, func() {
-		s.agents[0].Close()
+		// A pod serving a call right now.
+		victim := 0
+		for _, key := range s.rdb.Keys(context.Background(), "voice:lease:pod-*").Val() {
+			fmt.Sscanf(strings.TrimPrefix(key, "voice:lease:"), "pod-%d", &victim)
+			break
+		}
+		t.Logf("killing pod-%02d", victim)
+		s.agents[victim].Kill()
 		s.mu.Lock()
 		s.dead++
 		s.mu.Unlock()
@@ -123,6 +134,9 @@ func (s *faultRig) fault(t *testing.T, name string, minCall, maxCall, loadFor ti
 		time.Sleep(loadFor / 2)
 		res := load.stop()
 		t.Logf("calls: %d answered, %d completed, %d refused (503), %d cut mid-call, %d media refused", res.allocated, res.completed, res.refused, res.cut, res.mediaRefused)
+		if last := load.lastRefused.Load(); last > injected.UnixNano() {
+			t.Logf("allocations refused until %s after the fault", time.Duration(last-injected.UnixNano()).Round(100*time.Millisecond))
+		}
 		if v := s.violations(); len(v) > 0 {
 			t.Errorf("invariants broken right after %s: %v", name, v)
 		}
@@ -240,6 +254,7 @@ type faultLoad struct {
 	stopped                                              atomic.Bool
 	wg                                                   sync.WaitGroup
 	allocated, completed, refused, cut, mediaRefused, id atomic.Int64
+	lastRefused                                          atomic.Int64 // unix ns
 }
 
 type loadResult struct{ allocated, completed, refused, cut, mediaRefused int64 }
@@ -276,6 +291,7 @@ func (s *faultRig) call(l *faultLoad, d time.Duration) {
 	callID := fmt.Sprintf("CF-%d-%d", time.Now().UnixNano(), l.id.Add(1))
 	resp, err := postAuthorized(a.public+"/api/v1/allocate", fmt.Sprintf(`{"call_sid":%q}`, callID))
 	if err != nil {
+		l.lastRefused.Store(time.Now().UnixNano()) // the replica died under the request
 		return
 	}
 	var ans struct {
@@ -284,6 +300,7 @@ func (s *faultRig) call(l *faultLoad, d time.Duration) {
 	decodeJSON(resp, &ans)
 	if resp.StatusCode != http.StatusOK {
 		l.refused.Add(1)
+		l.lastRefused.Store(time.Now().UnixNano())
 		time.Sleep(100 * time.Millisecond)
 		return
 	}
