@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -162,5 +163,21 @@ func waitCount(t *testing.T, n *atomic.Int64, want int64, what string) {
 			t.Fatalf("timed out waiting for %d %s (got %d)", want, what, n.Load()-start)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A write that reaches a replica (a client still connected to a demoted
+// primary during a failover) is refused with READONLY: that is Redis
+// unavailable for now (503 redis_unavailable), not an internal error.
+func TestWriteOnAReplicaIsUnavailable(t *testing.T) {
+	primary := testredis.Start(t, testredis.TCP())
+	replica := testredis.StartReplica(t, primary)
+	a := newAllocator(t, replica.Client())
+	_, err := a.Allocate(context.Background(), allocator.Request{CallID: "CA-ro"})
+	if !errors.Is(err, allocator.ErrUnavailable) || !strings.Contains(err.Error(), "READONLY") {
+		t.Fatalf("allocate on a replica: %v, want ErrUnavailable (READONLY)", err)
+	}
+	if f := calls.FailureOf(err); f.Code != "redis_unavailable" {
+		t.Errorf("answered %d %s", f.Status, f.Code)
 	}
 }
