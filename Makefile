@@ -26,15 +26,17 @@ test: deps lint unit fuzz kube-e2e faults-short
 
 # deps installs what the tests run for real: redis-server (also run as a
 # sentinel: redis-server --sentinel), redis-cli (creates the test Redis
-# Cluster), and etcd for the kube-e2e tier (Debian packages).
+# Cluster), etcd for the kube-e2e tier, and promtool (Debian's prometheus
+# package) for the alert rules' unit tests.
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
 	command -v etcd >/dev/null 2>&1 || missing="$$missing etcd-server"; \
+	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing (Debian packages)"; \
-		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
 lint:
