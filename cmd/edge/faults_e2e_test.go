@@ -103,7 +103,7 @@ func newFaultRig(t *testing.T) *faultRig {
 		fmt.Fprintf(&pods, "    - {name: pod-%02d, address: %q, tier: gold}\n", i, ag.Addr())
 	}
 	s.cfg = mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
-listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0"}
+listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
 log: {format: json, level: info}
 redis: {url: %q}
 allocator: {lease_ttl: 2s, renew_interval: 500ms, call_info_ttl: 1h}
