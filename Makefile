@@ -5,7 +5,7 @@ GO      ?= go
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PKGS    := ./...
 
-.PHONY: run build test deps lint unit fuzz kube-e2e bench bench-poolmgr
+.PHONY: run build test deps lint unit fuzz kube-e2e bench bench-poolmgr faults faults-short
 
 # FUZZ lists "package target" pairs; `make fuzz` runs each briefly (CI), a
 # longer FUZZTIME hunts for real.
@@ -22,14 +22,16 @@ build:
 
 # test is the one command CI runs (.ci/run): dependencies, lint, the unit and
 # integration tests under the race detector, then the slower tiers.
-test: deps lint unit fuzz kube-e2e
+test: deps lint unit fuzz kube-e2e faults-short
 
-# deps installs what the tests run for real: redis-server, etcd for the
-# kube-e2e tier, and promtool (Debian's prometheus package) for the alert
-# rules' unit tests.
+# deps installs what the tests run for real: redis-server (also run as a
+# sentinel: redis-server --sentinel), redis-cli (creates the test Redis
+# Cluster), etcd for the kube-e2e tier, and promtool (Debian's prometheus
+# package) for the alert rules' unit tests.
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
 	command -v etcd >/dev/null 2>&1 || missing="$$missing etcd-server"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
@@ -64,3 +66,16 @@ bench-poolmgr: deps
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./allocator/ ./api/
+
+# faults runs the fault suite (cmd/edge TestFaultSuite: 3 replicas, a real
+# Redis, 12 WebSocket pods, calls of 2-20 s, one fault at a time, invariants
+# and recovery times after each) and reruns the focused fault tests verbose,
+# so that their figures show (docs/reliability.md). faults-short is the CI
+# form: calls of 1-2 s (about 5 minutes on a slow machine).
+FAULTS := TestSentinelFailoverUnderLoad|TestCluster|TestRedisOutage|TestRedisRestartedEmpty|TestKubeLeaderChangeMidSweepIsFenced|TestRedisLeaderChangeMidSweep|TestKubeTakeoverAfterGracefulStopSkipsTheRetryPeriod|TestRedisTakeoverAfterGracefulStopSkipsTheRetryPeriod|TestMediaPathEndToEnd
+faults: deps
+	EDGE_FAULT_SUITE=long $(GO) test -count=1 -v -timeout 30m -run '^TestFaultSuite$$' ./cmd/edge/
+	$(GO) test -race -count=1 -v -run '^($(FAULTS))$$' ./allocator/ ./poolmgr/ ./cmd/edge/
+
+faults-short: deps
+	EDGE_FAULT_SUITE=short $(GO) test -count=1 -v -timeout 15m -run '^TestFaultSuite$$' ./cmd/edge/

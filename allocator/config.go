@@ -3,6 +3,7 @@ package allocator
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -153,6 +154,48 @@ type RedisConfig struct {
 	ReadTimeout time.Duration `koanf:"read_timeout"`
 	// WriteTimeout bounds sending one command. Default 500ms.
 	WriteTimeout time.Duration `koanf:"write_timeout"`
+	// Username and Password authenticate to the Redis data nodes named by
+	// Sentinel or Cluster (a URL carries its own).
+	Username string `koanf:"username"`
+	Password string `koanf:"password" secret:"true"`
+	// Sentinel names a master set watched by Redis Sentinel: edge follows
+	// failovers with go-redis's failover client. Instead of URL.
+	Sentinel SentinelConfig `koanf:"sentinel"`
+	// Cluster names seed nodes of a Redis Cluster: edge uses the cluster
+	// client. Instead of URL; KeyPrefix must carry a hash tag.
+	Cluster ClusterConfig `koanf:"cluster"`
+}
+
+// SentinelConfig is the Sentinel deployment (keys redis.sentinel.*).
+type SentinelConfig struct {
+	// Master is the master set's name (sentinel monitor <name> ...).
+	Master string `koanf:"master"`
+	// Addrs are host:port of the sentinels (any subset is enough to find
+	// the others).
+	Addrs []string `koanf:"addrs"`
+	// Username and Password authenticate to the sentinels themselves.
+	Username string `koanf:"username"`
+	Password string `koanf:"password" secret:"true"`
+}
+
+// ClusterConfig is the Redis Cluster deployment (keys redis.cluster.*).
+type ClusterConfig struct {
+	// Addrs are host:port of some nodes; the client learns the rest.
+	Addrs []string `koanf:"addrs"`
+}
+
+// Mode names how edge reaches Redis: "embedded", "url", "sentinel" or
+// "cluster".
+func (r RedisConfig) Mode() string {
+	switch {
+	case r.Sentinel.Master != "" || len(r.Sentinel.Addrs) > 0:
+		return "sentinel"
+	case len(r.Cluster.Addrs) > 0:
+		return "cluster"
+	case r.URL != "":
+		return "url"
+	}
+	return "embedded"
 }
 
 // DefaultRedisConfig is the connection's defaults.
@@ -166,7 +209,7 @@ func DefaultRedisConfig() RedisConfig {
 }
 
 // Embedded reports whether edge should run its in-process Redis.
-func (r RedisConfig) Embedded() bool { return r.URL == "" }
+func (r RedisConfig) Embedded() bool { return r.Mode() == "embedded" }
 
 // Validate checks the URL parses as go-redis will parse it, without ever
 // echoing a password.
@@ -178,6 +221,7 @@ func (r RedisConfig) Validate() error {
 	if r.KeyPrefix == "" {
 		errs = append(errs, fmt.Errorf("redis.key_prefix: must not be empty (the predecessor's is %q)", DefaultPrefix))
 	}
+	errs = append(errs, r.validateTopology())
 	if r.PoolSize < 0 {
 		errs = append(errs, confcheck.Invalid("redis.pool_size", r.PoolSize, "must be >= 0 (0: go-redis default)"))
 	}
@@ -204,4 +248,42 @@ func validateRedisURL(s string) error {
 		return fmt.Errorf("%s: %q: %s", path, u.Redacted(), strings.TrimPrefix(err.Error(), "redis: "))
 	}
 	return nil
+}
+
+// validateTopology allows one way to reach Redis, complete, and a hash-tagged
+// prefix on Cluster: the scripts touch keys they derive at run time, which
+// Cluster runs only when every key of a script is in one slot.
+func (r RedisConfig) validateTopology() error {
+	var errs []error
+	sentinel, cluster := r.Sentinel.Master != "" || len(r.Sentinel.Addrs) > 0, len(r.Cluster.Addrs) > 0
+	if n := btoi(r.URL != "") + btoi(sentinel) + btoi(cluster); n > 1 {
+		errs = append(errs, fmt.Errorf("redis: set only one of redis.url, redis.sentinel.*, redis.cluster.addrs"))
+	}
+	if sentinel && r.Sentinel.Master == "" {
+		errs = append(errs, confcheck.Invalid("redis.sentinel.master", "", "must name the master set when redis.sentinel.addrs is set"))
+	}
+	if sentinel && len(r.Sentinel.Addrs) == 0 {
+		errs = append(errs, fmt.Errorf("redis.sentinel.addrs: must list at least one sentinel when redis.sentinel.master is set"))
+	}
+	for _, list := range []struct {
+		key   string
+		addrs []string
+	}{{"redis.sentinel.addrs", r.Sentinel.Addrs}, {"redis.cluster.addrs", r.Cluster.Addrs}} {
+		for _, a := range list.addrs {
+			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+				errs = append(errs, confcheck.Invalid(list.key, a, "each must be host:port"))
+			}
+		}
+	}
+	if cluster && HashTag(r.KeyPrefix) == "" {
+		errs = append(errs, confcheck.Invalid("redis.key_prefix", r.KeyPrefix, `must carry a hash tag on Redis Cluster, e.g. "{voice}:", so that every key is in one slot`))
+	}
+	return errors.Join(errs...)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

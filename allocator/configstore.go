@@ -28,12 +28,16 @@ func (a *Allocator) BootstrapTierConfig(ctx context.Context, tc TierConfig) (Tie
 	return stored, false, err
 }
 
+// ErrTierConfigMissing: voice:tier:config does not exist (a Redis restarted
+// empty); it is an ErrInvalidConfig too: there is nothing to use.
+var ErrTierConfigMissing = fmt.Errorf("%w: tier config missing", ErrInvalidConfig)
+
 // LoadTierConfig reads and validates voice:tier:config (any of the three
 // shapes). A missing key is ErrInvalidConfig too: there is nothing to use.
 func (a *Allocator) LoadTierConfig(ctx context.Context) (TierConfig, error) {
 	data, err := a.rdb.Get(ctx, a.keys.TierConfig()).Bytes()
 	if isNil(err) {
-		return TierConfig{}, fmt.Errorf("load tier config: %w: %s is missing", ErrInvalidConfig, a.keys.TierConfig())
+		return TierConfig{}, fmt.Errorf("load tier config: %w: %s", ErrTierConfigMissing, a.keys.TierConfig())
 	}
 	if err != nil {
 		return TierConfig{}, fmt.Errorf("load tier config: %w", err)

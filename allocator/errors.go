@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
@@ -49,10 +50,22 @@ func unavailable(err error) error {
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED),
 		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, redis.ErrPoolTimeout),
-		errors.Is(err, redis.ErrClosed):
+		errors.Is(err, redis.ErrClosed), failingOver(err):
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return err
+}
+
+// failingOver reports the replies of a Redis that is changing primaries
+// (Sentinel failover, Cluster resharding or node loss): the request may be
+// retried once the new primary is known.
+func failingOver(err error) bool {
+	return redis.IsReadOnlyError(err) || redis.IsLoadingError(err) ||
+		redis.IsMasterDownError(err) || redis.IsClusterDownError(err) ||
+		redis.IsTryAgainError(err) || redis.IsNoReplicasError(err) ||
+		// go-redis' failover client while no sentinel answers (it has no
+		// sentinel value to compare with).
+		strings.Contains(err.Error(), "all sentinels specified in configuration are unreachable")
 }
 
 // Reason tells apart the ways a chain can have no room for a call.

@@ -33,6 +33,21 @@ func NewKeys(prefix string) Keys {
 // Prefix is the prefix every key starts with.
 func (k Keys) Prefix() string { return k.prefix }
 
+// HashTag is the Redis Cluster hash tag of a key or prefix ("voice" for
+// "{voice}:"), or "" when it has none: Cluster hashes only the tag, so every
+// key under a tagged prefix maps to the tag's one slot.
+func HashTag(key string) string {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return ""
+	}
+	end := strings.IndexByte(key[open+1:], '}')
+	if end <= 0 {
+		return ""
+	}
+	return key[open+1 : open+1+end]
+}
+
 // TierConfig (seeds) STRING: the canonical tier config JSON envelope
 // {"tiers":{...},"default_chain":[...]}. Bootstrapped with SETNX, read by
 // every replica, written by operators through the admin API.
@@ -121,6 +136,12 @@ func (k Keys) LeaderLock() string { return k.prefix + "leader:lock" }
 // acquisition, the fencing token of the Redis leader lock.
 func (k Keys) LeaderFence() string { return k.prefix + "leader:fence" }
 
+// LeaseFence (edge) STRING "lease/<identity>/<term>": the fencing token of
+// the leader elected through the Kubernetes Lease, written when its
+// leadership starts (term is the Lease's leaseTransitions, so it only grows)
+// and checked by every leader script like the Redis lock's value.
+func (k Keys) LeaseFence() string { return k.prefix + "leader:lease_fence" }
+
 // MerchantTargets (edge) HASH of merchant pool id -> target pod count: the
 // dedicated pools that tier assignment fills before the default chain.
 func (k Keys) MerchantTargets() string { return k.prefix + "merchant:targets" }
@@ -176,6 +197,7 @@ func (k Keys) luaKeyBuilders() string {
 		{"pod_metadata", k.PodMetadata},
 		{"merchant_targets", k.MerchantTargets},
 		{"leader_lock", k.LeaderLock},
+		{"lease_fence", k.LeaseFence},
 	}
 	var b strings.Builder
 	b.WriteString("local K = {}\n")

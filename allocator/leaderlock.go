@@ -37,3 +37,45 @@ func (a *Allocator) ReleaseLeaderLock(ctx context.Context, value string) error {
 	}
 	return nil
 }
+
+// ClaimLeaseFence records the fencing token of a leader elected through the
+// Kubernetes Lease: term is the Lease's leaseTransitions when identity won
+// it. It returns the fence to pass to the pool manager's scripts, which
+// refuse it (ErrFenced) once a later leader has claimed its own; ok false
+// (with the current fence) when a later term already holds it.
+func (a *Allocator) ClaimLeaseFence(ctx context.Context, identity string, term int64) (fence string, ok bool, err error) {
+	r, err := a.run(ctx, "leader_lease_fence", []string{a.keys.LeaseFence()}, identity, term)
+	if err != nil {
+		return "", false, fmt.Errorf("claim lease fence: %w", err)
+	}
+	rep := reply(r)
+	return rep.str(1), rep.int(0) == 1, nil
+}
+
+// LeaderReleases signals (one pending signal at most) each time a leader
+// gives the Redis lock up, so that a follower campaigns at once instead of
+// at its next retry. The subscription ends with ctx; a lost subscription
+// only costs followers their retry period.
+func (a *Allocator) LeaderReleases(ctx context.Context) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	sub := a.rdb.Subscribe(ctx, a.keys.LeaderLock())
+	go func() {
+		defer sub.Close()
+		msgs := sub.Channel()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-msgs:
+				if !ok {
+					return
+				}
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return out
+}

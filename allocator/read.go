@@ -122,7 +122,8 @@ type PoolStatus struct {
 // Status counts every configured tier and merchant pool in one round trip.
 // It costs O(pods) inside Redis: for status pages and scrapes, not calls.
 func (a *Allocator) Status(ctx context.Context) ([]PoolStatus, error) {
-	r, err := a.run(ctx, "status", nil, a.current.Load().poolsArgs...)
+	// The key routes the script to the slot of edge's keys on Redis Cluster.
+	r, err := a.run(ctx, "status", []string{a.keys.MerchantPools()}, a.current.Load().poolsArgs...)
 	if err != nil {
 		return nil, fmt.Errorf("pool status: %w", err)
 	}

@@ -15,7 +15,7 @@ var luaFiles embed.FS
 // scriptNames lists every script; each is lua/<name>.lua.
 var scriptNames = []string{
 	"allocate", "release", "renew", "drain", "unregister", "status",
-	"sync", "sweep", "rebalance", "leader_acquire", "leader_renew", "leader_release",
+	"sync", "sweep", "rebalance", "leader_acquire", "leader_renew", "leader_release", "leader_lease_fence",
 	"claim", "unclaim",
 }
 

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/internal/testredis"
 )
@@ -21,9 +23,13 @@ import (
 // releases; edge must never, and a replay may see the live call or its
 // tombstone, never a new pod.
 func TestConcurrentDuplicatesKeepInvariants(t *testing.T) {
+	concurrentDuplicates(t, testredis.Start(t).Client())
+}
+
+// concurrentDuplicates is the test on any Redis (one server, a Cluster).
+func concurrentDuplicates(t *testing.T, rdb redis.UniversalClient, mutate ...func(*allocator.Config)) {
 	ctx := context.Background()
-	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb)
+	a := newAllocator(t, rdb, mutate...)
 	pods := map[string]string{
 		"gold-0": "gold", "gold-1": "gold",
 		"std-0": "standard", "std-1": "standard", "std-2": "standard",

@@ -168,7 +168,7 @@ func (c *Config) OpenMode() string {
 	switch {
 	case c.GenericAPI.Open != "":
 		return c.GenericAPI.Open
-	case c.Redis.URL == "":
+	case c.Redis.Embedded():
 		return api.OpenLoopback
 	default:
 		return api.OpenOff

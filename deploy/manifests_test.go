@@ -154,7 +154,7 @@ func TestManifests(t *testing.T) {
 			verbs[res] = strings.Join(r.Verbs, ",")
 		}
 	}
-	if verbs["pods"] != "get,list,watch" || verbs["leases"] != "get,create,update" {
+	if verbs["pods"] != "get,list,watch" || verbs["leases"] != "get,create,update,watch" {
 		t.Errorf("RBAC verbs = %v", verbs)
 	}
 

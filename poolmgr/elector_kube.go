@@ -7,7 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -24,29 +27,117 @@ type KubeElector struct {
 
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 
+	// Fence records this leader's fencing token in Redis when leadership
+	// starts (allocator.Allocator implements it); the pool scripts then
+	// refuse a deposed leader. nil runs unfenced (single-replica tests).
+	Fence LeaseFence
+
 	Log     *slog.Logger
 	Metrics *Metrics
 
 	leader atomic.Bool
 }
 
+// LeaseFence records the fencing token of a Lease term.
+type LeaseFence interface {
+	ClaimLeaseFence(ctx context.Context, identity string, term int64) (fence string, ok bool, err error)
+}
+
 // IsLeader reports whether this replica holds the Lease now.
 func (e *KubeElector) IsLeader() bool { return e.leader.Load() }
 
-// Run campaigns until ctx ends.
+// Run campaigns until ctx ends. A follower watches the Lease and, when its
+// holder gives it up (client-go's ReleaseOnCancel on a graceful shutdown),
+// campaigns at once rather than at its next retry, which client-go spaces
+// RetryPeriod to 2.2 x RetryPeriod apart: the takeover after a SIGTERM is
+// one watch event and one update instead of up to 4.4 s with the default
+// 2 s retry period.
 func (e *KubeElector) Run(ctx context.Context, lead LeadFunc) error {
+	released := e.watchReleases(ctx)
 	for ctx.Err() == nil {
-		if err := e.campaign(ctx, lead); err != nil {
+		cctx, hurry := context.WithCancel(ctx)
+		go func() {
+			for {
+				select {
+				case <-cctx.Done():
+					return
+				case <-released:
+					// Only a follower restarts its campaign: a leader's
+					// cancel would release its own Lease.
+					if !e.leader.Load() {
+						hurry()
+						return
+					}
+				}
+			}
+		}()
+		err := e.campaign(cctx, lead)
+		hurried := cctx.Err() != nil && ctx.Err() == nil
+		hurry()
+		if err != nil {
 			return err
 		}
-		// Lost (or never won before ctx ended): campaign again, after a
-		// pause so a flapping API server is not hammered.
-		sleep(ctx, e.RetryPeriod)
+		if !hurried {
+			// Lost (or never won before ctx ended): campaign again, after
+			// a pause so a flapping API server is not hammered.
+			sleep(ctx, e.RetryPeriod)
+		}
 	}
 	return nil
 }
 
+// watchReleases signals (without blocking; one pending signal is enough)
+// each time the Lease is updated with no holder. A watch that fails or ends
+// is opened again after RetryPeriod; without it a follower still takes over
+// at its next retry.
+func (e *KubeElector) watchReleases(ctx context.Context) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	go func() {
+		for ctx.Err() == nil {
+			w, err := e.Client.CoordinationV1().Leases(e.Namespace).Watch(ctx, metav1.ListOptions{
+				FieldSelector: fields.OneTermEqualSelector("metadata.name", e.Name).String(),
+			})
+			if err != nil {
+				e.Log.Debug("leader: cannot watch the Lease; followers take over at their next retry", "err", err)
+				sleep(ctx, e.RetryPeriod)
+				continue
+			}
+			e.forwardReleases(ctx, w, out)
+			w.Stop()
+			sleep(ctx, e.RetryPeriod)
+		}
+	}()
+	return out
+}
+
+func (e *KubeElector) forwardReleases(ctx context.Context, w watch.Interface, out chan<- struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return
+			}
+			l, isLease := ev.Object.(*coordinationv1.Lease)
+			if !isLease || l.Name != e.Name || ev.Type != watch.Modified {
+				continue
+			}
+			if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+}
+
 func (e *KubeElector) campaign(ctx context.Context, lead LeadFunc) error {
+	// Ended early when this term's loops were fenced: the Lease is then
+	// released (ReleaseOnCancel) and Run campaigns again.
+	ctx, giveUp := context.WithCancel(ctx)
+	defer giveUp()
 	t := &term{}
 	lock := &releaseAfterStop{
 		Interface: &resourcelock.LeaseLock{
@@ -68,8 +159,17 @@ func (e *KubeElector) campaign(ctx context.Context, lead LeadFunc) error {
 				e.leader.Store(true)
 				e.Metrics.Leader.Set(1)
 				e.Metrics.LeaderTerms.Inc()
-				e.Log.Info("leader: started leading", "lease", e.Namespace+"/"+e.Name, "identity", e.Identity)
-				t.start(lctx, "", lead)
+				fence, ok := e.claimFence(lctx, lock)
+				e.Log.Info("leader: started leading", "lease", e.Namespace+"/"+e.Name, "identity", e.Identity, "fence", fence)
+				if !ok {
+					giveUp()
+					return
+				}
+				t.start(lctx, fence, lead)
+				if lctx.Err() == nil {
+					e.Log.Warn("leader: fenced by a later leader; giving the Lease up")
+					giveUp()
+				}
 			},
 			OnStoppedLeading: func() {
 				t.stop()
@@ -93,6 +193,31 @@ func (e *KubeElector) campaign(ctx context.Context, lead LeadFunc) error {
 	return nil
 }
 
+// claimFence records this term's fencing token: the Lease's
+// leaseTransitions as this replica wrote it on winning, which client-go
+// raises on every change of holder, so a later leader always has a larger
+// one. false: not leading after all (a later term holds the fence, or ctx
+// ended).
+func (e *KubeElector) claimFence(ctx context.Context, lock *releaseAfterStop) (string, bool) {
+	if e.Fence == nil {
+		return "", true
+	}
+	term := lock.term.Load()
+	for {
+		fence, ok, err := e.Fence.ClaimLeaseFence(ctx, e.Identity, term)
+		if err == nil {
+			if !ok {
+				e.Log.Error("leader: a later term holds the fence; if the Lease was deleted and recreated (its leaseTransitions restarted), delete the lease_fence key", "fence", fence, "term", term)
+			}
+			return fence, ok
+		}
+		e.Log.Warn("leader: cannot record the fencing token; retrying", "err", err)
+		if !sleep(ctx, e.RetryPeriod) {
+			return "", false
+		}
+	}
+}
+
 // releaseAfterStop wraps the Lease lock so that the leader's loops have
 // stopped before the Lease is released: client-go releases (an Update with
 // no holder) as soon as its renew loop ends, without waiting for the
@@ -101,11 +226,28 @@ func (e *KubeElector) campaign(ctx context.Context, lead LeadFunc) error {
 type releaseAfterStop struct {
 	resourcelock.Interface
 	stop func()
+	// term is the leaseTransitions of the last record this replica wrote
+	// as holder (client-go's own lock is not safe to read beside its loop).
+	term atomic.Int64
 }
 
 func (l *releaseAfterStop) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	if ler.HolderIdentity == "" {
 		l.stop()
 	}
-	return l.Interface.Update(ctx, ler)
+	err := l.Interface.Update(ctx, ler)
+	l.record(ler, err)
+	return err
+}
+
+func (l *releaseAfterStop) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Create(ctx, ler)
+	l.record(ler, err)
+	return err
+}
+
+func (l *releaseAfterStop) record(ler resourcelock.LeaderElectionRecord, err error) {
+	if err == nil && ler.HolderIdentity != "" && ler.HolderIdentity == l.Identity() {
+		l.term.Store(int64(ler.LeaderTransitions))
+	}
 }

@@ -36,20 +36,43 @@ type RedisElector struct {
 // IsLeader reports whether this replica holds the lock now.
 func (e *RedisElector) IsLeader() bool { return e.leader.Load() }
 
-// Run campaigns until ctx ends.
+// releaseNotifier tells followers when the lock is given up
+// (allocator.Allocator implements it); optional.
+type releaseNotifier interface {
+	LeaderReleases(ctx context.Context) <-chan struct{}
+}
+
+// Run campaigns until ctx ends. A follower retries every RetryPeriod, and
+// at once when the leader announces it gave the lock up (a graceful
+// shutdown), so a hand-over does not wait for the retry.
 func (e *RedisElector) Run(ctx context.Context, lead LeadFunc) error {
+	var released <-chan struct{}
+	if n, ok := e.Lock.(releaseNotifier); ok {
+		released = n.LeaderReleases(ctx)
+	}
 	for ctx.Err() == nil {
 		value, ok, err := e.Lock.AcquireLeaderLock(ctx, e.Identity, e.LeaseDuration)
 		if err != nil && ctx.Err() == nil {
 			e.Log.Warn("leader: cannot reach the Redis lock", "err", err)
 		}
 		if !ok {
-			sleep(ctx, e.RetryPeriod)
+			e.waitRetry(ctx, released)
 			continue
 		}
 		e.hold(ctx, value, lead)
 	}
 	return nil
+}
+
+// waitRetry waits RetryPeriod, or less when the lock is released.
+func (e *RedisElector) waitRetry(ctx context.Context, released <-chan struct{}) {
+	tm := time.NewTimer(e.RetryPeriod)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+	case <-tm.C:
+	case <-released:
+	}
 }
 
 // hold runs one term: lead runs while renewals succeed; then the loops stop

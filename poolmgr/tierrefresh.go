@@ -16,8 +16,12 @@ import (
 type TierRefresher struct {
 	Load func(ctx context.Context) (allocator.TierConfig, error)
 	// Current is the config in effect; Apply swaps in a new one.
-	Current  func() allocator.TierConfig
-	Apply    func(allocator.TierConfig)
+	Current func() allocator.TierConfig
+	Apply   func(allocator.TierConfig)
+	// Restore writes the config in effect back when Redis has none (it was
+	// restarted empty), only if it is still missing (SETNX): nil leaves it
+	// missing.
+	Restore  func(ctx context.Context, tc allocator.TierConfig) error
 	Interval func() time.Duration
 	Log      *slog.Logger
 	Metrics  *Metrics
@@ -37,6 +41,15 @@ func (t *TierRefresher) Refresh(ctx context.Context) {
 	tc, err := t.Load(ctx)
 	t.Metrics.observe("tier_refresh", start, err)
 	switch {
+	case errors.Is(err, allocator.ErrTierConfigMissing) && t.Restore != nil:
+		if rerr := t.Restore(ctx, t.Current()); rerr != nil {
+			t.Metrics.TierConfigLoads.WithLabelValues("error").Inc()
+			t.Log.Warn("tier config missing from Redis; restoring it failed", "err", rerr)
+			return
+		}
+		t.Metrics.TierConfigLoads.WithLabelValues("restored").Inc()
+		t.Log.Warn("tier config was missing from Redis (restarted empty?): restored this replica's copy", "chain", t.Current().DefaultChain)
+		return
 	case errors.Is(err, allocator.ErrInvalidConfig):
 		t.Metrics.TierConfigLoads.WithLabelValues("invalid").Inc()
 		t.Log.Error("tier config in Redis is invalid; keeping the last good one", "err", err)

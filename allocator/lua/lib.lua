@@ -63,3 +63,17 @@ local function remove_from_pool(key, pod)
   end
   return 0
 end
+
+-- Whether a leader's fence is no longer the current one, so its pool
+-- scripts must change nothing: "" is unfenced (a single replica, tests); a
+-- Kubernetes Lease leader's fence ("lease/...") must be the one stored by
+-- leader_lease_fence; any other is the Redis leader lock's value.
+local function fence_lost(fence)
+  if fence == '' then
+    return false
+  end
+  if string.sub(fence, 1, 6) == 'lease/' then
+    return redis.call('GET', K.lease_fence()) ~= fence
+  end
+  return redis.call('GET', K.leader_lock()) ~= fence
+end

@@ -7,14 +7,14 @@
 -- assignment order.
 --
 -- KEYS[1] -> K.pod_metadata()
--- ARGV[1] -> fence: "" or the Redis leader lock value this leader holds
+-- ARGV[1] -> fence: "", the Redis leader lock value or the Lease fence this leader holds
 -- ARGV[2] -> most pods to move in this call (bounds the script's run time)
 -- ARGV[3] -> N, then N x (tier name, type, target) in assignment order;
 --            merchant pools (K.merchant_targets(), by id) come first
 --
 -- Returns {"fenced"} or {"ok", then 3 per move: pod, from tier, to tier}
 
-if ARGV[1] ~= '' and redis.call('GET', K.leader_lock()) ~= ARGV[1] then
+if fence_lost(ARGV[1]) then
   return {'fenced'}
 end
 local budget = tonumber(ARGV[2])

@@ -1,5 +1,7 @@
 -- status.lua: counts per pool, read only.
 --
+-- KEYS[1] -> K.merchant_pools() (so that Redis Cluster routes the script to
+--            the slot of edge's keys)
 -- ARGV[1] -> number of tiers N, then N pairs: tier value, pool type
 --            (merchant pools are added from K.merchant_pools())
 --

@@ -23,7 +23,7 @@
 -- by then).
 --
 -- KEYS[1] -> K.pod_metadata()
--- ARGV[1] -> fence: "" or the Redis leader lock value this leader holds
+-- ARGV[1] -> fence: "", the Redis leader lock value or the Lease fence this leader holds
 -- ARGV[2] -> call info TTL in ms (the tombstones')
 -- ARGV[3] -> migration mode: the predecessor's lease in ms, else "0"
 -- ARGV[4] -> N, then N x (tier name, type)
@@ -32,7 +32,7 @@
 -- Returns {"fenced"} or {"ok", recovered, slots reclaimed, shared re-added,
 -- calls expired, skipped (pool type mismatch), recovered pod names...}
 
-if ARGV[1] ~= '' and redis.call('GET', K.leader_lock()) ~= ARGV[1] then
+if fence_lost(ARGV[1]) then
   return {'fenced'}
 end
 local info_ms = tonumber(ARGV[2])

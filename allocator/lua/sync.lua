@@ -4,7 +4,7 @@
 -- assignment), atomically, so two racing events cannot overshoot a target.
 --
 -- KEYS[1] -> K.pod_metadata()
--- ARGV[1] -> fence: "" (Kubernetes Lease) or the Redis leader lock value this
+-- ARGV[1] -> fence: "", the Lease fence or the Redis leader lock value this
 --            leader holds; the batch is refused when the lock holds another
 -- ARGV[2] -> overflow tier: where a new pod goes when every target is met
 --            (the last tier of the default chain)
@@ -21,7 +21,7 @@
 --   unknown    unready pod that edge never registered: nothing to do
 --   bad_tier   the explicit tier is not configured
 
-if ARGV[1] ~= '' and redis.call('GET', K.leader_lock()) ~= ARGV[1] then
+if fence_lost(ARGV[1]) then
   return {'fenced'}
 end
 local overflow = ARGV[2]
@@ -73,6 +73,23 @@ local function choose()
   return overflow
 end
 
+-- A dead call (no live lease) whose info still names the pod it loses is
+-- ended as the sweep ends it: call info deleted, tombstone written for what
+-- remained of the call info's TTL. Left alone, that call info named a pod
+-- the next call got (the fault suite found it after kill -9 of the leader:
+-- the new leader's first reconcile runs before its first sweep).
+local function end_dead_call(call_id, pod)
+  if redis.call('HGET', K.call(call_id), 'pod_name') ~= pod then
+    return
+  end
+  local ttl = redis.call('PTTL', K.call(call_id))
+  if ttl <= 0 then
+    ttl = 3600000
+  end
+  redis.call('DEL', K.call(call_id))
+  redis.call('SET', K.call_ended(call_id), 'expired', 'PX', ttl)
+end
+
 local function place(pod, tier, addr, now, pinned)
   local avail, assigned = pools_of(tier)
   redis.call('SET', K.pod_tier(pod), tier)
@@ -97,8 +114,10 @@ local function place(pod, tier, addr, now, pinned)
     elseif not live_owner(pod) then
       redis.call('SADD', avail, pod)
       -- Free for new calls, so a dead call's late release must be stale.
-      if (redis.call('HGET', K.pod_info(pod), 'allocated_call_sid') or '') ~= '' then
+      local owner = redis.call('HGET', K.pod_info(pod), 'allocated_call_sid') or ''
+      if owner ~= '' then
         redis.call('HSET', K.pod_info(pod), 'status', 'available', 'allocated_call_sid', '', 'allocated_at', '')
+        end_dead_call(owner, pod)
       end
     end
   end

@@ -5,14 +5,14 @@
 --
 -- KEYS[1] -> the pod's tier key (K.pod_tier(pod))
 -- ARGV[1] -> pod name
--- ARGV[2] -> fence: "" or the Redis leader lock value the caller holds; a
+-- ARGV[2] -> fence: "", the Redis leader lock value or the Lease fence the caller holds; a
 --            leader that lost the lock removes nothing
 -- ARGV[3] -> call info TTL in ms (the tombstones')
 --
 -- Returns {"removed", tier or "", calls ended}, {"not_found"} or {"fenced"}.
 
 local pod = ARGV[1]
-if ARGV[2] ~= '' and redis.call('GET', K.leader_lock()) ~= ARGV[2] then
+if fence_lost(ARGV[2]) then
   return {'fenced'}
 end
 local tier = redis.call('GET', KEYS[1])

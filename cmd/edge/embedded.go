@@ -32,7 +32,7 @@ func startEmbeddedRedis() (addr string, stop func(), err error) {
 // shared tier, so that a fresh edge can take calls at once. pods are the
 // agents as static pods.
 func newFakeAgents(cfg *config.Config, log *slog.Logger) (agents []*fakeagent.Agent, pods []poolmgr.StaticPod, err error) {
-	if cfg.Redis.URL != "" || cfg.Pods.Source != poolmgr.SourceStatic || len(cfg.Pods.Static) > 0 {
+	if !cfg.Redis.Embedded() || cfg.Pods.Source != poolmgr.SourceStatic || len(cfg.Pods.Static) > 0 {
 		return nil, nil, nil
 	}
 	var exclusive, shared string

@@ -63,7 +63,7 @@ func newPools(ctx context.Context, cfg *config.Config, current func() *config.Co
 		elector = &poolmgr.KubeElector{
 			Client: client, Namespace: cfg.Pods.Namespace, Name: lead.LeaseName, Identity: identity,
 			LeaseDuration: lead.LeaseDuration, RenewDeadline: lead.RenewDeadline, RetryPeriod: lead.RetryPeriod,
-			Log: log.With("component", "leader"), Metrics: metrics,
+			Fence: alloc, Log: log.With("component", "leader"), Metrics: metrics,
 		}
 	case poolmgr.SourceStatic:
 		src := &poolmgr.StaticSource{Registry: p.registry}
@@ -88,7 +88,12 @@ func newPools(ctx context.Context, cfg *config.Config, current func() *config.Co
 		Load:    alloc.LoadTierConfig,
 		Current: func() allocator.TierConfig { return alloc.Config().Tiers },
 		// Tiers from Redis; ApplyTiers keeps the TTLs of the config in effect.
-		Apply:    alloc.ApplyTiers,
+		Apply: alloc.ApplyTiers,
+		// A Redis restarted empty gets the tiers back from memory.
+		Restore: func(ctx context.Context, tc allocator.TierConfig) error {
+			_, _, err := alloc.BootstrapTierConfig(ctx, tc)
+			return err
+		},
 		Interval: func() time.Duration { return current().Pool.TierConfigRefresh },
 		Log:      log.With("component", "tier-config"), Metrics: metrics,
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,31 +14,27 @@ import (
 	"github.com/edge-voice/edge/config"
 )
 
-// newRedis connects to the configured Redis, or starts the embedded one
-// when redis.url is empty. closeRedis closes the client, then the embedded
+// newRedis connects to the configured Redis (one URL, a Sentinel master set
+// or a Cluster: allocator.RedisConfig.NewClient), or starts the embedded one
+// when none is configured. closeRedis closes the client, then the embedded
 // server.
 func newRedis(cfg *config.Config, log *slog.Logger) (rdb redis.UniversalClient, closeRedis func(), err error) {
-	var opts *redis.Options
-	stopEmbedded := func() {}
-	if cfg.Redis.URL == "" {
-		addr, stop, err := startEmbeddedRedis()
+	rc := cfg.Redis
+	if !rc.Embedded() {
+		client, err := rc.NewClient()
 		if err != nil {
-			return nil, nil, fmt.Errorf("start embedded redis: %w", err)
+			return nil, nil, err
 		}
-		stopEmbedded = stop
-		opts = &redis.Options{Addr: addr}
-		log.Warn("no redis.url configured: running an embedded in-process Redis (development only: state is lost on exit and not shared between replicas)")
-	} else if opts, err = redis.ParseURL(cfg.Redis.URL); err != nil {
-		return nil, nil, fmt.Errorf("redis.url: %w", err)
+		log.Info("redis", "mode", rc.Mode(), "at", redisWhere(rc), "slot_tag", allocator.HashTag(rc.KeyPrefix))
+		return client, func() { client.Close() }, nil
 	}
-	opts.PoolSize = cfg.Redis.PoolSize
-	opts.DialTimeout = cfg.Redis.DialTimeout
-	opts.ReadTimeout = cfg.Redis.ReadTimeout
-	opts.WriteTimeout = cfg.Redis.WriteTimeout
-	// A context deadline bounds each call too (request_timeout).
-	opts.ContextTimeoutEnabled = true
-	client := redis.NewClient(opts)
-	return client, func() { client.Close(); stopEmbedded() }, nil
+	addr, stop, err := startEmbeddedRedis()
+	if err != nil {
+		return nil, nil, fmt.Errorf("start embedded redis: %w", err)
+	}
+	log.Warn("no redis.url configured: running an embedded in-process Redis (development only: state is lost on exit and not shared between replicas)")
+	client := rc.EmbeddedClient(addr)
+	return client, func() { client.Close(); stop() }, nil
 }
 
 // newAllocator makes the allocator and bootstraps voice:tier:config from
@@ -52,7 +49,7 @@ func newAllocator(ctx context.Context, rdb redis.UniversalClient, cfg *config.Co
 	defer cancel()
 	tiers, created, err := alloc.BootstrapTierConfig(bctx, cfg.Allocator.Tiers)
 	if err != nil {
-		return nil, fmt.Errorf("redis at %s: %w", redactURL(cfg.Redis.URL), err)
+		return nil, fmt.Errorf("redis (%s) at %s: %w", cfg.Redis.Mode(), redisWhere(cfg.Redis), err)
 	}
 	log.Info("tier config", "source", map[bool]string{true: "bootstrapped from config", false: "read from redis"}[created], "chain", tiers.DefaultChain)
 	alloc.ApplyTiers(tiers)
@@ -60,4 +57,15 @@ func newAllocator(ctx context.Context, rdb redis.UniversalClient, cfg *config.Co
 		return nil, err
 	}
 	return alloc, nil
+}
+
+// redisWhere names the configured Redis for an error, without a password.
+func redisWhere(rc allocator.RedisConfig) string {
+	switch rc.Mode() {
+	case "sentinel":
+		return rc.Sentinel.Master + "@" + strings.Join(rc.Sentinel.Addrs, ",")
+	case "cluster":
+		return strings.Join(rc.Cluster.Addrs, ",")
+	}
+	return redactURL(rc.URL)
 }

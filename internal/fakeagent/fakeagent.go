@@ -30,6 +30,7 @@ type Agent struct {
 	mu      sync.Mutex
 	paths   []string
 	headers []http.Header
+	live    map[*websocket.Conn]struct{} // open sockets, for Kill
 }
 
 // Listen opens the agent's listener on addr ("127.0.0.1:0" for any port).
@@ -83,6 +84,18 @@ func (a *Agent) Run(ctx context.Context) error {
 // Close stops the agent at once.
 func (a *Agent) Close() error { return a.srv.Close() }
 
+// Kill stops the agent as a crashed pod would: the listener and every open
+// socket close at once, with no close frame (Close leaves accepted
+// WebSockets running: they are hijacked from the HTTP server).
+func (a *Agent) Kill() {
+	a.srv.Close()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for c := range a.live {
+		c.CloseNow()
+	}
+}
+
 // ServeHTTP accepts a WebSocket on any path and echoes until it closes.
 func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
@@ -96,7 +109,16 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	a.paths = append(a.paths, r.URL.RequestURI())
 	a.headers = append(a.headers, r.Header.Clone())
+	if a.live == nil {
+		a.live = map[*websocket.Conn]struct{}{}
+	}
+	a.live[c] = struct{}{}
 	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		delete(a.live, c)
+		a.mu.Unlock()
+	}()
 	c.SetReadLimit(1 << 20)
 	ctx := r.Context()
 	for {

@@ -29,6 +29,9 @@ type Server struct {
 	sock string
 	port int // 0: unix socket only
 
+	extra    []string // more redis-server arguments (replica, cluster)
+	sentinel string   // sentinel config file: run as a sentinel
+
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -104,13 +107,21 @@ func (s *Server) Client() *redis.Client {
 
 func (s *Server) start() {
 	s.tb.Helper()
-	args := []string{
+	var args []string
+	if s.sentinel != "" {
+		// A sentinel rewrites its config file, so it gets one of its own.
+		args = append(args, s.sentinel, "--sentinel")
+	}
+	args = append(args,
 		"--port", strconv.Itoa(max(s.port, 0)),
 		"--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no",
 		"--dir", s.dir,
 		"--logfile", "",
+	)
+	if s.sentinel == "" {
+		args = append(args, "--save", "", "--appendonly", "no")
 	}
+	args = append(args, s.extra...)
 	if s.port == 0 {
 		args = append(args, "--unixsocket", s.sock, "--unixsocketperm", "700")
 	}
@@ -137,7 +148,7 @@ func (s *Server) start() {
 				log.WriteString(sc.Text() + "\n")
 			}
 			logMu.Unlock()
-			if strings.Contains(strings.ToLower(sc.Text()), "ready to accept connections") {
+			if line := strings.ToLower(sc.Text()); strings.Contains(line, "ready to accept connections") || strings.Contains(line, "+monitor master") {
 				once.Do(func() { close(ready) })
 			}
 		}

@@ -1,0 +1,145 @@
+package poolmgr
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// A graceful hand-over does not wait for the follower's next retry: the
+// leader releases the Lease when its context ends (SIGTERM) and the follower,
+// watching the Lease, campaigns at once. B's retry period is a minute, so B
+// leading within the test's 10 s proves the watch did it; the takeover time
+// with A on the default 15/10/2 s settings is logged.
+func TestKubeTakeoverAfterGracefulStopSkipsTheRetryPeriod(t *testing.T) {
+	client := fake.NewClientset()
+	a := &KubeElector{Client: client, Namespace: ns, Name: "edge-leader", Identity: "edge-a",
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		Log: quietLog(), Metrics: NewMetrics(nil)}
+	bSawA := make(chan struct{}, 1)
+	b := &KubeElector{Client: client, Namespace: ns, Name: "edge-leader", Identity: "edge-b",
+		LeaseDuration: 3 * time.Minute, RenewDeadline: 2 * time.Minute, RetryPeriod: time.Minute,
+		Log: slog.New(&onMessage{msg: "leader: another replica leads", ch: bSawA}), Metrics: NewMetrics(nil)}
+
+	actx, stopA := context.WithCancel(context.Background())
+	aLeading, aStopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(aStopped)
+		a.Run(actx, func(ctx context.Context, fence string) {
+			close(aLeading)
+			<-ctx.Done()
+		})
+	}()
+	<-aLeading
+	bctx, stopB := context.WithCancel(context.Background())
+	defer stopB()
+	bLeading := make(chan time.Time, 1)
+	go b.Run(bctx, func(ctx context.Context, fence string) {
+		bLeading <- time.Now()
+		<-ctx.Done()
+	})
+	<-bSawA // B's first attempt found A leading: its next is a minute away
+
+	sigterm := time.Now()
+	stopA()
+	select {
+	case at := <-bLeading:
+		t.Logf("takeover after the leader's graceful stop: %s (the follower's retry period is %s)", at.Sub(sigterm).Round(time.Millisecond), b.RetryPeriod)
+	case <-time.After(10 * time.Second):
+		t.Fatal("B did not take over before its next retry: the release was not noticed")
+	}
+	<-aStopped
+	if a.IsLeader() || !b.IsLeader() {
+		t.Fatalf("leaders after the hand-over: a=%v b=%v", a.IsLeader(), b.IsLeader())
+	}
+}
+
+// onMessage signals ch when a record with message msg is logged.
+type onMessage struct {
+	msg string
+	ch  chan struct{}
+}
+
+func (h *onMessage) Enabled(context.Context, slog.Level) bool { return true }
+func (h *onMessage) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		select {
+		case h.ch <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+func (h *onMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *onMessage) WithGroup(string) slog.Handler      { return h }
+
+// The same for the Redis lock (static pod source): the leader publishes its
+// release and the follower, whose retry period is a minute, takes over at
+// once.
+func TestRedisTakeoverAfterGracefulStopSkipsTheRetryPeriod(t *testing.T) {
+	_, rdb := startRedis(t)
+	alloc := newAlloc(t, rdb)
+	a := &RedisElector{Lock: alloc, Identity: "edge-a",
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		Log: quietLog(), Metrics: NewMetrics(nil)}
+	bRefused := make(chan struct{}, 1)
+	b := &RedisElector{Lock: &refusals{LeaderLock: alloc, alloc: alloc, refused: bRefused}, Identity: "edge-b",
+		LeaseDuration: 3 * time.Minute, RenewDeadline: 2 * time.Minute, RetryPeriod: time.Minute,
+		Log: quietLog(), Metrics: NewMetrics(nil)}
+
+	actx, stopA := context.WithCancel(context.Background())
+	aLeading, aStopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(aStopped)
+		a.Run(actx, func(ctx context.Context, fence string) {
+			close(aLeading)
+			<-ctx.Done()
+		})
+	}()
+	<-aLeading
+	bctx, stopB := context.WithCancel(context.Background())
+	defer stopB()
+	bLeading := make(chan time.Time, 1)
+	go b.Run(bctx, func(ctx context.Context, fence string) {
+		bLeading <- time.Now()
+		<-ctx.Done()
+	})
+	<-bRefused // B's first attempt found A leading: its next is a minute away
+
+	stop := time.Now()
+	stopA()
+	select {
+	case at := <-bLeading:
+		t.Logf("takeover after the leader's graceful stop: %s (the follower's retry period is %s)", at.Sub(stop).Round(time.Millisecond), b.RetryPeriod)
+	case <-time.After(10 * time.Second):
+		t.Fatal("B did not take over before its next retry: the release was not announced")
+	}
+	<-aStopped
+}
+
+// refusals signals each acquisition the lock refused.
+type refusals struct {
+	LeaderLock
+	alloc interface {
+		LeaderReleases(context.Context) <-chan struct{}
+	}
+	refused chan struct{}
+}
+
+func (r *refusals) AcquireLeaderLock(ctx context.Context, id string, ttl time.Duration) (string, bool, error) {
+	v, ok, err := r.LeaderLock.AcquireLeaderLock(ctx, id, ttl)
+	if err == nil && !ok {
+		select {
+		case r.refused <- struct{}{}:
+		default:
+		}
+	}
+	return v, ok, err
+}
+
+func (r *refusals) LeaderReleases(ctx context.Context) <-chan struct{} {
+	return r.alloc.LeaderReleases(ctx)
+}
