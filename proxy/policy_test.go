@@ -36,7 +36,7 @@ func TestPolicyAccountsEachDirection(t *testing.T) {
 			d := &p.dirs[1-i]
 			for b := stream; len(b) > 0; {
 				n := min(chunk, len(b))
-				if v := d.relayed(s, b[:n]); v.code != 0 {
+				if _, v := d.relayed(s, b[:n]); v.code != 0 {
 					t.Fatalf("chunks of %d: verdict %+v within the limit", chunk, v)
 				}
 				b = b[n:]
@@ -80,7 +80,7 @@ func TestPolicyTooBig(t *testing.T) {
 				p, s := newTestPolicy(tc.limit, 0)
 				f := frame(true, 2, make([]byte, tc.size), nil)
 				// The header alone decides: the payload need not have come.
-				v := p.dirs[i].relayed(s, f[:10])
+				_, v := p.dirs[i].relayed(s, f[:10])
 				if v.code != tc.want {
 					t.Errorf("dir %d: verdict %d, want %d", i, v.code, tc.want)
 				}
@@ -147,7 +147,7 @@ func BenchmarkPolicyRelayed(b *testing.B) {
 	p, s := newTestPolicy(64<<10, 0)
 	f := frame(true, 1, make([]byte, 300), &[4]byte{1, 2, 3, 4})
 	for b.Loop() {
-		if v := p.dirs[0].relayed(s, f); v.code != 0 {
+		if _, v := p.dirs[0].relayed(s, f); v.code != 0 {
 			b.Fatal(v.reason)
 		}
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -25,19 +26,29 @@ func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {
 	up = nil // the pod's 101 and its headers are garbage from here on
 	go func() {
 		defer close(done)
-		p.pump(s, toClient, upEarly)
-		if s.stopCode.Load() == 0 {
-			// The pod's stream ended: so does the socket (no half-close
-			// in WebSocket), and the client pump's read returns.
-			conn.Close()
+		err := p.pump(s, toClient, upEarly)
+		if s.stopCode.Load() != 0 {
+			return
 		}
+		if !errors.Is(err, errWrite) && !pol.dirs[1].closeSeen {
+			// The pod's side died (reset, FIN without a close frame):
+			// the client hears it at once, as a close frame.
+			p.podLost(s, err)
+			p.injectClose(s, toClient)
+			closeWrite(conn)
+			return
+		}
+		// The pod's stream ended: so does the socket (no half-close in
+		// WebSocket), and the client pump's read returns.
+		conn.Close()
 	}()
 	p.pump(s, toPod, early)
 	if s.stopCode.Load() != 0 {
-		// Let the other pump write its close frame too.
+		// Let the other pump write its close frame and drain its peer
+		// too.
 		select {
 		case <-done:
-		case <-time.After(closeGrace):
+		case <-time.After(closeGrace + lingerTime):
 		}
 	}
 	conn.Close()
@@ -65,9 +76,9 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) error {
 	defer s.ended(d.d.src)
 	wr := newWriter(d.dst)
 	forward := func(b []byte) error {
-		v := d.d.relayed(s, b)
-		if err := wr.write(b); err != nil {
-			return err
+		n, v := d.d.relayed(s, b)
+		if err := wr.write(b[:n]); err != nil {
+			return fmt.Errorf("%w: %w", errWrite, err)
 		}
 		if v.code != 0 {
 			s.stop(v.code, v.reason)
@@ -108,6 +119,8 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) error {
 		}
 		if s.stopCode.Load() != 0 {
 			p.injectClose(s, d)
+			closeWrite(d.dst)
+			linger(d.src, rd)
 			return errStopped
 		}
 		until := noDeadline // a deadline this direction did not ask for
@@ -136,7 +149,36 @@ func armRead(s *socket, c net.Conn, until time.Time) {
 	}
 }
 
-var errStopped = errors.New("stopped by edge")
+var (
+	errStopped = errors.New("stopped by edge")
+	// errWrite marks a pump's end by its destination (a failed write), not
+	// its source.
+	errWrite = errors.New("write to the peer")
+)
+
+// closeWrite sends FIN after edge's close frame: the peer reads the close,
+// then the end of the stream, and answers with its own FIN.
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+}
+
+// linger reads and drops what src still sends, until it ends its stream or
+// lingerTime passes (nginx's lingering_close): closing a socket with unread
+// bytes resets it, and a reset can destroy the close frame edge just
+// wrote before the peer reads it (RFC 6455 7.1.1; a client still sending
+// would see 1006 instead of edge's code).
+func linger(src net.Conn, rd *reader) {
+	src.SetReadDeadline(time.Now().Add(lingerTime))
+	for {
+		_, err := rd.read()
+		rd.release()
+		if err != nil {
+			return
+		}
+	}
+}
 
 // injectClose writes the policy's close frame, if any may go, into dst.
 func (p *Proxy) injectClose(s *socket, d direction) {

@@ -30,6 +30,7 @@ type Agent struct {
 	mu      sync.Mutex
 	paths   []string
 	headers []http.Header
+	closes  []websocket.StatusCode
 }
 
 // Listen opens the agent's listener on addr ("127.0.0.1:0" for any port).
@@ -83,6 +84,14 @@ func (a *Agent) Run(ctx context.Context) error {
 // Close stops the agent at once.
 func (a *Agent) Close() error { return a.srv.Close() }
 
+// CloseCodes returns the close status each ended socket read from its
+// client (-1: the connection ended without a close frame).
+func (a *Agent) CloseCodes() []websocket.StatusCode {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]websocket.StatusCode(nil), a.closes...)
+}
+
 // ServeHTTP accepts a WebSocket on any path and echoes until it closes.
 func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
@@ -103,6 +112,9 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		typ, msg, err := c.Read(ctx)
 		if err != nil {
 			status := websocket.CloseStatus(err)
+			a.mu.Lock()
+			a.closes = append(a.closes, status)
+			a.mu.Unlock()
 			if status == -1 {
 				status = websocket.StatusNormalClosure
 			}
