@@ -125,6 +125,17 @@ func (k Keys) LeaderFence() string { return k.prefix + "leader:fence" }
 // dedicated pools that tier assignment fills before the default chain.
 func (k Keys) MerchantTargets() string { return k.prefix + "merchant:targets" }
 
+// Ejected (edge) ZSET of pod name -> when its next health probe is due
+// (unix ms): the pods taken out of allocation on every replica because
+// dials to them failed (passive health, failover.lua and pod_failure.lua;
+// issue 16). An ejected pod keeps its pool membership and its calls;
+// allocate only skips it. It leaves the set when a probe succeeds
+// (reinstate.lua) or the pod source replaces it (sync.lua with a new
+// address, unregister.lua). Its pod info (PodInfo) carries failures (the
+// consecutive failed dials and probes, which grow the backoff),
+// ejected_reason and ejected_at (unix ms).
+func (k Keys) Ejected() string { return k.prefix + "pods:ejected" }
+
 // luaKeyBuilders renders the key functions as Lua, as a table K. Each builder
 // is derived from the Go method by calling it with a placeholder argument, so
 // the scripts cannot drift from this file.
@@ -156,6 +167,7 @@ func (k Keys) luaKeyBuilders() string {
 		{"pod_metadata", k.PodMetadata},
 		{"merchant_targets", k.MerchantTargets},
 		{"leader_lock", k.LeaderLock},
+		{"ejected", k.Ejected},
 	}
 	var b strings.Builder
 	b.WriteString("local K = {}\n")

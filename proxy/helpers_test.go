@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +30,9 @@ type env struct {
 	reg    *prometheus.Registry
 	srv    *httptest.Server
 	agents map[string]*fakeagent.Agent
+	// addrs is the pod registry the proxy looks pods up in.
+	addrMu sync.Mutex
+	addrs  map[string]string
 	cancel context.CancelFunc // ends px.Run (shutdown)
 	runErr chan error
 }
@@ -69,6 +73,7 @@ func newEnv(t *testing.T, o envOpt) *env {
 		t.Fatal(err)
 	}
 	addrs := map[string]string{}
+	e.addrs = addrs
 	for pod, tier := range map[string]string{"pod-a": "gold", "pod-b": "gold", "pod-s": "basic"} {
 		ag, err := fakeagent.Listen("127.0.0.1:0", nil)
 		if err != nil {
@@ -87,7 +92,12 @@ func newEnv(t *testing.T, o envOpt) *env {
 		o.cfg(&cfg)
 	}
 	e.signer = NewSigner([]byte(strings.Repeat("k", 32)), time.Minute)
-	lookup := func(pod string) (string, bool) { a, ok := addrs[pod]; return a, ok }
+	lookup := func(pod string) (string, bool) {
+		e.addrMu.Lock()
+		defer e.addrMu.Unlock()
+		a, ok := e.addrs[pod]
+		return a, ok
+	}
 	e.px = New(cfg, lookup, allocator.MediaLeases{Alloc: e.alloc}, e.signer, nil, nil, e.reg)
 	runCtx, stop := context.WithCancel(context.Background())
 	e.cancel = stop

@@ -12,6 +12,7 @@ func (p *Proxy) podLost(s *socket, cause error) {
 	if !s.markStop(CloseBadGateway, "pod lost") {
 		return
 	}
+	s.lost.Store(true)
 	p.Log.Warn("pod's side of a media socket died mid-call", "pod", s.pod, "call_sid", s.callID, "err", cause)
 	if f := s.interrupt.Load(); f != nil {
 		(*f)()
