@@ -62,6 +62,11 @@ type Config struct {
 	// ProbeInterval is how often each replica looks for ejected pods whose
 	// probe is due. Default 1s.
 	ProbeInterval time.Duration `koanf:"probe_interval"`
+	// PodWriteTimeout bounds a write to the pod that makes no progress
+	// while the client reads edge's writes: the pod is hung, and the
+	// client gets close 1014 and the call ends (a pod blocked by a client
+	// that does not read is backpressure, not a failure). Default 10s.
+	PodWriteTimeout time.Duration `koanf:"pod_write_timeout"`
 	// DrainTimeout is how long open media sockets keep flowing after a
 	// SIGTERM; then they are closed with 1001. Default 1h: match it with
 	// terminationGracePeriodSeconds.
@@ -103,6 +108,7 @@ func DefaultConfig() Config {
 		IdleTimeout:        30 * time.Second,
 		DialTimeout:        time.Second,
 		ConnectAttempts:    2,
+		PodWriteTimeout:    10 * time.Second,
 		ConnectBudget:      3 * time.Second,
 		EjectBackoff:       5 * time.Second,
 		EjectMaxBackoff:    5 * time.Minute,
@@ -123,6 +129,7 @@ func (c Config) Validate() error {
 		confcheck.Positive("proxy.dial_timeout", c.DialTimeout),
 		confcheck.Positive("proxy.drain_timeout", c.DrainTimeout),
 		confcheck.Positive("proxy.connect_budget", c.ConnectBudget),
+		confcheck.Positive("proxy.pod_write_timeout", c.PodWriteTimeout),
 		confcheck.Positive("proxy.eject_backoff", c.EjectBackoff),
 		confcheck.Positive("proxy.eject_max_backoff", c.EjectMaxBackoff),
 		confcheck.Positive("proxy.probe_interval", c.ProbeInterval),

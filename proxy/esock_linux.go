@@ -35,6 +35,9 @@ type edir struct {
 	pend []byte
 	// eof: the source sent FIN.
 	eof bool
+	// since is the loop's clock when pend last started to wait (the
+	// pod's write stall bound, see tick).
+	since int64
 }
 
 func side(i int) int32 {
@@ -193,6 +196,7 @@ func (l *eloop) read(e *esock, d *edir) bool {
 		// The destination is full: keep the rest, stop reading the source
 		// until it is out (backpressure through TCP, nothing queues).
 		d.pend = append(make([]byte, 0, n-w), b[w:]...)
+		d.since = l.now
 		l.update(e)
 	}
 	if v.code != 0 && e.s.markStop(v.code, v.reason) {
@@ -247,6 +251,9 @@ func (l *eloop) flush(e *esock, d *edir) bool {
 		return false
 	}
 	if d.pend = d.pend[w:]; len(d.pend) > 0 {
+		if w > 0 {
+			d.since = l.now // progress: the stall bound starts over
+		}
 		return true
 	}
 	d.pend = nil

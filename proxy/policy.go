@@ -13,7 +13,7 @@ const (
 	CloseIdleTimeout = 4000 // the client sent nothing for proxy.idle_timeout
 	// CloseBadGateway (RFC 6455's registry: "Bad Gateway") tells the
 	// client its pod's side died mid-call: a reset, a FIN without a close
-	// frame, or a write to the pod stalled past podWriteStall.
+	// frame, or a write to the pod stalled past proxy.pod_write_timeout.
 	CloseBadGateway = 1014
 )
 

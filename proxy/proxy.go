@@ -148,6 +148,9 @@ func (p *Proxy) Apply(cfg Config) {
 	if cfg.HealthPath == "" {
 		cfg.HealthPath = def.HealthPath
 	}
+	if cfg.PodWriteTimeout <= 0 {
+		cfg.PodWriteTimeout = def.PodWriteTimeout
+	}
 	if cfg.ProbeInterval <= 0 {
 		cfg.ProbeInterval = def.ProbeInterval
 	}

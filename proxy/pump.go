@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -19,8 +20,9 @@ func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {
 	var pol policy
 	pol.init(p.cfg(), p.metrics, s.clock())
 
-	toPod := direction{src: conn, dst: up.conn, pol: &pol, d: &pol.dirs[0]}
-	toClient := direction{src: up.conn, dst: conn, pol: &pol, d: &pol.dirs[1]}
+	toClient := direction{src: up.conn, dst: conn, pol: &pol, d: &pol.dirs[1], wr: newWriter(conn)}
+	toPod := direction{src: conn, dst: up.conn, pol: &pol, d: &pol.dirs[0], wr: newWriter(up.conn)}
+	toPod.wr.stall, toPod.wr.excuse = p.cfg().PodWriteTimeout, &toClient.wr.waiting
 	done := make(chan struct{})
 	upEarly := up.early
 	up = nil // the pod's 101 and its headers are garbage from here on
@@ -65,6 +67,7 @@ func (s *socket) clock() int64 { return int64(time.Since(s.started)) }
 // direction is one way of the relay.
 type direction struct {
 	src, dst net.Conn
+	wr       *writer // of dst
 	pol      *policy
 	d        *dirPolicy // pol's share of this direction, owned by its pump
 }
@@ -74,7 +77,7 @@ type direction struct {
 // not read: that is the backpressure (one buffer per direction, no queue).
 func (p *Proxy) pump(s *socket, d direction, early []byte) error {
 	defer s.ended(d.d.src)
-	wr := newWriter(d.dst)
+	wr := d.wr
 	forward := func(b []byte) error {
 		n, v := d.d.relayed(s, b)
 		if err := wr.write(b[:n]); err != nil {
@@ -107,6 +110,12 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) error {
 			}
 			werr := forward(b)
 			rd.release()
+			if errors.Is(werr, errPodStalled) && s.stopCode.Load() == 0 {
+				// The pod is hung: the client hears 1014 from the
+				// other pump, and is drained here meanwhile.
+				p.podLost(s, werr)
+				linger(d.src, rd)
+			}
 			if werr != nil {
 				return werr
 			}
@@ -269,7 +278,21 @@ func (r *reader) release() {
 type writer struct {
 	conn net.Conn
 	rc   syscall.RawConn // nil: not a socket, plain Write
+	// waiting is set while a write waits for the peer to read (the
+	// client's writer: its peer's backpressure excuses the pod's).
+	waiting atomic.Bool
+	// stall, when set (the pod's writer), bounds a write the pod does not
+	// take, unless excuse is waiting too: a pod that stops reading while
+	// its own writes to the client flow is dead or hung, one blocked by a
+	// client that does not read is only backpressure. The deadline is
+	// armed only once a write would block: no timer per message.
+	stall  time.Duration
+	excuse *atomic.Bool
 }
+
+// errPodStalled: a write to the pod made no progress for
+// proxy.pod_write_timeout while the client read.
+var errPodStalled = errors.New("pod stopped reading")
 
 func newWriter(c net.Conn) *writer {
 	w := &writer{conn: c}
@@ -287,24 +310,43 @@ func (w *writer) write(b []byte) error {
 		return err
 	}
 	var werr error
-	err := w.rc.Write(func(fd uintptr) bool {
-		for len(b) > 0 {
-			n, errno := rawWrite(int(fd), b)
-			switch errno {
-			case 0:
-				b = b[n:]
-			case syscall.EINTR:
-			case syscall.EAGAIN:
-				return false // wait until writable
-			default:
-				werr = errno
-				return true
+	armed := false
+	for {
+		err := w.rc.Write(func(fd uintptr) bool {
+			for len(b) > 0 {
+				n, errno := rawWrite(int(fd), b)
+				switch errno {
+				case 0:
+					b = b[n:]
+				case syscall.EINTR:
+				case syscall.EAGAIN:
+					if w.stall > 0 && !armed {
+						armed = true
+						w.conn.SetWriteDeadline(time.Now().Add(w.stall))
+					}
+					w.waiting.Store(true)
+					return false // wait until writable
+				default:
+					werr = errno
+					return true
+				}
 			}
+			return true
+		})
+		w.waiting.Store(false)
+		if armed && err == nil {
+			w.conn.SetWriteDeadline(noDeadline)
 		}
-		return true
-	})
-	if err != nil {
-		return err
+		if armed && errors.Is(err, os.ErrDeadlineExceeded) && w.stall > 0 {
+			if w.excuse != nil && w.excuse.Load() {
+				armed = false // backpressure from the client: wait on
+				continue
+			}
+			return fmt.Errorf("%w: %w", errPodStalled, err)
+		}
+		if err != nil {
+			return err
+		}
+		return werr
 	}
-	return werr
 }
