@@ -53,7 +53,7 @@ func (p *Proxy) probeDue(ctx context.Context) {
 		if err := probe(ctx, addr, cfg.HealthPath, cfg.DialTimeout); err != nil {
 			p.metrics.probes.WithLabelValues("failed").Inc()
 			p.Log.Info("ejected pod's health probe failed", "pod", ep.Pod, "address", addr, "err", err)
-			p.podFailed(ep.Pod, addr, "probe")
+			p.probeFailed(ep.Pod)
 			continue
 		}
 		p.metrics.probes.WithLabelValues("ok").Inc()
@@ -62,6 +62,16 @@ func (p *Proxy) probeDue(ctx context.Context) {
 		} else if was {
 			p.Log.Warn("ejected pod passed its health probe: back in allocation", "pod", ep.Pod, "address", addr)
 		}
+	}
+}
+
+// probeFailed grows an ejected pod's backoff; it was ejected already, so
+// no WARN and no ejection counted.
+func (p *Proxy) probeFailed(pod string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := p.Leases.PodFailed(ctx, pod, "probe", p.cfg().ejection()); err != nil {
+		p.Log.Warn("recording a failed probe failed", "pod", pod, "err", err)
 	}
 }
 
