@@ -18,7 +18,7 @@ import (
 // brokenPod starts a pod that fails the way kind says and returns its
 // address: closed (nothing listens), hang (accepts and never answers),
 // status500 (answers the upgrade with 500), reset (accepts and resets).
-func brokenPod(t *testing.T, kind string) string {
+func brokenPod(t testing.TB, kind string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

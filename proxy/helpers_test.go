@@ -21,7 +21,7 @@ import (
 
 // env is one proxy in front of real fake-agent pods, on a real Redis.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	rdb    *redis.Client
 	trips  *testredis.RoundTrips
 	alloc  *allocator.Allocator
@@ -46,7 +46,7 @@ type envOpt struct {
 // newEnv starts Redis, two fake agents as exclusive pods "pod-a" and
 // "pod-b" of tier gold, a shared pod "pod-s" in tier basic, and the proxy
 // (running) behind an httptest server.
-func newEnv(t *testing.T, o envOpt) *env {
+func newEnv(t testing.TB, o envOpt) *env {
 	t.Helper()
 	if o.leaseTTL == 0 {
 		o.leaseTTL = time.Minute
