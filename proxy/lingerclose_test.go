@@ -40,3 +40,37 @@ func TestOversizedWhileSendingClosesWith1009BothWays(t *testing.T) {
 		}
 	})
 }
+
+// A call that loses its lease while its client floods the socket still
+// ends with a 1008 close frame the client reads, not a reset (issue 16
+// item 4: every close edge starts, not only 1009).
+func TestLostLeaseWhileSendingCloses1008(t *testing.T) {
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.RenewInterval = time.Hour }})
+		_, url := e.allocate("CA1", "")
+		c := e.mustDial(url)
+		echo(t, c, "hi")
+		c.SetReadLimit(1 << 20)
+		go func() {
+			msg := make([]byte, 32<<10)
+			for {
+				if err := c.Write(context.Background(), websocket.MessageBinary, msg); err != nil {
+					return
+				}
+			}
+		}()
+		ctx := context.Background()
+		info, err := e.alloc.Call(ctx, "CA1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.alloc.DropMediaClaim(ctx, "CA1", info.MediaClaim); err != nil {
+			t.Fatal(err)
+		}
+		e.px.renewOnce(ctx)
+		if got := readClose(t, c); got != ClosePolicy {
+			t.Errorf("client saw close %d, want %d", got, ClosePolicy)
+		}
+		e.waitSockets(0)
+	})
+}
