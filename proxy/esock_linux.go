@@ -38,6 +38,9 @@ type edir struct {
 	// since is the loop's clock when pend last started to wait (the
 	// pod's write stall bound, see tick).
 	since int64
+	// owed: the socket is closing while this direction is inside a frame;
+	// the rest of that frame is forwarded, then edge's close frame.
+	owed bool
 }
 
 func side(i int) int32 {
@@ -94,7 +97,7 @@ func (l *eloop) register(e *esock) {
 // drain it), writable while bytes wait for it.
 func (e *esock) want(i int) uint32 {
 	var m uint32
-	if d := &e.dirs[i]; !d.eof && (d.pend == nil || e.closing) {
+	if d := &e.dirs[i]; !d.eof && (d.pend == nil || e.closing && !d.owed) {
 		m |= unix.EPOLLIN | unix.EPOLLRDHUP
 	}
 	if e.dirs[1-i].pend != nil {
@@ -155,11 +158,14 @@ func (l *eloop) read(e *esock, d *edir) bool {
 	case again(errno):
 		return true
 	case e.closing:
-		// Lingering: what a peer still sends is dropped.
 		if errno != 0 || n == 0 {
-			d.eof = true
+			d.eof, d.owed = true, false
 			return l.settle(e)
 		}
+		if d.owed {
+			return l.finishFrame(e, d, l.buf[:n])
+		}
+		// Lingering: what a peer still sends is dropped.
 		return true
 	case errno != 0:
 		if d.src == 1 {
@@ -239,7 +245,7 @@ func (l *eloop) flush(e *esock, d *edir) bool {
 	if errno != 0 && !again(errno) {
 		if e.closing {
 			// That peer is gone: nothing more goes to it or comes from it.
-			d.pend = nil
+			d.pend, d.owed = nil, false
 			e.dirs[1-d.src].eof = true
 			return l.settle(e)
 		}
@@ -264,13 +270,34 @@ func (l *eloop) flush(e *esock, d *edir) bool {
 	return true
 }
 
+// finishFrame forwards, on a closing socket, the part of b that ends d's
+// frame in flight, then edge's close frame; the rest of b is dropped.
+func (l *eloop) finishFrame(e *esock, d *edir, b []byte) bool {
+	pol := &e.pol.dirs[d.src]
+	n := pol.untilBoundary(b)
+	pol.relayed(e.s, b[:n])
+	d.pend = append(d.pend, b[:n]...)
+	if !pol.finishing() {
+		d.owed = false
+		if f := pol.closeFrame(e.s); f != nil {
+			d.pend = append(d.pend, f...)
+		}
+	}
+	if len(d.pend) == 0 {
+		d.pend = nil
+		l.update(e)
+		return true
+	}
+	return l.flush(e, d)
+}
+
 // settle moves a closing socket on: once edge's last bytes (close frames
 // included) are written, both connections are shut for writing and
 // drained (lingering close, see linger) until both peers end their
 // streams, then torn down; tick bounds each stage. False when the socket
 // ended.
 func (l *eloop) settle(e *esock) bool {
-	if e.dirs[0].pend != nil || e.dirs[1].pend != nil {
+	if e.dirs[0].pend != nil || e.dirs[1].pend != nil || e.dirs[0].owed || e.dirs[1].owed {
 		l.update(e)
 		return true
 	}
@@ -303,6 +330,10 @@ func (l *eloop) beginClose(e *esock) {
 		d := &e.dirs[i]
 		if e.dirs[1-i].eof {
 			continue // d's destination is gone
+		}
+		if e.pol.dirs[i].finishing() && !d.eof {
+			d.owed = true // the frame in flight first (finishFrame)
+			continue
 		}
 		if f := e.pol.dirs[i].closeFrame(e.s); f != nil {
 			d.pend = append(d.pend, f...)

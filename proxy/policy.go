@@ -116,6 +116,36 @@ func (d *dirPolicy) relayed(s *socket, b []byte) (int, verdict) {
 	return n, v
 }
 
+// untilBoundary is how many of b, the source's next bytes, end the frame in
+// flight: 0 when d is between frames, len(b) when all of b is inside it.
+// A closing socket forwards them, so that its close frame can follow
+// instead of a torn frame (issue 16 item 4). Nothing is accounted here.
+func (d *dirPolicy) untilBoundary(b []byte) int {
+	sc := d.sc
+	switch {
+	case sc.atBoundary():
+		return 0
+	case sc.hdrLen == 0 && sc.remaining <= uint64(len(b)):
+		return int(sc.remaining)
+	case sc.hdrLen == 0:
+		return len(b)
+	}
+	// A header split across reads: follow a copy byte by byte (rare, and
+	// only on a closing socket).
+	for i := range b {
+		sc.scan(b[i:i+1], 0)
+		if sc.atBoundary() {
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// finishing reports whether d is inside a frame that it may still
+// complete before edge's close frame (not the oversized one, which is never
+// forwarded).
+func (d *dirPolicy) finishing() bool { return !d.over && !d.sc.atBoundary() }
+
 // atBoundary reports whether d's destination is between frames: every
 // byte forwarded so far ends a whole frame.
 func (d *dirPolicy) atBoundary() bool {
@@ -128,7 +158,8 @@ func (d *dirPolicy) atBoundary() bool {
 // closeFrame is what edge writes into d's destination to end the socket
 // with its stop code, or nil where nothing may go: no stop code, or the
 // direction is inside a frame, where a close frame would corrupt the
-// frame in flight (the TCP close then tells that peer). Toward the pod
+// frame in flight (the relays first forward the rest of it, see
+// untilBoundary; a peer that never finishes it gets the TCP close). Toward the pod
 // edge is the client, and a client masks its frames (RFC 6455 5.3); the
 // mask only defeats cache poisoning by script-chosen payloads, and this
 // payload is edge's own, so any random mask does.

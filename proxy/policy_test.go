@@ -152,3 +152,22 @@ func BenchmarkPolicyRelayed(b *testing.B) {
 		}
 	}
 }
+
+// A closing socket forwards the rest of the frame in flight and no more,
+// wherever the reads split it, header included.
+func TestPolicyUntilBoundary(t *testing.T) {
+	f := frame(true, 2, make([]byte, 300), nil)
+	next := frame(true, 1, []byte("next"), nil)
+	for _, cut := range []int{0, 1, 3, 100, len(f) - 1} {
+		p, s := newTestPolicy(0, 0)
+		p.dirs[1].relayed(s, f[:cut])
+		rest := append(append([]byte(nil), f[cut:]...), next...)
+		n := p.dirs[1].untilBoundary(rest)
+		if want := len(f) - cut; cut > 0 && n != want || cut == 0 && n != 0 {
+			t.Errorf("cut at %d: %d bytes to the boundary, want %d", cut, n, map[bool]int{true: 0, false: want}[cut == 0])
+		}
+		if cut > 0 && !p.dirs[1].finishing() {
+			t.Errorf("cut at %d: not finishing mid-frame", cut)
+		}
+	}
+}

@@ -127,6 +127,7 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) error {
 			return err
 		}
 		if s.stopCode.Load() != 0 {
+			finishFrame(s, d, rd)
 			p.injectClose(s, d)
 			closeWrite(d.dst)
 			linger(d.src, rd)
@@ -164,6 +165,30 @@ var (
 	// its source.
 	errWrite = errors.New("write to the peer")
 )
+
+// finishFrame forwards the rest of the frame in flight, if any, within
+// closeGrace, so that edge's close frame can follow it; what comes after
+// it is dropped (the lingering close drains it).
+func finishFrame(s *socket, d direction, rd *reader) {
+	if !d.d.finishing() {
+		return
+	}
+	d.src.SetReadDeadline(time.Now().Add(closeGrace))
+	for d.d.finishing() {
+		b, err := rd.read()
+		if n := d.d.untilBoundary(b); n > 0 {
+			d.d.relayed(s, b[:n])
+			if werr := d.wr.write(b[:n]); werr != nil {
+				rd.release()
+				return
+			}
+		}
+		rd.release()
+		if err != nil {
+			return
+		}
+	}
+}
 
 // closeWrite sends FIN after edge's close frame: the peer reads the close,
 // then the end of the stream, and answers with its own FIN.
