@@ -46,7 +46,12 @@ func TestBrokenPodsEndToEnd(t *testing.T) {
 	}
 	go killed.Run(ctx)
 	healable := &e2eHealable{}
-	healable.agent, _ = fakeagent.Listen("127.0.0.1:0", nil)
+	// Its handler serves behind the 500 switch; its own listener runs,
+	// unused, until the test ends.
+	if healable.agent, err = fakeagent.Listen("127.0.0.1:0", nil); err != nil {
+		t.Fatal(err)
+	}
+	go healable.agent.Run(ctx)
 	pods := map[string]string{
 		"pod-ok":     healthy.Addr(),
 		"pod-killed": killed.Addr(),
