@@ -24,15 +24,17 @@ build:
 # integration tests under the race detector, then the slower tiers.
 test: deps lint unit fuzz kube-e2e
 
-# deps installs what the tests run for real: redis-server, and etcd for the
-# kube-e2e tier (Debian packages).
+# deps installs what the tests run for real: redis-server, etcd for the
+# kube-e2e tier, and promtool (Debian's prometheus package) for the alert
+# rules' unit tests.
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v etcd >/dev/null 2>&1 || missing="$$missing etcd-server"; \
+	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing (Debian packages)"; \
-		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
 lint:

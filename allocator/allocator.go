@@ -26,6 +26,8 @@ type Allocator struct {
 	// (config reload and tier refresh, on different goroutines) never undo
 	// each other's change.
 	applyMu sync.Mutex
+	// merchantTiers are the tier config's merchant pools (merchanttiers.go).
+	merchantTiers atomic.Pointer[map[string]int]
 }
 
 // settings is the run-time part of Config with the tier table already laid
@@ -158,7 +160,7 @@ func (a *Allocator) Allocate(ctx context.Context, req Request) (Allocation, erro
 	}
 	s := a.current.Load()
 	args := make([]any, 0, 5+len(s.tierArgs))
-	args = append(args, req.CallID, req.MerchantID, s.cfg.LeaseTTL.Milliseconds(), s.cfg.CallInfoTTL.Milliseconds(), req.Creator)
+	args = append(args, req.CallID, req.MerchantID, s.cfg.EffectiveLeaseTTL().Milliseconds(), s.cfg.CallInfoTTL.Milliseconds(), req.Creator)
 	args = append(args, s.tierArgs...)
 	keys := []string{a.keys.Call(req.CallID), a.keys.CallEnded(req.CallID)}
 	r, err := a.run(ctx, "allocate", keys, args...)

@@ -35,11 +35,31 @@ type Config struct {
 	// LeaseTTL, which it must stay below half of so that one lost renewal
 	// does not end a call. Default 20s.
 	RenewInterval time.Duration `koanf:"renew_interval"`
+	// Migration says edge shares the Redis with a running predecessor, or
+	// media still flows through the predecessor's nginx hop and not through
+	// edge, so nothing renews leases (docs/migration.md). Leases then last
+	// at least PredecessorLeaseTTL, the predecessor's rule, and the sweep
+	// lowers a shared pod's load only by calls it saw expire. Default false.
+	Migration bool `koanf:"migration"`
 	// Tiers is the tier config allocation walks. In edge's configuration it
 	// is read from the top-level keys tiers and default_chain and only
 	// bootstraps voice:tier:config; at run time it comes from Redis.
 	// Default: DefaultTiers.
 	Tiers TierConfig `koanf:"-"`
+}
+
+// PredecessorLeaseTTL is the predecessor's fixed lease (allocator.go:35 of
+// its code, seeds 000): how long its calls hold a pod with nothing renewing.
+const PredecessorLeaseTTL = 15 * time.Minute
+
+// EffectiveLeaseTTL is the lease allocations and renewals write: LeaseTTL,
+// or at least PredecessorLeaseTTL in migration mode, when no media socket
+// through edge renews it.
+func (c Config) EffectiveLeaseTTL() time.Duration {
+	if c.Migration && c.LeaseTTL < PredecessorLeaseTTL {
+		return PredecessorLeaseTTL
+	}
+	return c.LeaseTTL
 }
 
 // DefaultConfig is the allocator's defaults.
@@ -98,11 +118,14 @@ func (c Config) Validate() error {
 		errs = append(errs, confcheck.Invalid("allocator.renew_interval", c.RenewInterval,
 			fmt.Sprintf("must be < allocator.lease_ttl/2 = %s", c.LeaseTTL/2)))
 	}
-	if c.CallInfoTTL > 0 && c.LeaseTTL > 0 && c.CallInfoTTL < c.LeaseTTL {
+	if lease := c.EffectiveLeaseTTL(); c.CallInfoTTL > 0 && lease > 0 && c.CallInfoTTL < lease {
 		// Call info outliving the lease is what makes release after a
 		// renewal gap find the call.
-		errs = append(errs, confcheck.Invalid("allocator.call_info_ttl", c.CallInfoTTL,
-			fmt.Sprintf("must be >= allocator.lease_ttl (%s)", c.LeaseTTL)))
+		want := fmt.Sprintf("must be >= allocator.lease_ttl (%s)", lease)
+		if lease != c.LeaseTTL {
+			want = fmt.Sprintf("must be >= the lease of allocator.migration (%s)", lease)
+		}
+		errs = append(errs, confcheck.Invalid("allocator.call_info_ttl", c.CallInfoTTL, want))
 	}
 	return errors.Join(append(errs, c.Tiers.Validate())...)
 }

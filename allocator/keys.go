@@ -136,6 +136,26 @@ func (k Keys) MerchantTargets() string { return k.prefix + "merchant:targets" }
 // ejected_reason and ejected_at (unix ms).
 func (k Keys) Ejected() string { return k.prefix + "pods:ejected" }
 
+// ACMECache (edge) STRING: one autocert.Cache entry of the ACME manager
+// (package acme), named by autocert: "<host>" (PEM private key then
+// certificate chain), "<host>+token" (a tls-alpn-01 challenge certificate,
+// with a TTL), "<token>+http-01" (an http-01 challenge answer, with a TTL)
+// and "acme_account+key" (the ACME account's private key). Certificates and
+// the account key have no TTL: an expired certificate is replaced, never
+// served. These values are private keys: Redis must be reachable by edge only.
+func (k Keys) ACMECache(name string) string { return k.prefix + "acme:cache:" + name }
+
+// ACMELock (edge) STRING: the issuance lock of one host, a random token with
+// a PX TTL of tls.acme.issue_timeout plus a margin while one replica talks
+// to the CA, or "failed" with the retry backoff's PX after a failed
+// issuance, so that no replica asks the CA again before then.
+func (k Keys) ACMELock(host string) string { return k.prefix + "acme:lock:" + host }
+
+// ACMEIssued (edge) Pub/Sub channel, not a key: "ok" or "failed" is
+// published on it when an issuance for the host ends, waking the replicas
+// that wait for the certificate instead of asking the CA.
+func (k Keys) ACMEIssued(host string) string { return k.prefix + "acme:issued:" + host }
+
 // luaKeyBuilders renders the key functions as Lua, as a table K. Each builder
 // is derived from the Go method by calling it with a placeholder argument, so
 // the scripts cannot drift from this file.

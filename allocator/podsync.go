@@ -58,6 +58,9 @@ type SyncResult struct {
 // calls. One round trip per BatchSize pods. fence is "" or the Redis leader
 // lock value (see AcquireLeaderLock); ErrFenced when another leader holds it.
 func (a *Allocator) SyncPods(ctx context.Context, fence string, pods []PodState) ([]SyncResult, error) {
+	if err := a.adoptMerchantTiers(ctx); err != nil {
+		return nil, fmt.Errorf("sync pods: %w", err)
+	}
 	head := a.assignmentArgs(fence)
 	out := make([]SyncResult, 0, len(pods))
 	for batch := range slices.Chunk(pods, BatchSize) {
@@ -138,7 +141,8 @@ func (a *Allocator) assignmentArgs(fence string) []any {
 }
 
 // assignmentOrder is the default chain's tiers, then the other tiers in
-// derivedChain order: deterministic, never map order.
+// derivedChain order but the merchant tiers (merchant pools, filled first
+// from K.merchant_targets): deterministic, never map order.
 func (a *Allocator) assignmentOrder() []string {
 	tiers := a.current.Load().cfg.Tiers
 	var order []string
@@ -150,7 +154,7 @@ func (a *Allocator) assignmentOrder() []string {
 		}
 	}
 	for _, name := range tiers.derivedChain() {
-		if !seen[name] {
+		if !seen[name] && !a.isMerchantTier(name) {
 			order = append(order, name)
 		}
 	}

@@ -14,6 +14,9 @@ type Move struct {
 // at most maxMoves in this call, in one round trip; busy pods stay for a
 // later call. fence as for SyncPods.
 func (a *Allocator) Rebalance(ctx context.Context, fence string, maxMoves int) ([]Move, error) {
+	if err := a.adoptMerchantTiers(ctx); err != nil {
+		return nil, fmt.Errorf("rebalance: %w", err)
+	}
 	tiers := a.current.Load().cfg.Tiers
 	order := a.assignmentOrder()
 	args := []any{fence, maxMoves, len(order)}

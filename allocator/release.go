@@ -11,7 +11,10 @@ type Released struct {
 	// ReleasedToPool: the pod is free for a new call (exclusive) or has one
 	// more free slot (shared).
 	ReleasedToPool bool
-	WasDraining    bool
+	// SourcePool is the call's source_pool ("pool:gold", "merchant:acme"),
+	// the pool a released pod went back to.
+	SourcePool  string
+	WasDraining bool
 	// Stale: the call info was left over but its pod had already been
 	// recovered (its lease ran out); nothing was returned to any pool.
 	Stale bool
@@ -42,7 +45,7 @@ func (a *Allocator) Release(ctx context.Context, callID string) (Released, error
 	case "stale":
 		return Released{PodName: rep.str(1), Stale: true}, nil
 	case "released":
-		return Released{PodName: rep.str(1), ReleasedToPool: rep.int(2) == 1, WasDraining: rep.int(3) == 1}, nil
+		return Released{PodName: rep.str(1), ReleasedToPool: rep.int(2) == 1, WasDraining: rep.int(3) == 1, SourcePool: rep.str(4)}, nil
 	default:
 		return Released{}, fmt.Errorf("release %s: unexpected script reply %v", callID, r)
 	}

@@ -44,7 +44,7 @@ func (a *Allocator) renewBatch(ctx context.Context, leases []Lease) ([]bool, err
 	s := a.current.Load()
 	keys := make([]string, len(leases))
 	args := make([]any, 0, 2+3*len(leases))
-	args = append(args, s.cfg.LeaseTTL.Milliseconds(), s.cfg.CallInfoTTL.Milliseconds())
+	args = append(args, s.cfg.EffectiveLeaseTTL().Milliseconds(), s.cfg.CallInfoTTL.Milliseconds())
 	for i, l := range leases {
 		keys[i] = a.keys.Call(l.CallID)
 		args = append(args, l.CallID, l.PodName, l.Holder)

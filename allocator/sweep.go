@@ -32,7 +32,11 @@ func (a *Allocator) SweepPods(ctx context.Context, fence string, pods []string) 
 	cfg := a.current.Load().cfg
 	tiers := cfg.Tiers
 	order := a.assignmentOrder()
-	head := []any{fence, cfg.CallInfoTTL.Milliseconds(), len(order)}
+	migration := int64(0)
+	if cfg.Migration {
+		migration = PredecessorLeaseTTL.Milliseconds()
+	}
+	head := []any{fence, cfg.CallInfoTTL.Milliseconds(), migration, len(order)}
 	for _, name := range order {
 		head = append(head, name, string(tiers.Tiers[name].Type))
 	}

@@ -31,6 +31,7 @@ type env struct {
 	// callers authenticates the generic allocate API: open to anyone
 	// unless a test applies tokens.
 	callers *api.Callers
+	surface *api.Surface
 }
 
 func newEnv(t *testing.T) *env {
@@ -57,6 +58,7 @@ func newEnv(t *testing.T) *env {
 		Ready:      ready,
 		AdminToken: func() string { return e.token },
 	}
+	e.surface = s
 	e.public = httptest.NewServer(s.Public())
 	e.admin = httptest.NewServer(s.Admin())
 	t.Cleanup(e.public.Close)
@@ -136,7 +138,7 @@ func TestAllocateReleaseDrain(t *testing.T) {
 		t.Fatalf("drain: %d %v", status, body)
 	}
 	status, body = post(t, e.admin.URL+"/api/v1/release", `{"call_sid":"CA1"}`)
-	if status != 200 || body["released_to_pool"] != false || body["was_draining"] != true || body["pod_name"] != "agent-0" {
+	if status != 200 || body["released_to_pool"] != "" || body["returned_to_pool"] != false || body["was_draining"] != true || body["pod_name"] != "agent-0" {
 		t.Fatalf("release on a draining pod: %d %v", status, body)
 	}
 	if status, _ = post(t, e.admin.URL+"/api/v1/release", `{"call_sid":"CA1"}`); status != 404 {

@@ -108,9 +108,15 @@ func (h *Handlers) release(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, h.Log, err)
 		return
 	}
+	// released_to_pool is the predecessor's: the pool the pod went back
+	// to, "" when it did not (draining). edge's boolean sits beside it.
+	pool := ""
+	if rel.ReleasedToPool {
+		pool = rel.SourcePool
+	}
 	resp := map[string]any{
 		"success": true, "pod_name": rel.PodName,
-		"released_to_pool": rel.ReleasedToPool, "was_draining": rel.WasDraining,
+		"released_to_pool": pool, "returned_to_pool": rel.ReleasedToPool, "was_draining": rel.WasDraining,
 	}
 	if rel.Stale {
 		resp["stale"] = true
@@ -154,7 +160,9 @@ func (h *Handlers) status(w http.ResponseWriter, r *http.Request) {
 		tiers[p.Tier] = p
 		total += p.Calls
 	}
-	resp := map[string]any{"success": true, "tiers": tiers, "active_calls": total}
+	// "pools" and "status" are the predecessor's shape; "tiers" (the same
+	// rows) is edge's name for them, kept for edge's own clients.
+	resp := map[string]any{"success": true, "status": "ok", "pools": tiers, "tiers": tiers, "active_calls": total}
 	if h.IsLeader != nil {
 		resp["is_leader"] = h.IsLeader()
 	}
@@ -167,7 +175,18 @@ func (h *Handlers) podInfo(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, h.Log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "pod": info})
+	// Flat fields as the predecessor answered them, edge's full record
+	// beside them under "pod".
+	lease := info.Lease
+	if lease == "" && len(info.Calls) > 0 {
+		lease = info.Calls[0]
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"success": true, "pod": info,
+		"pod_name": info.Name, "tier": info.Tier, "status": info.Status, "is_draining": info.Draining,
+		"has_active_lease": lease != "", "lease_call_sid": lease,
+		"allocated_call_sid": info.CallID, "source_pool": info.Source,
+	})
 }
 
 // decode reads a JSON body under the size limit, whatever its Content-Type

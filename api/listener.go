@@ -3,6 +3,7 @@ package api
 import (
 	"container/list"
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -28,6 +29,11 @@ type ListenerConfig struct {
 	MaxConns int
 	// Grace is how long a stopping listener waits for requests in flight.
 	Grace func() time.Duration
+	// TLS, when set, makes the listener speak only TLS with it (see
+	// package tlsconf). The handshake is bounded by ReadHeaderTimeout, and
+	// a plain-HTTP request gets net/http's 400 "Client sent an HTTP
+	// request to an HTTPS server".
+	TLS *tls.Config
 }
 
 // Listener is one HTTP listener as a component: Run serves until ctx ends,
@@ -41,6 +47,7 @@ type Listener struct {
 	grace func() time.Duration
 	log   *slog.Logger
 	conns *connTable
+	tls   bool
 }
 
 // NewListener binds addr now, so that a port in use fails the start.
@@ -49,13 +56,19 @@ func NewListener(name, addr string, h http.Handler, cfg ListenerConfig, log *slo
 	if err != nil {
 		return nil, err
 	}
+	if cfg.TLS != nil {
+		// Under the connection table, so that the table, the server's
+		// ConnState and a hijacking handler all see the same *tls.Conn
+		// (net/http answers plain HTTP only on a *tls.Conn it can see).
+		ln = tls.NewListener(ln, cfg.TLS)
+	}
 	m := listenerMetrics(reg, name)
 	ct := newConnTable(name, cfg.MaxConns, log, m)
 	if cfg.Grace == nil {
 		cfg.Grace = func() time.Duration { return 30 * time.Second }
 	}
 	return &Listener{
-		name: name, ln: &limitedListener{Listener: ln, table: ct}, grace: cfg.Grace, log: log, conns: ct,
+		name: name, ln: &limitedListener{Listener: ln, table: ct}, grace: cfg.Grace, log: log, conns: ct, tls: cfg.TLS != nil,
 		srv: &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: cfg.ReadHeaderTimeout,
@@ -70,13 +83,30 @@ func NewListener(name, addr string, h http.Handler, cfg ListenerConfig, log *slo
 // Addr is the bound address (useful when the port was 0).
 func (l *Listener) Addr() string { return l.ln.Addr().String() }
 
+// URL is scheme://host:port of the bound address, http or https, with an
+// unspecified host shown as 127.0.0.1: for a user on this host to paste.
+func (l *Listener) URL() string {
+	scheme := "http"
+	if l.tls {
+		scheme = "https"
+	}
+	host, port, err := net.SplitHostPort(l.Addr())
+	if err != nil {
+		return scheme + "://" + l.Addr()
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
+
 // Close releases the bound socket of a listener that never ran.
 func (l *Listener) Close() error { return l.ln.Close() }
 
 func (l *Listener) Run(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- l.srv.Serve(l.ln) }()
-	l.log.Info("listening", "listener", l.name, "addr", l.Addr())
+	l.log.Info("listening", "listener", l.name, "addr", l.Addr(), "tls", l.tls)
 	select {
 	case err := <-errc:
 		return err

@@ -35,6 +35,12 @@ type Config struct {
 	// pods get. Empty (default): nobody's. Trusting everyone (0.0.0.0/0,
 	// ::/0) lets any client set its own address: edge WARNs at start.
 	TrustedProxies []string `koanf:"trusted_proxies"`
+	// Internal says who may use listen.internal.
+	Internal Internal `koanf:"internal"`
+	// PublicTLS reports that the public listener terminates TLS (tls.*
+	// set): the derived PublicURL is then wss://. Copied from the tls
+	// section by config, not a key.
+	PublicTLS bool `koanf:"-"`
 }
 
 // Listen holds the two listener addresses (restart: a bound socket stays).
@@ -45,6 +51,9 @@ type Listen struct {
 	// Admin serves release, drain, status, config, /metrics and the health
 	// probes. Default "127.0.0.1:9090": another address needs AdminToken.
 	Admin string `koanf:"admin"`
+	// Internal serves the predecessor's surface for in-cluster callers
+	// (see Internal). Default ":8082"; "" turns it off.
+	Internal string `koanf:"internal"`
 }
 
 // HTTP holds limits and timeouts shared by both listeners.
@@ -81,7 +90,8 @@ type HTTP struct {
 // DefaultConfig is the HTTP surface's defaults.
 func DefaultConfig() Config {
 	return Config{
-		Listen: Listen{Public: ":8080", Admin: "127.0.0.1:9090"},
+		Listen:   Listen{Public: ":8080", Admin: "127.0.0.1:9090", Internal: ":8082"},
+		Internal: Internal{Allow: DefaultInternalAllow},
 		HTTP: HTTP{
 			MaxBodyBytes:      calls.DefaultMaxBodyBytes,
 			ReadHeaderTimeout: 5 * time.Second,
@@ -106,11 +116,13 @@ func (c Config) Validate() error {
 		c.HTTP.validate(),
 		c.GenericAPI.Validate(),
 		validateTrustedProxies(c.TrustedProxies),
+		c.Internal.Validate(),
 	)
 }
 
 // PublicURL is the effective public base URL, without a trailing slash:
-// PublicBaseURL if set, else ws://<host>:<port> of Listen.Public, where an
+// PublicBaseURL if set, else ws://<host>:<port> of Listen.Public (wss://
+// when PublicTLS: Twilio opens only wss:// streams), where an
 // empty or unspecified host (":8080", "0.0.0.0:8080") becomes 127.0.0.1.
 // It is derived on each call so that it follows the listener edge runs with,
 // not a restart-only change in the file. With port 0 (a free port picked at
@@ -126,7 +138,11 @@ func (c Config) PublicURL() string {
 	if wildcard(host) {
 		host = "127.0.0.1"
 	}
-	return "ws://" + net.JoinHostPort(host, port)
+	scheme := "ws://"
+	if c.PublicTLS {
+		scheme = "wss://"
+	}
+	return scheme + net.JoinHostPort(host, port)
 }
 
 // validate checks both addresses are host:port and differ.
@@ -138,7 +154,7 @@ func (l Listen) validate() error {
 		(pubHost == admHost || wildcard(pubHost) || wildcard(admHost)) {
 		errs = append(errs, confcheck.Invalid("listen.admin", l.Admin, fmt.Sprintf("must not share port %d with listen.public", pub)))
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, l.validateInternal())...)
 }
 
 // validateAdminExposure refuses an admin listener reachable from other hosts

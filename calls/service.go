@@ -77,6 +77,10 @@ func (s *Service) Allocate(ctx context.Context, req Request) (Call, error) {
 	if al.WasExisting && al.Creator != "" && al.Creator != req.Creator {
 		return Call{}, fmt.Errorf("%w: call %s was created by another caller", ErrCallExists, req.CallID)
 	}
+	// One line per answered call at info, the first of the call's thread
+	// (the media proxy logs the socket, the release logs its end).
+	s.log.Info("call allocated", "call_sid", al.CallID, "merchant_id", req.MerchantID, "provider", req.Provider,
+		"pod", al.PodName, "source_pool", al.SourcePool, "was_existing", al.WasExisting)
 	return Call{
 		ID: al.CallID, Pod: al.PodName, SourcePool: al.SourcePool, WasExisting: al.WasExisting,
 		WSURL: s.media.URL(s.baseURL(), al.CallID, al.PodName, req.agentPath()),
@@ -84,7 +88,13 @@ func (s *Service) Allocate(ctx context.Context, req Request) (Call, error) {
 }
 
 // Release ends the call's allocation (fenced, idempotent: a second release
-// answers allocator.ErrCallNotFound).
+// answers allocator.ErrCallNotFound). It is the voice agent's release; the
+// media proxy releases a call whose socket closed itself.
 func (s *Service) Release(ctx context.Context, callID string) (allocator.Released, error) {
-	return s.alloc.Release(ctx, callID)
+	rel, err := s.alloc.Release(ctx, callID)
+	if err == nil {
+		s.log.Info("call released", "call_sid", callID, "pod", rel.PodName, "by", "agent",
+			"returned_to_pool", rel.ReleasedToPool, "was_draining", rel.WasDraining, "stale", rel.Stale)
+	}
+	return rel, err
 }

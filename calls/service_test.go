@@ -146,3 +146,27 @@ func TestEndedCallIsRefused(t *testing.T) {
 		t.Fatalf("replay after release: %v (%+v), want call_ended", err, f)
 	}
 }
+
+// A call leaves one line at info when it is answered and one when its
+// agent releases it, each naming the call, its merchant, provider and pod.
+func TestCallThreadIsLoggedAtInfo(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.svc.Allocate(context.Background(), calls.Request{CallID: "CA9", MerchantID: "acme", Provider: "twilio"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Release(context.Background(), "CA9"); err != nil {
+		t.Fatal(err)
+	}
+	log := e.logs.String()
+	for _, want := range []string{
+		`msg="call allocated" call_sid=CA9 merchant_id=acme provider=twilio pod=agent-0`,
+		`msg="call released" call_sid=CA9 pod=agent-0 by=agent returned_to_pool=true`,
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %s:\n%s", want, log)
+		}
+	}
+	if n := strings.Count(log, "level=INFO"); n != 2 {
+		t.Errorf("%d info lines for one call, want 2:\n%s", n, log)
+	}
+}

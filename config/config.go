@@ -12,6 +12,7 @@ import (
 	"github.com/edge-voice/edge/poolmgr"
 	"github.com/edge-voice/edge/providers"
 	"github.com/edge-voice/edge/proxy"
+	"github.com/edge-voice/edge/tlsconf"
 )
 
 // API and Pools name the two components whose settings are several
@@ -55,6 +56,11 @@ type Config struct {
 	Proxy proxy.Config `koanf:"proxy"`
 	// Providers configures the provider plugins.
 	Providers providers.Config `koanf:"providers"`
+	// TLS makes the public listener terminate TLS (package tlsconf). The
+	// paths are fixed for the process; the files are re-read on change.
+	TLS tlsconf.Config `koanf:"tls" reload:"restart"`
+	// AdminTLS does the same for the admin listener.
+	AdminTLS tlsconf.Config `koanf:"admin_tls" reload:"restart"`
 }
 
 // Default returns the defaults: what edge runs with given no file, no
@@ -70,6 +76,8 @@ func Default() *Config {
 		Reload:    Reload{Interval: 2 * time.Second},
 		Proxy:     proxy.DefaultConfig(),
 		Providers: providers.DefaultConfig(),
+		TLS:       tlsconf.DefaultConfig(),
+		AdminTLS:  tlsconf.DefaultConfig(),
 	}
 	c.link()
 	return c
@@ -78,10 +86,11 @@ func Default() *Config {
 // link copies the settings a component reads from another section, so that
 // each component still takes its own section whole: the allocator's key
 // prefix is redis.key_prefix, the proxy renews leases every
-// allocator.renew_interval. The copies are not keys (koanf:"-").
+// allocator.renew_interval, media URLs are wss:// when tls.* is set. The copies are not keys (koanf:"-").
 func (c *Config) link() {
 	c.Allocator.KeyPrefix = c.Redis.KeyPrefix
 	c.Proxy.RenewInterval = c.Allocator.RenewInterval
+	c.PublicTLS = c.TLS.Enabled()
 }
 
 // Validate returns every problem of c joined (errors.Join), each naming the
@@ -97,6 +106,8 @@ func (c *Config) Validate() error {
 		c.Reload.validate(),
 		c.Proxy.Validate(),
 		c.Providers.Validate(),
+		c.TLS.Validate("tls"),
+		c.AdminTLS.Validate("admin_tls"),
 	)
 }
 

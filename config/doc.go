@@ -1,6 +1,6 @@
 // Package config composes edge's settings: each component declares its own
 // Config with its defaults and Validate (api, allocator, poolmgr, proxy,
-// providers), and this package holds them as the sections of one Config,
+// providers, tlsconf), and this package holds them as the sections of one Config,
 // loads them in layers, checks what spans sections, hides secrets, and
 // reloads the safe ones while edge runs.
 //
@@ -13,8 +13,8 @@
 //  2. the YAML file named by --config (no file: this layer is empty).
 //  3. EDGE_* environment variables.
 //  4. command-line flags: --set key.path=value (repeatable, in order), then the
-//     dedicated flags --listen-public, --listen-admin, --redis-url,
-//     --public-base-url and --log-level.
+//     dedicated flags --listen-public, --listen-admin, --listen-internal,
+//     --redis-url, --public-base-url and --log-level.
 //
 // Keys are snake_case and nested with dots, as in the YAML file:
 // redis.url, allocator.lease_ttl, pods.static. Durations are Go duration

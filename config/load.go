@@ -28,6 +28,7 @@ const envPrefix = "EDGE_"
 var flagKeys = []struct{ flag, key, usage string }{
 	{"listen-public", "listen.public", "public listener address (webhooks, media sockets)"},
 	{"listen-admin", "listen.admin", "admin listener address (release, drain, metrics)"},
+	{"listen-internal", "listen.internal", "cluster-internal listener address (the predecessor's routes); empty: off"},
 	{"redis-url", "redis.url", "Redis URL; empty: embedded in-process Redis (dev only)"},
 	{"public-base-url", "public_base_url", "ws:// or wss:// base of media URLs; empty: derived from --listen-public"},
 	{"log-level", "log.level", "debug, info, warn or error"},

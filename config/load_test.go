@@ -286,7 +286,7 @@ func TestLoadHelp(t *testing.T) {
 	if _, err := Load([]string{"--help"}, nil); !errors.Is(err, ErrHelp) {
 		t.Errorf("Load(--help) = %v, want ErrHelp", err)
 	}
-	for _, flag := range []string{"--config", "--listen-public", "--listen-admin", "--redis-url", "--public-base-url", "--log-level", "--set"} {
+	for _, flag := range []string{"--config", "--listen-public", "--listen-admin", "--listen-internal", "--redis-url", "--public-base-url", "--log-level", "--set"} {
 		if !strings.Contains(Usage(), flag) {
 			t.Errorf("Usage() lacks %s", flag)
 		}

@@ -190,6 +190,7 @@ func TestValidate(t *testing.T) {
 func TestPublicURL(t *testing.T) {
 	tests := map[string]struct {
 		listen, base, want string
+		tls                bool
 	}{
 		"derived from port":          {listen: ":8080", want: "ws://127.0.0.1:8080"},
 		"unspecified host":           {listen: "0.0.0.0:9000", want: "ws://127.0.0.1:9000"},
@@ -197,11 +198,17 @@ func TestPublicURL(t *testing.T) {
 		"specific host kept":         {listen: "10.0.0.5:8080", want: "ws://10.0.0.5:8080"},
 		"specific IPv6 host bracket": {listen: "[fd00::1]:8080", want: "ws://[fd00::1]:8080"},
 		"configured wins":            {listen: ":8080", base: "wss://edge.example", want: "wss://edge.example"},
+		"TLS on: wss":                {listen: ":8443", tls: true, want: "wss://127.0.0.1:8443"},
+		"TLS on, configured wins":    {listen: ":8443", tls: true, base: "ws://plain.example", want: "ws://plain.example"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			c := Default()
 			c.Listen.Public, c.PublicBaseURL = tc.listen, tc.base
+			if tc.tls {
+				c.TLS.CertFile, c.TLS.KeyFile = "edge.crt", "edge.key"
+				c.link()
+			}
 			if got := c.PublicURL(); got != tc.want {
 				t.Errorf("PublicURL() = %q, want %q", got, tc.want)
 			}

@@ -9,7 +9,7 @@
 --
 -- Returns:
 --   {"not_found"}                                      no live allocation
---   {"released", pod, to_pool (0|1), was_draining (0|1)}
+--   {"released", pod, to_pool (0|1), was_draining (0|1), source_pool}
 --   {"stale", pod}   the call info was left over, but the pod no longer
 --                    belongs to this call (its lease ran out and the pod was
 --                    recovered, maybe to serve another call): nothing is
@@ -72,7 +72,7 @@ if kind == 'shared' then
       'allocated_at', '', 'released_at', tostring(math.floor(now / 1000)))
   end
   local to_pool = (score and not draining) and 1 or 0
-  return {'released', pod, to_pool, draining and 1 or 0}
+  return {'released', pod, to_pool, draining and 1 or 0, source}
 end
 
 if redis.call('HGET', K.pod_info(pod), 'allocated_call_sid') ~= call_id then
@@ -91,4 +91,4 @@ if not draining and not is_unready(pod) and redis.call('GET', K.pod_tier(pod)) =
 end
 redis.call('HSET', K.pod_info(pod), 'status', state, 'allocated_call_sid', '',
   'allocated_at', '', 'released_at', tostring(math.floor(now / 1000)))
-return {'released', pod, to_pool, draining and 1 or 0}
+return {'released', pod, to_pool, draining and 1 or 0, source}

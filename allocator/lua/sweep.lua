@@ -12,10 +12,21 @@
 -- score set to its live calls; one missing from its set is re-added with that
 -- load unless draining or unready.
 --
+-- A per-call lease whose call info is gone, or names another pod, is a call
+-- that ended elsewhere (the predecessor's release knows nothing of per-call
+-- leases, issue 9): it is dropped and never counted. In migration mode (the
+-- predecessor may hold calls that only its score counts) a score is lowered
+-- only by the calls this sweep saw expire, never set from the per-call
+-- leases alone; and an exclusive pod whose recorded call still names it and
+-- began less than a predecessor lease ago is busy even without a lease key
+-- (the predecessor's release deletes the lease key of whoever holds the pod
+-- by then).
+--
 -- KEYS[1] -> K.pod_metadata()
 -- ARGV[1] -> fence: "" or the Redis leader lock value this leader holds
 -- ARGV[2] -> call info TTL in ms (the tombstones')
--- ARGV[3] -> N, then N x (tier name, type)
+-- ARGV[3] -> migration mode: the predecessor's lease in ms, else "0"
+-- ARGV[4] -> N, then N x (tier name, type)
 -- then the pod names
 --
 -- Returns {"fenced"} or {"ok", recovered, slots reclaimed, shared re-added,
@@ -25,10 +36,12 @@ if ARGV[1] ~= '' and redis.call('GET', K.leader_lock()) ~= ARGV[1] then
   return {'fenced'}
 end
 local info_ms = tonumber(ARGV[2])
-local n = tonumber(ARGV[3])
+local migration_ms = tonumber(ARGV[3])
+local migration = migration_ms > 0
+local n = tonumber(ARGV[4])
 local kinds = {}
 for i = 0, n - 1 do
-  kinds[ARGV[4 + 2 * i]] = ARGV[5 + 2 * i]
+  kinds[ARGV[5 + 2 * i]] = ARGV[6 + 2 * i]
 end
 
 -- A pool whose Redis type contradicts its tier's type (the type was changed
@@ -52,9 +65,21 @@ local function end_call(call_id, pod)
   end
 end
 
+-- In migration mode: the call the pod info names owns the pod while its
+-- info names the pod and it began less than a predecessor lease ago.
+local function recent_owner(pod, now)
+  local call = redis.call('HGET', K.pod_info(pod), 'allocated_call_sid')
+  if not call or call == '' then
+    return false
+  end
+  local info = redis.call('HMGET', K.call(call), 'pod_name', 'allocated_at')
+  local at = tonumber(info[2])
+  return info[1] == pod and at ~= nil and now - at * 1000 < migration_ms
+end
+
 local now = now_ms()
 local recovered, reclaimed, readded, expired, skipped = {}, 0, 0, 0, 0
-for i = 4 + 2 * n, #ARGV do
+for i = 5 + 2 * n, #ARGV do
   local pod = ARGV[i]
   local tier = redis.call('GET', K.pod_tier(pod))
   local kind = tier and (string.sub(tier, 1, 9) == 'merchant:' and 'exclusive' or kinds[tier])
@@ -79,11 +104,18 @@ for i = 4 + 2 * n, #ARGV do
         end
         local gone = redis.call('ZREMRANGEBYSCORE', calls, '-inf', '(' .. now)
         expired = expired + gone
+        local ended_elsewhere = 0
+        for _, id in ipairs(redis.call('ZRANGE', calls, 0, -1)) do
+          if redis.call('HGET', K.call(id), 'pod_name') ~= pod then
+            redis.call('ZREM', calls, id)
+            ended_elsewhere = ended_elsewhere + 1
+          end
+        end
         local live = redis.call('ZCARD', calls)
         -- No per-call lease ever, but a lease key: calls allocated by the
         -- predecessor, which counted them only in the score. Keep it.
         local legacy = live == 0 and gone == 0 and redis.call('EXISTS', K.lease(pod)) == 1
-        if live == 0 and gone > 0 then
+        if live == 0 and gone + ended_elsewhere > 0 and not migration then
           redis.call('DEL', K.lease(pod))
           redis.call('HSET', K.pod_info(pod), 'status', draining and 'draining' or 'available',
             'allocated_call_sid', '', 'allocated_at', '')
@@ -91,10 +123,16 @@ for i = 4 + 2 * n, #ARGV do
         local score = redis.call('ZSCORE', avail, pod)
         if score then
           score = tonumber(score)
-          if score ~= live and not legacy then
-            redis.call('ZADD', avail, 'XX', live, pod)
-            if score > live then
-              reclaimed = reclaimed + (score - live)
+          local want = live
+          if migration and score > live then
+            -- Calls only the predecessor's score counts may be live: take
+            -- back only the slots of calls seen to expire here.
+            want = math.max(live, score - gone)
+          end
+          if score ~= want and not legacy then
+            redis.call('ZADD', avail, 'XX', want, pod)
+            if score > want then
+              reclaimed = reclaimed + (score - want)
             end
           end
         elseif not draining and not unready and redis.call('SISMEMBER', assigned, pod) == 1 then
@@ -104,7 +142,7 @@ for i = 4 + 2 * n, #ARGV do
       elseif not draining and not unready
           and redis.call('SISMEMBER', assigned, pod) == 1
           and redis.call('SISMEMBER', avail, pod) == 0
-          and not live_owner(pod) then
+          and not live_owner(pod) and not (migration and recent_owner(pod, now)) then
         end_call(redis.call('HGET', K.pod_info(pod), 'allocated_call_sid'), pod)
         redis.call('DEL', K.lease(pod))
         redis.call('SADD', avail, pod)

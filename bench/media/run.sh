@@ -5,11 +5,19 @@
 #
 #   bench/media/run.sh [streams...]        default: 200 500
 #   MEASURE=15s WARMUP=5s bench/media/run.sh 200 500 1000
+#   TLS=1 bench/media/run.sh 200 1000      adds edge and nginx terminating TLS
+#                                          (same certificate, same suites), and
+#                                          full handshakes per second per core
+#   TLS=only ...                           direct and the two TLS paths only
+#   PROFILE=/tmp/prof TLS=only ...         also a CPU profile of edge's TLS
+#                                          relay per stream count (pprof)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 STREAMS=${*:-200 500}
 MEASURE=${MEASURE:-15s}
 WARMUP=${WARMUP:-5s}
+TLS=${TLS:-0}
+PROFILE=${PROFILE:-}
 work=$(mktemp -d /tmp/edge-bench-media.XXXXXX)
 pids=()
 cleanup() {
@@ -34,6 +42,30 @@ mkdir -p "$work/nginx/logs"
 /usr/sbin/nginx -p "$work/nginx" -c "$PWD/bench/nginx.conf" -g "daemon off; pid $work/nginx/nginx.pid;" 2>"$work/nginx.log" &
 nginx_pid=$!
 pids+=($nginx_pid)
+if [ "$TLS" != 0 ]; then
+	# One ECDSA P-256 certificate for 127.0.0.1 from a throwaway CA, served
+	# by both edge and nginx.
+	mkdir -p "$work/tls"
+	(
+		cd "$work/tls"
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=bench-ca \
+			-keyout ca.key -out ca.crt 2>/dev/null
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 \
+			-keyout edge.key -out edge.csr 2>/dev/null
+		printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >ext.cnf
+		openssl x509 -req -in edge.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 1 -extfile ext.cnf -out edge.crt 2>/dev/null
+	)
+	sed "s#@CERTDIR@#$work/tls#g" bench/nginx-tls.conf >"$work/nginx-tls.conf"
+	mkdir -p "$work/nginx-tls/logs"
+	/usr/sbin/nginx -p "$work/nginx-tls" -c "$work/nginx-tls.conf" -g "daemon off; pid $work/nginx-tls/nginx.pid;" 2>"$work/nginx-tls.log" &
+	nginxt_pid=$!
+	pids+=($nginxt_pid)
+	GOMAXPROCS=${EDGE_GOMAXPROCS:-} EDGE_LISTEN__PUBLIC=127.0.0.1:18082 EDGE_LISTEN__ADMIN=127.0.0.1:19082 \
+		EDGE_TLS__CERT_FILE="$work/tls/edge.crt" EDGE_TLS__KEY_FILE="$work/tls/edge.key" \
+		"$work/edge" --config bench/media/edge.yaml 2>"$work/edge-tls.log" &
+	edget_pid=$!
+	pids+=($edget_pid)
+fi
 sleep 1
 # edge twice, same config but the relay: the default (epoll) and the
 # goroutine relay, each on its own ports.
@@ -47,18 +79,39 @@ pids+=($edgeg_pid)
 # An edge that did not come up (a port held by another process on a shared
 # machine) must stop the run: the load would otherwise measure whatever
 # answers on that port.
-for port in 19080 19081; do
+ports="19080 19081"
+[ "$TLS" != 0 ] && ports="$ports 19082"
+for port in $ports; do
 	for i in $(seq 50); do curl -sf http://127.0.0.1:$port/readyz >/dev/null && break; sleep 0.2; done
 done
-for pid in $edge_pid $edgeg_pid; do
+for pid in $edge_pid $edgeg_pid ${edget_pid:-}; do
 	kill -0 "$pid" 2>/dev/null || { echo "an edge exited at start:" >&2; cat "$work"/edge*.log >&2; exit 1; }
 done
 nginx_all=$(echo $nginx_pid $(pgrep -P $nginx_pid) | tr ' ' ',')
+[ "$TLS" != 0 ] && nginxt_all=$(echo $nginxt_pid $(pgrep -P $nginxt_pid) | tr ' ' ',')
 
 echo "# $(date -u +%FT%TZ) $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(go version | cut -d' ' -f3), $(/usr/sbin/nginx -v 2>&1 | cut -d/ -f2)"
 for n in $STREAMS; do
 	"$work/wsload" run -mode direct -streams "$n" -pods $PODS -warmup "$WARMUP" -measure "$MEASURE"
-	"$work/wsload" run -mode edge -label edge-epoll -streams "$n" -pods $PODS -target http://127.0.0.1:18080 -pids $edge_pid -warmup "$WARMUP" -measure "$MEASURE"
-	"$work/wsload" run -mode edge -label edge-goroutines -streams "$n" -pods $PODS -target http://127.0.0.1:18081 -pids $edgeg_pid -warmup "$WARMUP" -measure "$MEASURE"
-	"$work/wsload" run -mode nginx -streams "$n" -pods $PODS -target http://127.0.0.1:18088 -pids "$nginx_all" -warmup "$WARMUP" -measure "$MEASURE"
+	if [ "$TLS" != only ]; then
+		"$work/wsload" run -mode edge -label edge-epoll -streams "$n" -pods $PODS -target http://127.0.0.1:18080 -pids $edge_pid -warmup "$WARMUP" -measure "$MEASURE"
+		"$work/wsload" run -mode edge -label edge-goroutines -streams "$n" -pods $PODS -target http://127.0.0.1:18081 -pids $edgeg_pid -warmup "$WARMUP" -measure "$MEASURE"
+		"$work/wsload" run -mode nginx -streams "$n" -pods $PODS -target http://127.0.0.1:18088 -pids "$nginx_all" -warmup "$WARMUP" -measure "$MEASURE"
+	fi
+	if [ "$TLS" != 0 ]; then
+		if [ -n "$PROFILE" ]; then
+			# Starts inside the measurement window (after the streams open
+			# and the warm-up) and ends before it does.
+			mkdir -p "$PROFILE"
+			(sleep "$(( ${WARMUP%s} + 3 ))"; curl -s -o "$PROFILE/edge-tls-$n.pprof" \
+				"http://127.0.0.1:19082/debug/pprof/profile?seconds=$(( ${MEASURE%s} - 2 ))") &
+		fi
+		"$work/wsload" run -mode edge -label edge-tls -streams "$n" -pods $PODS -target https://127.0.0.1:18082 -ca "$work/tls/ca.crt" -pids $edget_pid -warmup "$WARMUP" -measure "$MEASURE"
+		"$work/wsload" run -mode nginx -label nginx-tls -streams "$n" -pods $PODS -target https://127.0.0.1:18443 -ca "$work/tls/ca.crt" -pids "$nginxt_all" -warmup "$WARMUP" -measure "$MEASURE"
+	fi
 done
+if [ "$TLS" != 0 ]; then
+	# Full handshakes (no resumption) from 8 dialers; per core = per CPU-second of the server.
+	"$work/wsload" handshakes -label edge-tls -addr 127.0.0.1:18082 -ca "$work/tls/ca.crt" -pids $edget_pid -measure "$MEASURE"
+	"$work/wsload" handshakes -label nginx-tls -addr 127.0.0.1:18443 -ca "$work/tls/ca.crt" -pids "$nginxt_all" -measure "$MEASURE"
+fi

@@ -25,6 +25,9 @@ func checkConfig(ctx context.Context, args, environ []string, stdout, _ io.Write
 	if err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)
 	}
+	if _, err := newTLS(cfg, nil, nil); err != nil {
+		return err
+	}
 	if err := checkPlugins(ctx, cfg, stdout); err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)
 	}

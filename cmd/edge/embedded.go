@@ -66,10 +66,8 @@ func newFakeAgents(cfg *config.Config, log *slog.Logger) (agents []*fakeagent.Ag
 // printQuickStart logs that edge is ready, then writes commands ready to
 // paste against this edge to out as plain lines: inside a log line they
 // would be quoted and escaped, and a pasted `{\"call_sid\"...` body is
-// refused. publicAddr and adminAddr are the bound listeners.
-func printQuickStart(out io.Writer, log *slog.Logger, publicAddr, adminAddr, openMode string, twilio bool) {
-	pub := localURL("http", publicAddr)
-	adm := localURL("http", adminAddr)
+// refused. pub and adm are the bound listeners' URLs.
+func printQuickStart(out io.Writer, log *slog.Logger, pub, adm, openMode string, twilio bool) {
 	log.Info("edge is ready", "public", pub, "admin", adm)
 	var b strings.Builder
 	b.WriteString("\nTry it (ready to paste):\n")

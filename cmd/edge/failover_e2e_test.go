@@ -67,7 +67,7 @@ func TestBrokenPodsEndToEnd(t *testing.T) {
 	// Five of six pods fail here: max_ejection_percent 100 lets each be
 	// ejected (the bound itself is tested in allocator and proxy).
 	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
-listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0"}
+listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
 log: {format: json, level: debug}
 redis: {url: %q}
 allocator: {lease_ttl: 1s, renew_interval: 300ms, call_info_ttl: 1h}

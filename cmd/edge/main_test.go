@@ -30,8 +30,10 @@ func TestEmbeddedDefault(t *testing.T) {
 	if !strings.Contains(edge.Log(), "\n  allocate a pod:  "+paste+"\n") {
 		t.Errorf("the start-up output has no ready-to-paste allocate curl line:\n%s", edge.Log())
 	}
-	status, body = postJSON(t, edge.AdminURL+"/api/v1/release", `{"call_sid":"CA-demo-1"}`)
-	if status != 200 || body["released_to_pool"] != true {
+	// The predecessor's agents release on the internal listener, with no
+	// token, and read released_to_pool as the pool's name (issue 9).
+	status, body = postJSON(t, edge.InternalURL+"/api/v1/release", `{"call_sid":"CA-demo-1"}`)
+	if status != 200 || body["released_to_pool"] != "pool:standard" || body["returned_to_pool"] != true {
 		t.Fatalf("release: %d %v", status, body)
 	}
 	if !edge.Stop(30 * time.Second) {

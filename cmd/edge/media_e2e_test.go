@@ -43,7 +43,7 @@ func TestMediaPathEndToEnd(t *testing.T) {
 		fmt.Fprintf(&pods, "    - {name: %s, address: %q, tier: gold}\n", name, ag.Addr())
 	}
 	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
-listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0"}
+listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
 log: {format: json, level: debug}
 redis: {url: %q}
 allocator: {lease_ttl: %s, renew_interval: 300ms, call_info_ttl: 1h}

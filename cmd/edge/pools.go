@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,10 +39,7 @@ func newPools(ctx context.Context, cfg *config.Config, current func() *config.Co
 	metrics := poolmgr.NewMetrics(reg)
 	p := &pools{registry: poolmgr.NewRegistry()}
 	lead := cfg.Leader
-	identity := lead.Identity
-	if identity == "" {
-		identity, _ = os.Hostname() // in Kubernetes, the pod name
-	}
+	identity := replicaName(cfg)
 
 	var elector poolmgr.Elector
 	switch cfg.Pods.Source {

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
+	"os"
 	"slices"
 	"time"
 
@@ -52,7 +52,9 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	}
 	level := new(slog.LevelVar)
 	level.Set(cfg.Log.SlogLevel())
-	log := newLogger(cfg.Log.Format, level, stderr)
+	// Every line names this replica: a call's thread crosses replicas
+	// (webhook on one, socket on another).
+	log := newLogger(cfg.Log.Format, level, stderr).With("replica", replicaName(cfg))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	watcher, err := newWatcher(cfg, args, environ, log, reg)
@@ -60,6 +62,12 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		return err
 	}
 	current := watcher.Current
+	// Certificates are read first: a bad file refuses the start before
+	// anything else starts.
+	certs, err := newTLS(cfg, log, reg)
+	if err != nil {
+		return err
+	}
 	log.Info("starting edge", "version", version, "config", cfg)
 
 	rdb, closeRedis, err := newRedis(cfg, log)
@@ -69,6 +77,9 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	// Deferred first, so run last: Redis closes after every component has
 	// returned, the media proxy's releases of its calls included.
 	defer closeRedis()
+	if err := certs.attachACME(cfg, rdb, log, reg); err != nil {
+		return err
+	}
 	agents, fakePods, err := newFakeAgents(cfg, log)
 	if err != nil {
 		return err
@@ -77,6 +88,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	warnPredecessorCalls(ctx, alloc, cfg, log)
 	acc, err := newAccess(cfg, log)
 	if err != nil {
 		return err
@@ -122,7 +134,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 			alloc.ApplyTiers(tc)
 		}},
 	}
-	pub, adm, err := newListeners(cfg, current, surface, reg, log)
+	pub, adm, err := newListeners(cfg, current, surface, certs, reg, log)
 	if err != nil {
 		return err
 	}
@@ -140,9 +152,19 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		signer.SetTTL(cur.Proxy.TokenTTL)
 		provs.Apply(old, cur)
 	}
-	printQuickStart(stderr, log, pub.Addr(), adm.Addr(), cfg.OpenMode(), slices.Contains(provs.Names(), "twilio"))
+	printQuickStart(stderr, log, pub.URL(), adm.URL(), cfg.OpenMode(), slices.Contains(provs.Names(), "twilio"))
 
 	components := []component{watcher, pools.source, pools.manager, pools.refresher, px, provs, pub, adm}
+	internal, err := newInternalListener(cfg, current, surface, reg, log)
+	if err != nil {
+		pub.Close()
+		adm.Close()
+		return err
+	}
+	if internal != nil {
+		components = append(components, internal)
+	}
+	components = append(components, certs.components()...)
 	for _, ag := range agents {
 		components = append(components, ag)
 	}
@@ -163,17 +185,19 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 }
 
 // newListeners binds both listeners now, so that a port in use fails the
-// start.
-func newListeners(cfg *config.Config, current func() *config.Config, s *api.Surface, reg prometheus.Registerer, log *slog.Logger) (pub, adm *api.Listener, err error) {
+// start; each terminates TLS when its certificate store is set.
+func newListeners(cfg *config.Config, current func() *config.Config, s *api.Surface, certs tlsStores, reg prometheus.Registerer, log *slog.Logger) (pub, adm *api.Listener, err error) {
 	lc := api.ListenerConfig{
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
 		MaxConns: cfg.HTTP.MaxConnections,
 		Grace:    func() time.Duration { return current().HTTP.ShutdownTimeout },
 	}
+	lc.TLS = serverConfig(certs.public, certs.acme)
 	pub, err = api.NewListener("public", cfg.Listen.Public, s.Public(), lc, log, reg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listen.public: %w", err)
 	}
+	lc.TLS = serverConfig(certs.admin, nil)
 	adm, err = api.NewListener("admin", cfg.Listen.Admin, s.Admin(), lc, log, reg)
 	if err != nil {
 		pub.Close()
@@ -209,16 +233,14 @@ func newLogger(format string, level *slog.LevelVar, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// localURL turns a bound address into a URL a user on this host can paste.
-func localURL(scheme, addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return scheme + "://" + addr
+// replicaName is this replica's identity in logs and leader election:
+// leader.identity, else the host name (in Kubernetes, the pod name).
+func replicaName(cfg *config.Config) string {
+	if cfg.Leader.Identity != "" {
+		return cfg.Leader.Identity
 	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	return scheme + "://" + net.JoinHostPort(host, port)
+	name, _ := os.Hostname()
+	return name
 }
 
 // redactURL hides a password in a Redis URL for the log.

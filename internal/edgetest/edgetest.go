@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,14 +56,18 @@ type Process struct {
 	tb   testing.TB
 	cmd  *exec.Cmd
 	done chan struct{}
-	// PublicURL and AdminURL are http://127.0.0.1:<port> of the listeners.
-	PublicURL, AdminURL string
+	// PublicURL, AdminURL and InternalURL are http://127.0.0.1:<port> of
+	// the listeners (https:// for one that terminates TLS; InternalURL ""
+	// when args turn listen.internal off).
+	PublicURL, AdminURL, InternalURL string
 
 	mu  sync.Mutex
 	log strings.Builder
 }
 
-var listening = regexp.MustCompile(`msg=listening listener=(\w+) addr=\S*:(\d+)`)
+// listening finds a listener's bound port in its log line; attributes of
+// the logger itself (replica=...) may come before the line's own.
+var listening = regexp.MustCompile(`msg=listening (?:\S+ )*?listener=(\w+) addr=\S*:(\d+)(?: tls=(\w+))?`)
 
 // Start runs edge with args (both listeners on 127.0.0.1:0 unless args say
 // otherwise) and env appended to a minimal environment, and returns once
@@ -70,7 +75,7 @@ var listening = regexp.MustCompile(`msg=listening listener=(\w+) addr=\S*:(\d+)`
 // so the log level must stay at info or below). The test's cleanup kills it.
 func Start(tb testing.TB, args []string, env ...string) *Process {
 	tb.Helper()
-	args = append([]string{"--listen-public", "127.0.0.1:0", "--listen-admin", "127.0.0.1:0"}, args...)
+	args = append([]string{"--listen-public", "127.0.0.1:0", "--listen-admin", "127.0.0.1:0", "--listen-internal", "127.0.0.1:0"}, args...)
 	cmd := exec.Command(Binary(tb), args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
 	stderr, err := cmd.StderrPipe()
@@ -82,7 +87,7 @@ func Start(tb testing.TB, args []string, env ...string) *Process {
 		tb.Fatal(err)
 	}
 	p := &Process{tb: tb, cmd: cmd, done: make(chan struct{})}
-	bound := make(chan [2]string, 2)
+	bound := make(chan [3]string, 3)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -94,7 +99,7 @@ func Start(tb testing.TB, args []string, env ...string) *Process {
 			}
 			p.mu.Unlock()
 			if m := listening.FindStringSubmatch(line); m != nil {
-				bound <- [2]string{m[1], m[2]}
+				bound <- [3]string{m[1], m[2], m[3]}
 			}
 		}
 	}()
@@ -108,14 +113,21 @@ func Start(tb testing.TB, args []string, env ...string) *Process {
 			tb.Logf("edge log:\n%s", p.Log())
 		}
 	})
-	for p.PublicURL == "" || p.AdminURL == "" {
+	internalOff := slices.Contains(args, "--listen-internal=")
+	for p.PublicURL == "" || p.AdminURL == "" || p.InternalURL == "" && !internalOff {
 		select {
 		case b := <-bound:
 			u := "http://127.0.0.1:" + b[1]
-			if b[0] == "public" {
+			if b[2] == "true" {
+				u = "https://127.0.0.1:" + b[1]
+			}
+			switch b[0] {
+			case "public":
 				p.PublicURL = u
-			} else {
+			case "admin":
 				p.AdminURL = u
+			case "internal":
+				p.InternalURL = u
 			}
 		case <-p.done:
 			tb.Fatalf("edge exited at start:\n%s", p.Log())

@@ -6,6 +6,10 @@
 //
 //	wsload pods -addrs 127.0.0.1:17001,127.0.0.1:17002      run echo pods
 //	wsload run -mode edge|nginx|direct -streams 200 ...     one measurement
+//	wsload handshakes -addr 127.0.0.1:18082 -ca ca.crt ...    TLS handshakes per core
+//
+// With -ca, targets are https:// (edge's allocate) and wss:// (the media
+// sockets), trusting that CA.
 //
 // See bench/media/run.sh and docs/bench-media.md.
 package main
@@ -46,6 +50,8 @@ func main() {
 		err = pods(ctx, os.Args[2:])
 	case "run":
 		err = run(ctx, os.Args[2:])
+	case "handshakes":
+		err = handshakes(ctx, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -91,7 +97,11 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&f.streams, "streams", 200, "concurrent streams")
 	fs.DurationVar(&f.warmup, "warmup", 5*time.Second, "time after all streams are open before measuring")
 	fs.DurationVar(&f.measure, "measure", 15*time.Second, "measurement window")
+	ca := fs.String("ca", "", "PEM CA to trust: the target speaks TLS (https://, wss://)")
 	fs.Parse(args)
+	if err := loadCA(*ca); err != nil {
+		return err
+	}
 	if f.label == "" {
 		f.label = f.mode
 	}
@@ -180,6 +190,9 @@ func run(ctx context.Context, args []string) error {
 		"sent": sent, "echoed": len(rtts), "msgs_per_s": float64(forwarded) / elapsed.Seconds(),
 		"rtt_p50_us": pct(0.50), "rtt_p90_us": pct(0.90), "rtt_p99_us": pct(0.99), "rtt_max_us": pct(1),
 	}
+	if streams[0].tls != "" {
+		line["tls"] = streams[0].tls
+	}
 	if f.pids != "" {
 		line["proxy_cpu_pct"] = 100 * cpuSec / elapsed.Seconds()
 		line["proxy_cpu_us_per_msg"] = 1e6 * cpuSec / float64(forwarded)
@@ -192,7 +205,7 @@ func run(ctx context.Context, args []string) error {
 
 // allocate asks edge's generic endpoint for a pod and returns the ws_url.
 func allocate(base, callID string) (string, error) {
-	resp, err := http.Post(base+"/api/v1/allocate", "application/json", strings.NewReader(`{"call_sid":"`+callID+`"}`))
+	resp, err := httpClient().Post(base+"/api/v1/allocate", "application/json", strings.NewReader(`{"call_sid":"`+callID+`"}`))
 	if err != nil {
 		return "", err
 	}
@@ -212,6 +225,7 @@ func allocate(base, callID string) (string, error) {
 type stream struct {
 	rtts []time.Duration // reader goroutine only, read after it returns
 	sent atomic.Int64
+	tls  string // negotiated version and suite, "" for plain
 }
 
 var epoch = time.Now()
@@ -219,7 +233,12 @@ var epoch = time.Now()
 var audio = base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0xff}, 160)) // 20ms of mu-law
 
 func (s *stream) run(ctx context.Context, url string, opened *sync.WaitGroup, measuring *atomic.Bool, offset time.Duration) error {
-	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled})
+	opts := &websocket.DialOptions{CompressionMode: websocket.CompressionDisabled}
+	if clientTLS != nil {
+		opts.HTTPClient = httpClient()
+	}
+	c, resp, err := websocket.Dial(ctx, url, opts)
+	s.tls = tlsNote(resp)
 	opened.Done()
 	if err != nil {
 		return fmt.Errorf("open %s: %w", url, err)
