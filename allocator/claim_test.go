@@ -23,19 +23,19 @@ func TestMediaClaim(t *testing.T) {
 		other := map[string]string{"g0": "g1", "g1": "g0"}[pod]
 		const first, second = "replica-a/1", "replica-b/7"
 
-		if err := a.ClaimMedia(ctx, "CA1", other, first); !errors.Is(err, allocator.ErrCallNotFound) {
+		if _, err := a.ClaimMedia(ctx, "CA1", other, first); !errors.Is(err, allocator.ErrCallNotFound) {
 			t.Fatalf("claim on the wrong pod: %v, want ErrCallNotFound", err)
 		}
-		if err := a.ClaimMedia(ctx, "CA-none", pod, first); !errors.Is(err, allocator.ErrCallNotFound) {
+		if _, err := a.ClaimMedia(ctx, "CA-none", pod, first); !errors.Is(err, allocator.ErrCallNotFound) {
 			t.Fatalf("claim of an unknown call: %v, want ErrCallNotFound", err)
 		}
-		if err := a.ClaimMedia(ctx, "CA1", pod, first); err != nil {
+		if _, err := a.ClaimMedia(ctx, "CA1", pod, first); err != nil {
 			t.Fatalf("first claim: %v", err)
 		}
-		if err := a.ClaimMedia(ctx, "CA1", pod, first); err != nil {
+		if _, err := a.ClaimMedia(ctx, "CA1", pod, first); err != nil {
 			t.Fatalf("the holder claiming again: %v", err)
 		}
-		if err := a.ClaimMedia(ctx, "CA1", pod, second); !errors.Is(err, allocator.ErrMediaClaimed) {
+		if _, err := a.ClaimMedia(ctx, "CA1", pod, second); !errors.Is(err, allocator.ErrMediaClaimed) {
 			t.Fatalf("second socket's claim: %v, want ErrMediaClaimed", err)
 		}
 		if c, _ := a.Call(ctx, "CA1"); c.MediaClaim != first {
@@ -66,20 +66,20 @@ func TestMediaClaim(t *testing.T) {
 		if _, err := a.Call(ctx, "CA1"); err != nil {
 			t.Fatalf("dropping the claim ended the call: %v", err)
 		}
-		if err := a.ClaimMedia(ctx, "CA1", pod, second); err != nil {
+		if _, err := a.ClaimMedia(ctx, "CA1", pod, second); err != nil {
 			t.Fatalf("claim after the first holder dropped it: %v", err)
 		}
 
 		if _, err := a.Release(ctx, "CA1"); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.ClaimMedia(ctx, "CA1", pod, second); !errors.Is(err, allocator.ErrCallNotFound) {
+		if _, err := a.ClaimMedia(ctx, "CA1", pod, second); !errors.Is(err, allocator.ErrCallNotFound) {
 			t.Errorf("claim after release: %v, want ErrCallNotFound", err)
 		}
 		if dropped, err := a.DropMediaClaim(ctx, "CA1", second); err != nil || dropped {
 			t.Errorf("drop after release = %v, %v; want nothing to drop", dropped, err)
 		}
-		if err := a.ClaimMedia(ctx, "CA1", pod, ""); !errors.Is(err, allocator.ErrInvalidID) {
+		if _, err := a.ClaimMedia(ctx, "CA1", pod, ""); !errors.Is(err, allocator.ErrInvalidID) {
 			t.Errorf("claim without a holder: %v, want ErrInvalidID", err)
 		}
 	})
@@ -94,14 +94,14 @@ func TestClaimOfADeadReplicaEndsWithTheCall(t *testing.T) {
 		k := a.Keys()
 		register(t, a, "gold", "g0")
 		mustAllocate(t, a, "CA1", "")
-		if err := a.ClaimMedia(ctx, "CA1", "g0", "dead-replica/1"); err != nil {
+		if _, err := a.ClaimMedia(ctx, "CA1", "g0", "dead-replica/1"); err != nil {
 			t.Fatal(err)
 		}
 		rdb.Del(ctx, k.Lease("g0")) // nobody renews: the lease runs out
 		if res, err := a.SweepPods(ctx, "", []string{"g0"}); err != nil || len(res.Recovered) != 1 {
 			t.Fatalf("sweep = %+v, %v", res, err)
 		}
-		if err := a.ClaimMedia(ctx, "CA1", "g0", "live-replica/1"); !errors.Is(err, allocator.ErrCallNotFound) {
+		if _, err := a.ClaimMedia(ctx, "CA1", "g0", "live-replica/1"); !errors.Is(err, allocator.ErrCallNotFound) {
 			t.Errorf("claim after the sweep: %v, want ErrCallNotFound (the call ended)", err)
 		}
 	})

@@ -11,8 +11,8 @@ import (
 // PoolCollector exports the pool gauges computed from Redis, so that every
 // replica reports the same numbers (the predecessor kept active_calls per
 // replica and it drifted): active_calls, pool_available_pods{tier},
-// pool_assigned_pods{tier}, pool_draining_pods{tier} and
-// pool_calls_in_progress{tier}. One Status round trip per scrape at most
+// pool_assigned_pods{tier}, pool_draining_pods{tier},
+// pool_calls_in_progress{tier} and pool_ejected_pods{tier}. One Status round trip per scrape at most
 // every MinInterval.
 type PoolCollector struct {
 	a           *Allocator
@@ -23,7 +23,7 @@ type PoolCollector struct {
 	last    []PoolStatus
 	lastErr error
 
-	active, available, assigned, draining, calls, up *prometheus.Desc
+	active, available, assigned, draining, calls, ejected, up *prometheus.Desc
 }
 
 // NewPoolCollector returns a collector over a's pools.
@@ -36,13 +36,14 @@ func NewPoolCollector(a *Allocator) *PoolCollector {
 		assigned:    prometheus.NewDesc("pool_assigned_pods", "Pods assigned to a pool.", []string{"tier"}, nil),
 		draining:    prometheus.NewDesc("pool_draining_pods", "Assigned pods flagged draining.", []string{"tier"}, nil),
 		calls:       prometheus.NewDesc("pool_calls_in_progress", "Calls in progress per pool.", []string{"tier"}, nil),
+		ejected:     prometheus.NewDesc("pool_ejected_pods", "Assigned pods out of allocation after failed dials, until a health probe succeeds.", []string{"tier"}, nil),
 		up:          prometheus.NewDesc("edge_pool_status_up", "1 if the last pool status read from Redis succeeded.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *PoolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.active, c.available, c.assigned, c.draining, c.calls, c.up} {
+	for _, d := range []*prometheus.Desc{c.active, c.available, c.assigned, c.draining, c.calls, c.ejected, c.up} {
 		ch <- d
 	}
 }
@@ -62,6 +63,7 @@ func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.assigned, prometheus.GaugeValue, float64(p.Assigned), p.Tier)
 		ch <- prometheus.MustNewConstMetric(c.draining, prometheus.GaugeValue, float64(p.Draining), p.Tier)
 		ch <- prometheus.MustNewConstMetric(c.calls, prometheus.GaugeValue, float64(p.Calls), p.Tier)
+		ch <- prometheus.MustNewConstMetric(c.ejected, prometheus.GaugeValue, float64(p.Ejected), p.Tier)
 	}
 	ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(total))
 }

@@ -146,6 +146,17 @@ func (k Keys) LeaseFence() string { return k.prefix + "leader:lease_fence" }
 // dedicated pools that tier assignment fills before the default chain.
 func (k Keys) MerchantTargets() string { return k.prefix + "merchant:targets" }
 
+// Ejected (edge) ZSET of pod name -> when its next health probe is due
+// (unix ms): the pods taken out of allocation on every replica because
+// dials to them failed (passive health, failover.lua and pod_failure.lua;
+// issue 16). An ejected pod keeps its pool membership and its calls;
+// allocate only skips it. It leaves the set when a probe succeeds
+// (reinstate.lua) or the pod source replaces it (sync.lua with a new
+// address, unregister.lua). Its pod info (PodInfo) carries failures (the
+// consecutive failed dials and probes, which grow the backoff),
+// ejected_reason and ejected_at (unix ms).
+func (k Keys) Ejected() string { return k.prefix + "pods:ejected" }
+
 // ACMECache (edge) STRING: one autocert.Cache entry of the ACME manager
 // (package acme), named by autocert: "<host>" (PEM private key then
 // certificate chain), "<host>+token" (a tls-alpn-01 challenge certificate,
@@ -198,6 +209,7 @@ func (k Keys) luaKeyBuilders() string {
 		{"merchant_targets", k.MerchantTargets},
 		{"leader_lock", k.LeaderLock},
 		{"lease_fence", k.LeaseFence},
+		{"ejected", k.Ejected},
 	}
 	var b strings.Builder
 	b.WriteString("local K = {}\n")

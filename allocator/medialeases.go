@@ -14,8 +14,30 @@ type MediaLeases struct {
 	Alloc *Allocator
 }
 
-func (l MediaLeases) Claim(ctx context.Context, callID, pod, holder string) error {
-	return noAllocation(l.Alloc.ClaimMedia(ctx, callID, pod, holder))
+func (l MediaLeases) Claim(ctx context.Context, callID, pod, holder string) (string, error) {
+	at, err := l.Alloc.ClaimMedia(ctx, callID, pod, holder)
+	return at, noAllocation(err)
+}
+
+func (l MediaLeases) MoveCall(ctx context.Context, callID, pod, holder, reason string, ej mediacontract.Ejection) (string, bool, error) {
+	f, err := l.Alloc.MoveCall(ctx, callID, pod, holder, reason, ej)
+	if errors.Is(err, ErrNoOtherPod) {
+		return "", f.Ejected, fmt.Errorf("%w: %w", mediacontract.ErrNoOtherPod, err)
+	}
+	return f.Pod, f.Ejected, noAllocation(err)
+}
+
+func (l MediaLeases) PodFailed(ctx context.Context, pod, reason string, ej mediacontract.Ejection) (bool, error) {
+	ejected, _, err := l.Alloc.PodFailed(ctx, pod, reason, ej)
+	return ejected, err
+}
+
+func (l MediaLeases) Ejected(ctx context.Context) ([]mediacontract.EjectedPod, error) {
+	return l.Alloc.Ejected(ctx)
+}
+
+func (l MediaLeases) Reinstate(ctx context.Context, pod string) (bool, error) {
+	return l.Alloc.Reinstate(ctx, pod)
 }
 
 func (l MediaLeases) Unclaim(ctx context.Context, callID, holder string) error {

@@ -3,6 +3,7 @@ package allocator
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,6 +23,19 @@ type PodInfo struct {
 	Lease string `json:"lease,omitempty"`
 	// Calls are the calls holding a per-call lease (shared pods).
 	Calls []string `json:"calls,omitempty"`
+	// Ejection is set while the pod is out of allocation after failed
+	// dials (issue 16).
+	Ejection *PodEjection `json:"ejection,omitempty"`
+}
+
+// PodEjection is a pod's passive health state: why it was ejected, since
+// when, how many dials and probes failed in a row, and when the next probe
+// is due (until it succeeds the pod stays out).
+type PodEjection struct {
+	Reason   string    `json:"reason"`
+	Since    time.Time `json:"since,omitzero"`
+	Failures int       `json:"failures"`
+	ProbeDue time.Time `json:"probe_due"`
 }
 
 // PodInfo reads one pod's state in one round trip (a pipeline of reads).
@@ -33,7 +47,9 @@ func (a *Allocator) PodInfo(ctx context.Context, pod string) (PodInfo, error) {
 	var info *redis.MapStringStringCmd
 	var draining *redis.IntCmd
 	var calls *redis.StringSliceCmd
+	var ejected *redis.FloatCmd
 	_, err := a.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		ejected = p.ZScore(ctx, a.keys.Ejected(), pod)
 		tier = p.Get(ctx, a.keys.PodTier(pod))
 		info = p.HGetAll(ctx, a.keys.PodInfo(pod))
 		draining = p.Exists(ctx, a.keys.PodDraining(pod))
@@ -44,7 +60,7 @@ func (a *Allocator) PodInfo(ctx context.Context, pod string) (PodInfo, error) {
 	// Pipelined reports only the first failed command, and a missing key
 	// (redis.Nil) counts as one: every command's own error is checked, so a
 	// failed read behind a missing lease is not taken for "missing".
-	for _, e := range []error{err, tier.Err(), info.Err(), draining.Err(), lease.Err(), calls.Err()} {
+	for _, e := range []error{err, tier.Err(), info.Err(), draining.Err(), lease.Err(), calls.Err(), ejected.Err()} {
 		if e != nil && !isNil(e) {
 			return PodInfo{}, fmt.Errorf("read pod %s: %w", pod, unavailable(e))
 		}
@@ -53,7 +69,14 @@ func (a *Allocator) PodInfo(ctx context.Context, pod string) (PodInfo, error) {
 		return PodInfo{}, fmt.Errorf("read pod %s: %w", pod, ErrPodNotFound)
 	}
 	h := info.Val()
+	var ej *PodEjection
+	if ejected.Err() == nil {
+		failures, _ := strconv.Atoi(h["failures"])
+		ej = &PodEjection{Reason: h["ejected_reason"], Since: parseMillis(h["ejected_at"]), Failures: failures,
+			ProbeDue: time.UnixMilli(int64(ejected.Val()))}
+	}
 	return PodInfo{
+		Ejection: ej,
 		Name:     pod,
 		Tier:     tier.Val(),
 		Status:   h["status"],
@@ -117,6 +140,9 @@ type PoolStatus struct {
 	// Calls in progress: live leases (exclusive) or live per-call leases
 	// (shared).
 	Calls int `json:"calls_in_progress"`
+	// Ejected counts the pool's pods out of allocation after failed dials
+	// (K.Ejected).
+	Ejected int `json:"ejected"`
 }
 
 // Status counts every configured tier and merchant pool in one round trip.
@@ -138,6 +164,7 @@ func (a *Allocator) Status(ctx context.Context) ([]PoolStatus, error) {
 			Available: int(rep.int(3)),
 			Draining:  int(rep.int(4)),
 			Calls:     int(rep.int(5)),
+			Ejected:   int(rep.int(6)),
 		})
 	}
 	return out, nil

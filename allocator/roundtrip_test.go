@@ -39,7 +39,8 @@ func TestOneRoundTripEach(t *testing.T) {
 			return err
 		},
 		"claim media": func() error {
-			return a.ClaimMedia(ctx, "CA1", "shared-0", "replica/1")
+			_, err := a.ClaimMedia(ctx, "CA1", "shared-0", "replica/1")
+			return err
 		},
 		"renew": func() error {
 			_, err := a.Renew(ctx, []allocator.Lease{{CallID: "CA1", PodName: "shared-0", Holder: "replica/1"}})

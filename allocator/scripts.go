@@ -16,7 +16,7 @@ var luaFiles embed.FS
 var scriptNames = []string{
 	"allocate", "release", "renew", "drain", "unregister", "status",
 	"sync", "sweep", "rebalance", "leader_acquire", "leader_renew", "leader_release", "leader_lease_fence",
-	"claim", "unclaim",
+	"claim", "unclaim", "failover", "pod_failure", "reinstate",
 }
 
 // script is one Lua state change, run with EVALSHA (EVAL on NOSCRIPT, e.g.

@@ -180,8 +180,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, http.StatusForbidden, "bad_token", errNoToken, "pod", t.pod)
 		return
 	}
-	addr, ok := p.Lookup(t.pod)
-	if !ok {
+	// A pod name edge never learned is refused before Redis; the address
+	// dialled is looked up again for the pod the call is on (connect).
+	if _, ok := p.Lookup(t.pod); !ok {
 		p.refuse(w, http.StatusNotFound, "unknown_pod", errUnknownPod, "pod", t.pod)
 		return
 	}
@@ -190,10 +191,13 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ctx, cancel := context.WithTimeout(r.Context(), cfg.DialTimeout)
+	// One budget for the claim, every dial and every move: the provider
+	// waits for one handshake.
+	ctx, cancel := context.WithTimeout(r.Context(), cfg.ConnectBudget)
 	defer cancel()
 	holder := newHolder()
-	if err := p.claim(ctx, &callID, t.pod, holder); err != nil {
+	pod, err := p.claim(ctx, &callID, t.pod, holder)
+	if err != nil {
 		switch {
 		case errors.Is(err, ErrNoAllocation):
 			p.refuse(w, http.StatusForbidden, "no_allocation", err, "pod", t.pod, "call_sid", callID)
@@ -205,14 +209,12 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	up, err := dialUpstream(ctx, addr, t.uri, r, p.Forwarded)
+	up, pod, err := p.connect(ctx, r, t.uri, callID, pod, holder)
 	if err != nil {
-		p.metrics.dialFailures.Inc()
-		p.unclaim(callID, holder)
-		p.refuse(w, http.StatusBadGateway, "upstream", err, "pod", t.pod, "call_sid", callID)
+		p.refuse(w, http.StatusBadGateway, "upstream", err, "pod", pod, "call_sid", callID)
 		return
 	}
-	p.relay(w, up, t.pod, callID, holder)
+	p.relay(w, up, pod, callID, holder)
 }
 
 func (p *Proxy) draining() bool {
@@ -221,13 +223,14 @@ func (p *Proxy) draining() bool {
 	return p.closing
 }
 
-// claim confirms that *callID holds pod and claims its media for holder,
-// finding the call first when the socket came without a token.
-func (p *Proxy) claim(ctx context.Context, callID *string, pod, holder string) error {
+// claim confirms that *callID holds pod (or held it before a failover)
+// and claims its media for holder, finding the call first when the socket
+// came without a token. It returns the pod the call is on.
+func (p *Proxy) claim(ctx context.Context, callID *string, pod, holder string) (string, error) {
 	if *callID == "" {
 		id, err := p.Leases.PodCall(ctx, pod)
 		if err != nil {
-			return err
+			return "", err
 		}
 		*callID = id
 	}

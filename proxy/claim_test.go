@@ -86,20 +86,30 @@ func TestSecondSocketOnAnotherReplicaIsRefused(t *testing.T) {
 	})
 }
 
-// A socket that ends before it is relayed (here: its replica cannot reach
-// the pod) drops its claim without releasing the call, so the provider's
-// retry, reaching a replica that can, gets the call's media.
-func TestClaimDroppedWhenTheSocketNeverOpens(t *testing.T) {
-	e := newEnv(t, envOpt{})
+// A replica that cannot reach the call's pod moves the call to another pod
+// of its chain (issue 16): the socket, opened on the URL signed for the
+// first pod, works, the other replica sees the pod ejected, and that URL
+// is still admitted once (issue 8): a replay is refused.
+func TestSocketOnAReplicaThatCannotReachThePodFailsOver(t *testing.T) {
+	e := newEnv(t, envOpt{cfg: failoverCfg})
 	pod, url := e.allocate("CA1", "")
 	broken := e.replica(map[string]string{pod: "127.0.0.1:1"}) // nothing listens on port 1
-	if _, err := e.dial(e.on(broken, url)); err == nil || !strings.Contains(err.Error(), "status 502") {
-		t.Fatalf("dial through the replica that cannot reach %s: err = %v, want 502", pod, err)
+	c, err := e.dial(e.on(broken, url))
+	if err != nil {
+		t.Fatalf("dial through the replica that cannot reach %s: %v", pod, err)
 	}
-	if _, err := e.alloc.Call(context.Background(), "CA1"); err != nil {
-		t.Fatalf("the failed socket ended the call: %v", err)
+	defer c.CloseNow()
+	echo(t, c, "moved")
+	info, err := e.alloc.Call(context.Background(), "CA1")
+	if err != nil || info.PodName == pod {
+		t.Fatalf("call = %+v, %v; want it moved off %s", info, err, pod)
 	}
-	echo(t, e.mustDial(url), "retry got the media")
+	if pi, err := e.alloc.PodInfo(context.Background(), pod); err != nil || pi.Ejection == nil {
+		t.Errorf("pod %s = %+v, %v; want ejected", pod, pi, err)
+	}
+	if _, err := e.dial(url); err == nil || !strings.Contains(err.Error(), "status 409") {
+		t.Errorf("replay of the old URL on the first replica: %v, want 409", err)
+	}
 }
 
 // Only the socket holding the call's claim keeps the call alive: a socket

@@ -32,9 +32,41 @@ type Config struct {
 	// pause, so silence means a dead or half-open peer. Default 30s; 0 (only
 	// outside edge's validated config): never.
 	IdleTimeout time.Duration `koanf:"idle_timeout"`
-	// DialTimeout bounds the dial and WebSocket handshake to a pod.
-	// Default 5s.
+	// DialTimeout bounds one dial and WebSocket handshake to a pod: a pod
+	// that accepts and never answers costs the provider this much before
+	// edge tries another pod. Default 1s.
 	DialTimeout time.Duration `koanf:"dial_timeout"`
+	// ConnectAttempts is how many pods a media socket may try: when a pod
+	// cannot be reached or refuses the upgrade, and nothing was relayed
+	// yet, the call moves to another pod of its chain (connect-time
+	// failover) and the socket connects there. Default 2; 1: no failover.
+	ConnectAttempts int `koanf:"connect_attempts"`
+	// ConnectBudget bounds admission, every attempt and every move of one
+	// socket together, well inside a provider's patience for the
+	// handshake. Default 3s.
+	ConnectBudget time.Duration `koanf:"connect_budget"`
+	// EjectBackoff is how long a pod whose dial failed stays out of
+	// allocation (on every replica) before its first health probe; the
+	// wait doubles with every further failure up to EjectMaxBackoff.
+	// Defaults 5s and 5m.
+	EjectBackoff    time.Duration `koanf:"eject_backoff"`
+	EjectMaxBackoff time.Duration `koanf:"eject_max_backoff"`
+	// MaxEjectionPercent bounds the share of a tier's pods ejected at once
+	// (Envoy's max_ejection_percent), so that a network blip cannot empty
+	// the pools. Default 50; 0: failures are counted, no pod is ejected.
+	MaxEjectionPercent int `koanf:"max_ejection_percent"`
+	// HealthPath is what a probe of an ejected pod asks for: a TCP
+	// connect, then a WebSocket upgrade to this path; a 101 takes the pod
+	// back. Default "/".
+	HealthPath string `koanf:"health_path"`
+	// ProbeInterval is how often each replica looks for ejected pods whose
+	// probe is due. Default 1s.
+	ProbeInterval time.Duration `koanf:"probe_interval"`
+	// PodWriteTimeout bounds a write to the pod that makes no progress
+	// while the client reads edge's writes: the pod is hung, and the
+	// client gets close 1014 and the call ends (a pod blocked by a client
+	// that does not read is backpressure, not a failure). Default 10s.
+	PodWriteTimeout time.Duration `koanf:"pod_write_timeout"`
 	// DrainTimeout is how long open media sockets keep flowing after a
 	// SIGTERM; then they are closed with 1001. Default 1h: match it with
 	// terminationGracePeriodSeconds.
@@ -59,6 +91,11 @@ type Config struct {
 	Relay Relay `koanf:"-"`
 }
 
+// ejection is the pod health part of c, as the allocator takes it.
+func (c *Config) ejection() Ejection {
+	return Ejection{Backoff: c.EjectBackoff, MaxBackoff: c.EjectMaxBackoff, MaxPercent: c.MaxEjectionPercent}
+}
+
 // minRenewInterval bounds the renewal loop when RenewInterval is unset.
 const minRenewInterval = time.Second
 
@@ -66,13 +103,21 @@ const minRenewInterval = time.Second
 // allocator's).
 func DefaultConfig() Config {
 	return Config{
-		RequireToken:    true,
-		TokenTTL:        10 * time.Minute,
-		IdleTimeout:     30 * time.Second,
-		DialTimeout:     5 * time.Second,
-		DrainTimeout:    time.Hour,
-		MaxSockets:      10000,
-		MaxMessageBytes: 1 << 20,
+		RequireToken:       true,
+		TokenTTL:           10 * time.Minute,
+		IdleTimeout:        30 * time.Second,
+		DialTimeout:        time.Second,
+		ConnectAttempts:    2,
+		PodWriteTimeout:    10 * time.Second,
+		ConnectBudget:      3 * time.Second,
+		EjectBackoff:       5 * time.Second,
+		EjectMaxBackoff:    5 * time.Minute,
+		HealthPath:         "/",
+		ProbeInterval:      time.Second,
+		MaxEjectionPercent: 50,
+		DrainTimeout:       time.Hour,
+		MaxSockets:         10000,
+		MaxMessageBytes:    1 << 20,
 	}
 }
 
@@ -83,6 +128,26 @@ func (c Config) Validate() error {
 		confcheck.Positive("proxy.idle_timeout", c.IdleTimeout),
 		confcheck.Positive("proxy.dial_timeout", c.DialTimeout),
 		confcheck.Positive("proxy.drain_timeout", c.DrainTimeout),
+		confcheck.Positive("proxy.connect_budget", c.ConnectBudget),
+		confcheck.Positive("proxy.pod_write_timeout", c.PodWriteTimeout),
+		confcheck.Positive("proxy.eject_backoff", c.EjectBackoff),
+		confcheck.Positive("proxy.eject_max_backoff", c.EjectMaxBackoff),
+		confcheck.Positive("proxy.probe_interval", c.ProbeInterval),
+	}
+	if c.ConnectAttempts < 1 || c.ConnectAttempts > 5 {
+		errs = append(errs, confcheck.Invalid("proxy.connect_attempts", c.ConnectAttempts, "must be 1 to 5"))
+	}
+	if c.ConnectBudget > 0 && c.ConnectBudget < c.DialTimeout {
+		errs = append(errs, confcheck.Invalid("proxy.connect_budget", c.ConnectBudget, "must be at least proxy.dial_timeout"))
+	}
+	if c.EjectMaxBackoff > 0 && c.EjectMaxBackoff < c.EjectBackoff {
+		errs = append(errs, confcheck.Invalid("proxy.eject_max_backoff", c.EjectMaxBackoff, "must be at least proxy.eject_backoff"))
+	}
+	if c.MaxEjectionPercent < 0 || c.MaxEjectionPercent > 100 {
+		errs = append(errs, confcheck.Invalid("proxy.max_ejection_percent", c.MaxEjectionPercent, "must be 0 to 100"))
+	}
+	if !cleanPath(c.HealthPath) {
+		errs = append(errs, confcheck.Invalid("proxy.health_path", c.HealthPath, "must be / or /segments of [A-Za-z0-9_.~-]"))
 	}
 	if c.TokenSecret != "" && len(c.TokenSecret) < 32 {
 		// Never echo the secret itself.

@@ -361,6 +361,12 @@ func (l *eloop) tick() {
 		switch {
 		case e.closing && l.now > e.closeBy:
 			l.teardown(e, 0)
+		case !e.closing && e.dirs[0].pend != nil && e.dirs[1].pend == nil &&
+			l.now-e.dirs[0].since > int64(l.p.cfg().PodWriteTimeout):
+			// The pod stopped reading while the client reads: it is hung
+			// (a client that does not read excuses it: backpressure).
+			e.dirs[0].pend, e.dirs[1].eof = nil, true
+			l.lost(e, errPodStalled)
 		case !e.closing:
 			if _, v := e.pol.idleLeft(l.now); v.code != 0 && e.s.markStop(v.code, v.reason) {
 				l.beginClose(e)

@@ -20,7 +20,11 @@ type esock struct {
 	// the wait for the close frames to go out.
 	closing bool
 	closeBy int64
-	done    bool
+	// shut: edge's last bytes are out and both connections are shut for
+	// writing; the loop drains what the peers still send (lingering
+	// close) until both end their streams or closeBy passes.
+	shut bool
+	done bool
 }
 
 // edir is one direction of an esock.
@@ -31,6 +35,12 @@ type edir struct {
 	pend []byte
 	// eof: the source sent FIN.
 	eof bool
+	// since is the loop's clock when pend last started to wait (the
+	// pod's write stall bound, see tick).
+	since int64
+	// owed: the socket is closing while this direction is inside a frame;
+	// the rest of that frame is forwarded, then edge's close frame.
+	owed bool
 }
 
 func side(i int) int32 {
@@ -54,7 +64,11 @@ func (l *eloop) register(e *esock) {
 			d.pend = nil
 			continue
 		}
-		if v := e.pol.dirs[i].relayed(e.s, d.pend); v.code != 0 {
+		n, v := e.pol.dirs[i].relayed(e.s, d.pend)
+		if d.pend = d.pend[:n]; n == 0 {
+			d.pend = nil
+		}
+		if v.code != 0 {
 			e.s.markStop(v.code, v.reason)
 		}
 	}
@@ -79,10 +93,11 @@ func (l *eloop) register(e *esock) {
 }
 
 // want is the epoll interest of fds[i]: readable while its direction may
-// read, writable while bytes wait for it.
+// read (or, once the socket is closing, until its peer ends its stream, to
+// drain it), writable while bytes wait for it.
 func (e *esock) want(i int) uint32 {
 	var m uint32
-	if d := &e.dirs[i]; !d.eof && d.pend == nil && !e.closing {
+	if d := &e.dirs[i]; !d.eof && (d.pend == nil || e.closing && !d.owed) {
 		m |= unix.EPOLLIN | unix.EPOLLRDHUP
 	}
 	if e.dirs[1-i].pend != nil {
@@ -95,10 +110,20 @@ func (e *esock) want(i int) uint32 {
 // or ends, a side ended): never on the common path of a message.
 func (l *eloop) update(e *esock) {
 	for i, fd := range e.fds {
-		if m := e.want(i); m != e.mask[i] {
-			e.mask[i] = m
-			unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, fd, &unix.EpollEvent{Events: m, Fd: int32(fd)})
+		m := e.want(i)
+		if m == e.mask[i] {
+			continue
 		}
+		e.mask[i] = m
+		if m == 0 && e.closing {
+			// Nothing more to read from or write to this peer: out of
+			// the set, or its hang-up would be reported forever while
+			// the other peer lingers. teardown's own DEL then fails
+			// harmlessly.
+			unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+			continue
+		}
+		unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, fd, &unix.EpollEvent{Events: m, Fd: int32(fd)})
 	}
 }
 
@@ -117,7 +142,7 @@ func (l *eloop) handle(e *esock, fd int, ev uint32) {
 			return
 		}
 	}
-	if ev&(unix.EPOLLERR|unix.EPOLLHUP) != 0 && e.mask[i]&unix.EPOLLIN == 0 && !e.done {
+	if ev&(unix.EPOLLERR|unix.EPOLLHUP) != 0 && e.mask[i]&unix.EPOLLIN == 0 && !e.done && !e.closing {
 		// Both ways of this connection are shut or it failed, and nothing
 		// is left to read from it: level-triggered epoll would report it
 		// forever.
@@ -132,7 +157,21 @@ func (l *eloop) read(e *esock, d *edir) bool {
 	switch {
 	case again(errno):
 		return true
+	case e.closing:
+		if errno != 0 || n == 0 {
+			d.eof, d.owed = true, false
+			return l.settle(e)
+		}
+		if d.owed {
+			return l.finishFrame(e, d, l.buf[:n])
+		}
+		// Lingering: what a peer still sends is dropped.
+		return true
 	case errno != 0:
+		if d.src == 1 {
+			d.eof = true
+			return l.lost(e, errno)
+		}
 		l.teardown(e, side(d.src))
 		return false
 	case n == 0:
@@ -142,9 +181,20 @@ func (l *eloop) read(e *esock, d *edir) bool {
 	if d.src == 0 {
 		e.pol.clientSent(l.now)
 	}
-	v := e.pol.dirs[d.src].relayed(e.s, b)
-	w, errno := rawWrite(e.fds[1-d.src], b)
+	n, v := e.pol.dirs[d.src].relayed(e.s, b)
+	b = b[:n]
+	w := 0
+	if n > 0 {
+		w, errno = rawWrite(e.fds[1-d.src], b)
+	}
+	if w < 0 {
+		w = 0
+	}
 	if errno != 0 && !again(errno) {
+		if d.src == 0 {
+			e.dirs[1].eof = true
+			return l.lost(e, errno)
+		}
 		l.teardown(e, side(1-d.src))
 		return false
 	}
@@ -152,6 +202,7 @@ func (l *eloop) read(e *esock, d *edir) bool {
 		// The destination is full: keep the rest, stop reading the source
 		// until it is out (backpressure through TCP, nothing queues).
 		d.pend = append(make([]byte, 0, n-w), b[w:]...)
+		d.since = l.now
 		l.update(e)
 	}
 	if v.code != 0 && e.s.markStop(v.code, v.reason) {
@@ -161,37 +212,103 @@ func (l *eloop) read(e *esock, d *edir) bool {
 	return true
 }
 
+// lost ends the socket for its pod's death mid-call (a reset, a FIN without
+// a close frame): the client gets CloseBadGateway, not a bare TCP close.
+func (l *eloop) lost(e *esock, cause error) bool {
+	e.s.ended(sidePod)
+	l.p.podLost(e.s, cause)
+	l.beginClose(e)
+	return !e.done
+}
+
 // eof: d's source sent FIN. A WebSocket peer that ends its TCP stream is
 // done (RFC 6455 7.1.1: the TCP close follows the close handshake, or
 // replaces it on a failure), so the socket ends as with an edge close:
-// what was read goes out first, then both connections close.
+// what was read goes out first, then both connections shut and drain. A
+// pod that ends without a close frame died: see lost.
 func (l *eloop) eof(e *esock, d *edir) bool {
 	d.eof = true
+	if d.src == 1 && !e.pol.dirs[1].closeSeen {
+		return l.lost(e, errPodEOF)
+	}
 	e.s.ended(side(d.src))
 	if !e.closing {
 		e.closing = true
 		e.closeBy = l.now + int64(closeGrace)
 	}
-	if e.dirs[0].pend == nil && e.dirs[1].pend == nil {
-		l.teardown(e, 0)
-		return false
-	}
-	l.update(e)
-	return true
+	return l.settle(e)
 }
 
 // flush writes d's pending bytes; false when the socket ended.
 func (l *eloop) flush(e *esock, d *edir) bool {
 	w, errno := rawWrite(e.fds[1-d.src], d.pend)
 	if errno != 0 && !again(errno) {
+		if e.closing {
+			// That peer is gone: nothing more goes to it or comes from it.
+			d.pend, d.owed = nil, false
+			e.dirs[1-d.src].eof = true
+			return l.settle(e)
+		}
+		if d.src == 0 {
+			e.dirs[1].eof = true
+			return l.lost(e, errno)
+		}
 		l.teardown(e, side(1-d.src))
 		return false
 	}
 	if d.pend = d.pend[w:]; len(d.pend) > 0 {
+		if w > 0 {
+			d.since = l.now // progress: the stall bound starts over
+		}
 		return true
 	}
 	d.pend = nil
-	if e.closing && e.dirs[0].pend == nil && e.dirs[1].pend == nil {
+	if e.closing {
+		return l.settle(e)
+	}
+	l.update(e)
+	return true
+}
+
+// finishFrame forwards, on a closing socket, the part of b that ends d's
+// frame in flight, then edge's close frame; the rest of b is dropped.
+func (l *eloop) finishFrame(e *esock, d *edir, b []byte) bool {
+	pol := &e.pol.dirs[d.src]
+	n := pol.untilBoundary(b)
+	pol.relayed(e.s, b[:n])
+	d.pend = append(d.pend, b[:n]...)
+	if !pol.finishing() {
+		d.owed = false
+		if f := pol.closeFrame(e.s); f != nil {
+			d.pend = append(d.pend, f...)
+		}
+	}
+	if len(d.pend) == 0 {
+		d.pend = nil
+		l.update(e)
+		return true
+	}
+	return l.flush(e, d)
+}
+
+// settle moves a closing socket on: once edge's last bytes (close frames
+// included) are written, both connections are shut for writing and
+// drained (lingering close, see linger) until both peers end their
+// streams, then torn down; tick bounds each stage. False when the socket
+// ended.
+func (l *eloop) settle(e *esock) bool {
+	if e.dirs[0].pend != nil || e.dirs[1].pend != nil || e.dirs[0].owed || e.dirs[1].owed {
+		l.update(e)
+		return true
+	}
+	if !e.shut {
+		e.shut = true
+		for _, fd := range e.fds {
+			unix.Shutdown(fd, unix.SHUT_WR)
+		}
+		e.closeBy = l.now + int64(lingerTime)
+	}
+	if e.dirs[0].eof && e.dirs[1].eof {
 		l.teardown(e, 0)
 		return false
 	}
@@ -200,13 +317,10 @@ func (l *eloop) flush(e *esock, d *edir) bool {
 }
 
 // beginClose ends the socket for edge's stopCode: the policy's close frame
-// into each direction that may take one, then the TCP close once they are
-// written, or after closeGrace.
+// into each peer that may take one, then the lingering close (settle),
+// bounded by closeGrace and lingerTime.
 func (l *eloop) beginClose(e *esock) {
-	if e.done {
-		return
-	}
-	if e.closing {
+	if e.done || e.closing {
 		// Ending already (a side's FIN): no close frame after it.
 		return
 	}
@@ -214,7 +328,11 @@ func (l *eloop) beginClose(e *esock) {
 	e.closeBy = l.now + int64(closeGrace)
 	for i := range e.dirs {
 		d := &e.dirs[i]
-		if d.eof {
+		if e.dirs[1-i].eof {
+			continue // d's destination is gone
+		}
+		if e.pol.dirs[i].finishing() && !d.eof {
+			d.owed = true // the frame in flight first (finishFrame)
 			continue
 		}
 		if f := e.pol.dirs[i].closeFrame(e.s); f != nil {
@@ -226,11 +344,7 @@ func (l *eloop) beginClose(e *esock) {
 			return
 		}
 	}
-	if e.dirs[0].pend == nil && e.dirs[1].pend == nil {
-		l.teardown(e, 0)
-		return
-	}
-	l.update(e)
+	l.settle(e)
 }
 
 // teardown closes both connections and hands the socket's end (metrics,

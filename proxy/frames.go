@@ -30,6 +30,13 @@ type frameScanner struct {
 	CloseCode int
 	// TooBig is set when a frame announced a payload over the limit.
 	TooBig bool
+	// TooBigAt is, in the scan call that set TooBig, the offset of that
+	// frame's first header byte: the bytes before it are whole frames, so
+	// a relay that forwards only them leaves its destination between
+	// frames, where a close frame may follow (1009 to a peer, not a torn
+	// frame). -1 when the header began in an earlier call's bytes, which
+	// were forwarded already.
+	TooBigAt int
 }
 
 // atBoundary reports whether every byte scanned so far ends a whole frame.
@@ -38,6 +45,7 @@ func (s *frameScanner) atBoundary() bool { return s.hdrLen == 0 && s.remaining =
 // scan follows p, the next bytes of the stream. limit bounds a frame's
 // payload (0: no limit).
 func (s *frameScanner) scan(p []byte, limit uint64) {
+	total, hdrStart := len(p), -1
 	for len(p) > 0 {
 		if s.remaining > 0 {
 			n := uint64(len(p))
@@ -57,13 +65,18 @@ func (s *frameScanner) scan(p []byte, limit uint64) {
 		}
 		// Accumulate the header: 2 bytes, then the extended length and the
 		// mask key they announce.
+		if s.hdrLen == 0 {
+			hdrStart = total - len(p)
+		}
 		s.hdr[s.hdrLen] = p[0]
 		s.hdrLen++
 		p = p[1:]
 		if s.hdrLen < 2 || s.hdrLen < headerLen(s.hdr[1]) {
 			continue
 		}
-		s.startFrame(limit)
+		if s.startFrame(limit) {
+			s.TooBigAt = hdrStart
+		}
 	}
 }
 
@@ -82,7 +95,9 @@ func headerLen(b1 byte) int {
 	return n
 }
 
-func (s *frameScanner) startFrame(limit uint64) {
+// startFrame reads a complete header; it reports whether this frame is the
+// first one over the limit.
+func (s *frameScanner) startFrame(limit uint64) (firstTooBig bool) {
 	b0, b1 := s.hdr[0], s.hdr[1]
 	length := uint64(b1 & 0x7f)
 	off := 2
@@ -104,8 +119,8 @@ func (s *frameScanner) startFrame(limit uint64) {
 	if b0&0x80 != 0 && opcode <= 0x2 {
 		s.Messages++
 	}
-	if limit > 0 && length > limit {
-		s.TooBig = true
+	if limit > 0 && length > limit && !s.TooBig {
+		s.TooBig, firstTooBig = true, true
 	}
 	s.hdrLen = 0
 	s.remaining = length
@@ -113,6 +128,7 @@ func (s *frameScanner) startFrame(limit uint64) {
 	if length == 0 {
 		s.endFrame()
 	}
+	return firstTooBig
 }
 
 func (s *frameScanner) captureClose(p []byte) {

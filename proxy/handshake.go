@@ -31,6 +31,12 @@ var hopHeaders = map[string]bool{
 // errNotUpgrade is a request that is not a WebSocket opening handshake.
 var errNotUpgrade = errors.New("not a websocket upgrade")
 
+// Ways a pod refuses the upgrade (dialReason tells them apart).
+var (
+	errUpgradeStatus = errors.New("pod answered the upgrade with a status other than 101")
+	errBadUpgrade    = errors.New("pod's 101 is not a valid WebSocket handshake")
+)
+
 // checkUpgrade validates the client's opening handshake (RFC 6455 4.2.1).
 func checkUpgrade(r *http.Request) error {
 	switch {
@@ -133,11 +139,11 @@ func dialUpstream(ctx context.Context, addr, requestURI string, r *http.Request,
 	resp.Body.Close()
 	switch {
 	case resp.StatusCode != http.StatusSwitchingProtocols:
-		return nil, fmt.Errorf("handshake with pod %s: status %s", addr, resp.Status)
+		return nil, fmt.Errorf("handshake with pod %s: %w: %s", addr, errUpgradeStatus, resp.Status)
 	case !headerHasToken(resp.Header, "Upgrade", "websocket") || !headerHasToken(resp.Header, "Connection", "upgrade"):
-		return nil, fmt.Errorf("handshake with pod %s: 101 without the upgrade headers", addr)
+		return nil, fmt.Errorf("handshake with pod %s: %w: no upgrade headers", addr, errBadUpgrade)
 	case resp.Header.Get("Sec-WebSocket-Accept") != acceptKey(r.Header.Get("Sec-WebSocket-Key")):
-		return nil, fmt.Errorf("handshake with pod %s: wrong Sec-WebSocket-Accept", addr)
+		return nil, fmt.Errorf("handshake with pod %s: %w: wrong Sec-WebSocket-Accept", addr, errBadUpgrade)
 	}
 	up := &upstream{conn: conn, resp: resp}
 	if n := br.Buffered(); n > 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 
 // env is one proxy in front of real fake-agent pods, on a real Redis.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	rdb    *redis.Client
 	trips  *testredis.RoundTrips
 	alloc  *allocator.Allocator
@@ -29,6 +30,9 @@ type env struct {
 	reg    *prometheus.Registry
 	srv    *httptest.Server
 	agents map[string]*fakeagent.Agent
+	// addrs is the pod registry the proxy looks pods up in.
+	addrMu sync.Mutex
+	addrs  map[string]string
 	cancel context.CancelFunc // ends px.Run (shutdown)
 	runErr chan error
 }
@@ -42,7 +46,7 @@ type envOpt struct {
 // newEnv starts Redis, two fake agents as exclusive pods "pod-a" and
 // "pod-b" of tier gold, a shared pod "pod-s" in tier basic, and the proxy
 // (running) behind an httptest server.
-func newEnv(t *testing.T, o envOpt) *env {
+func newEnv(t testing.TB, o envOpt) *env {
 	t.Helper()
 	if o.leaseTTL == 0 {
 		o.leaseTTL = time.Minute
@@ -69,6 +73,7 @@ func newEnv(t *testing.T, o envOpt) *env {
 		t.Fatal(err)
 	}
 	addrs := map[string]string{}
+	e.addrs = addrs
 	for pod, tier := range map[string]string{"pod-a": "gold", "pod-b": "gold", "pod-s": "basic"} {
 		ag, err := fakeagent.Listen("127.0.0.1:0", nil)
 		if err != nil {
@@ -87,7 +92,12 @@ func newEnv(t *testing.T, o envOpt) *env {
 		o.cfg(&cfg)
 	}
 	e.signer = NewSigner([]byte(strings.Repeat("k", 32)), time.Minute)
-	lookup := func(pod string) (string, bool) { a, ok := addrs[pod]; return a, ok }
+	lookup := func(pod string) (string, bool) {
+		e.addrMu.Lock()
+		defer e.addrMu.Unlock()
+		a, ok := e.addrs[pod]
+		return a, ok
+	}
 	e.px = New(cfg, lookup, allocator.MediaLeases{Alloc: e.alloc}, e.signer, nil, nil, e.reg)
 	runCtx, stop := context.WithCancel(context.Background())
 	e.cancel = stop

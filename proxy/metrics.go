@@ -15,7 +15,10 @@ type metrics struct {
 	dir          map[string]*dirCounters
 	closes       *prometheus.CounterVec
 	refused      *prometheus.CounterVec
-	dialFailures prometheus.Counter
+	dialFailures *prometheus.CounterVec
+	failovers    *prometheus.CounterVec
+	ejections    *prometheus.CounterVec
+	probes       *prometheus.CounterVec
 	renewals     *prometheus.CounterVec
 	releases     *prometheus.CounterVec
 }
@@ -50,10 +53,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edge_proxy_refused_total",
 			Help: "Media socket requests refused, by reason.",
 		}, []string{"reason"}),
-		dialFailures: f.NewCounter(prometheus.CounterOpts{
+		dialFailures: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_proxy_upstream_dial_failures_total",
-			Help: "Failed dials or WebSocket handshakes to pods.",
-		}),
+			Help: "Failed dials or WebSocket handshakes to pods, by reason (refused, reset, timeout, status, handshake, unknown, other); the log names the pod.",
+		}, []string{"reason"}),
+		failovers: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_proxy_failovers_total",
+			Help: "Connect-time failovers, by outcome: moved (a call moved to another pod), connected (a socket opened after a move), no_pod, exhausted (the call ended), error.",
+		}, []string{"outcome"}),
+		ejections: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_proxy_pod_ejections_total",
+			Help: "Pods this replica ejected from allocation (on every replica), by reason of the failure (as dial failures, plus lost: died mid-call).",
+		}, []string{"reason"}),
+		probes: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_proxy_pod_probes_total",
+			Help: "Health probes of ejected pods, by outcome (ok: the pod is back, failed).",
+		}, []string{"outcome"}),
 		renewals: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_proxy_lease_renewals_total",
 			Help: "Lease renewals of open media sockets, by outcome (held, lost, error).",

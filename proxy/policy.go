@@ -11,12 +11,22 @@ const (
 	ClosePolicy      = 1008 // the call lost its lease (released, swept)
 	CloseTooBig      = 1009 // a frame over proxy.max_message_bytes
 	CloseIdleTimeout = 4000 // the client sent nothing for proxy.idle_timeout
+	// CloseBadGateway (RFC 6455's registry: "Bad Gateway") tells the
+	// client its pod's side died mid-call: a reset, a FIN without a close
+	// frame, or a write to the pod stalled past proxy.pod_write_timeout.
+	CloseBadGateway = 1014
 )
 
 // closeGrace bounds how long a closing socket waits for its close frames
 // to be written before the TCP close: a peer that stopped reading must not
 // keep a socket, or a drain, alive.
 const closeGrace = time.Second
+
+// lingerTime bounds how long, after edge's close frame is out, edge drains
+// a peer that is still sending before closing the connection: long enough
+// for a peer to read the close and answer, short enough that a peer that
+// never stops cannot hold the socket.
+const lingerTime = 2 * time.Second
 
 // policy is what edge decides about one relayed socket, whichever relay
 // moves its bytes: the frame accounting of each direction, the message
@@ -50,6 +60,10 @@ type dirPolicy struct {
 	bytes, counted int64
 	// closeSeen: the first close frame of this direction is recorded.
 	closeSeen bool
+	// over: a frame over the limit came, and nothing from it on is
+	// forwarded; cleanCut: its header was not forwarded either, so the
+	// destination is between frames.
+	over, cleanCut bool
 }
 
 // verdict is a policy's decision to end the socket, given to the socket's
@@ -69,12 +83,16 @@ func (p *policy) init(cfg *Config, m *metrics, now int64) {
 	p.lastClient = now
 }
 
-// relayed accounts b, the next bytes of d's source, handed to its
-// destination whole. The relay forwards b whatever the verdict: a frame
-// over the limit has started on the wire, and the socket then ends with
-// 1009 (to the peer that is between frames; the other one sees the TCP
-// close).
-func (d *dirPolicy) relayed(s *socket, b []byte) verdict {
+// relayed accounts b, the next bytes of d's source, and returns how many of
+// them go to its destination: all of them, except from a frame over the
+// limit on. That frame is not forwarded at all when its header is in b
+// (the destination stays between frames, so it gets edge's 1009 close
+// frame, not a torn frame and a reset); nothing more of the source is
+// forwarded after it (the socket is ending with 1009).
+func (d *dirPolicy) relayed(s *socket, b []byte) (int, verdict) {
+	if d.over {
+		return 0, verdict{}
+	}
 	d.sc.scan(b, d.limit)
 	if d.sc.CloseCode != 0 && !d.closeSeen {
 		d.closeSeen = true
@@ -82,28 +100,72 @@ func (d *dirPolicy) relayed(s *socket, b []byte) verdict {
 			s.firstCloser.Store(d.src)
 		}
 	}
-	d.bytes += int64(len(b))
-	d.counter.bytes.Add(float64(len(b)))
+	n := len(b)
+	var v verdict
+	if d.sc.TooBig {
+		d.over, d.cleanCut = true, d.sc.TooBigAt >= 0
+		n = max(d.sc.TooBigAt, 0)
+		v = verdict{CloseTooBig, "message too big"}
+	}
+	d.bytes += int64(n)
+	d.counter.bytes.Add(float64(n))
 	if d.sc.Messages != d.counted {
 		d.counter.messages.Add(float64(d.sc.Messages - d.counted))
 		d.counted = d.sc.Messages
 	}
-	if d.sc.TooBig {
-		return verdict{CloseTooBig, "message too big"}
+	return n, v
+}
+
+// untilBoundary is how many of b, the source's next bytes, end the frame in
+// flight: 0 when d is between frames, len(b) when all of b is inside it.
+// A closing socket forwards them, so that its close frame can follow
+// instead of a torn frame (issue 16 item 4). Nothing is accounted here.
+func (d *dirPolicy) untilBoundary(b []byte) int {
+	sc := d.sc
+	switch {
+	case sc.atBoundary():
+		return 0
+	case sc.hdrLen == 0 && sc.remaining <= uint64(len(b)):
+		return int(sc.remaining)
+	case sc.hdrLen == 0:
+		return len(b)
 	}
-	return verdict{}
+	// A header split across reads: follow a copy byte by byte (rare, and
+	// only on a closing socket).
+	for i := range b {
+		sc.scan(b[i:i+1], 0)
+		if sc.atBoundary() {
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// finishing reports whether d is inside a frame that it may still
+// complete before edge's close frame (not the oversized one, which is never
+// forwarded).
+func (d *dirPolicy) finishing() bool { return !d.over && !d.sc.atBoundary() }
+
+// atBoundary reports whether d's destination is between frames: every
+// byte forwarded so far ends a whole frame.
+func (d *dirPolicy) atBoundary() bool {
+	if d.over {
+		return d.cleanCut
+	}
+	return d.sc.atBoundary()
 }
 
 // closeFrame is what edge writes into d's destination to end the socket
 // with its stop code, or nil where nothing may go: no stop code, or the
 // direction is inside a frame, where a close frame would corrupt the
-// frame in flight (the TCP close then tells that peer). Toward the pod
+// frame in flight (the relays first forward the rest of it, see
+// untilBoundary; a peer that never finishes it gets the TCP close). Toward the pod
 // edge is the client, and a client masks its frames (RFC 6455 5.3); the
 // mask only defeats cache poisoning by script-chosen payloads, and this
 // payload is edge's own, so any random mask does.
 func (d *dirPolicy) closeFrame(s *socket) []byte {
 	code := s.stopCode.Load()
-	if code == 0 || !d.sc.atBoundary() {
+	if code == 0 || !d.atBoundary() {
 		return nil
 	}
 	var mask *[4]byte

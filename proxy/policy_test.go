@@ -36,7 +36,7 @@ func TestPolicyAccountsEachDirection(t *testing.T) {
 			d := &p.dirs[1-i]
 			for b := stream; len(b) > 0; {
 				n := min(chunk, len(b))
-				if v := d.relayed(s, b[:n]); v.code != 0 {
+				if _, v := d.relayed(s, b[:n]); v.code != 0 {
 					t.Fatalf("chunks of %d: verdict %+v within the limit", chunk, v)
 				}
 				b = b[n:]
@@ -80,7 +80,7 @@ func TestPolicyTooBig(t *testing.T) {
 				p, s := newTestPolicy(tc.limit, 0)
 				f := frame(true, 2, make([]byte, tc.size), nil)
 				// The header alone decides: the payload need not have come.
-				v := p.dirs[i].relayed(s, f[:10])
+				_, v := p.dirs[i].relayed(s, f[:10])
 				if v.code != tc.want {
 					t.Errorf("dir %d: verdict %d, want %d", i, v.code, tc.want)
 				}
@@ -147,8 +147,27 @@ func BenchmarkPolicyRelayed(b *testing.B) {
 	p, s := newTestPolicy(64<<10, 0)
 	f := frame(true, 1, make([]byte, 300), &[4]byte{1, 2, 3, 4})
 	for b.Loop() {
-		if v := p.dirs[0].relayed(s, f); v.code != 0 {
+		if _, v := p.dirs[0].relayed(s, f); v.code != 0 {
 			b.Fatal(v.reason)
+		}
+	}
+}
+
+// A closing socket forwards the rest of the frame in flight and no more,
+// wherever the reads split it, header included.
+func TestPolicyUntilBoundary(t *testing.T) {
+	f := frame(true, 2, make([]byte, 300), nil)
+	next := frame(true, 1, []byte("next"), nil)
+	for _, cut := range []int{0, 1, 3, 100, len(f) - 1} {
+		p, s := newTestPolicy(0, 0)
+		p.dirs[1].relayed(s, f[:cut])
+		rest := append(append([]byte(nil), f[cut:]...), next...)
+		n := p.dirs[1].untilBoundary(rest)
+		if want := len(f) - cut; cut > 0 && n != want || cut == 0 && n != 0 {
+			t.Errorf("cut at %d: %d bytes to the boundary, want %d", cut, n, map[bool]int{true: 0, false: want}[cut == 0])
+		}
+		if cut > 0 && !p.dirs[1].finishing() {
+			t.Errorf("cut at %d: not finishing mid-frame", cut)
 		}
 	}
 }

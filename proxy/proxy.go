@@ -17,19 +17,46 @@ import (
 // claim (shared with the allocator's adapter through mediacontract).
 type Lease = mediacontract.Lease
 
+// Ejection is how pods whose dials fail leave allocation (Config's
+// eject_* keys); EjectedPod is one of them (see mediacontract).
+type (
+	Ejection   = mediacontract.Ejection
+	EjectedPod = mediacontract.EjectedPod
+)
+
 // Outcomes Leases implementations wrap (see mediacontract).
 var (
 	ErrNoAllocation = mediacontract.ErrNoAllocation
 	ErrClaimed      = mediacontract.ErrClaimed
+	ErrNoOtherPod   = mediacontract.ErrNoOtherPod
 )
 
 // Leases is what the proxy needs of the allocator.
 type Leases interface {
 	// Claim admits the socket holder for the call's media on pod, across
-	// every replica, in one Redis round trip: ErrNoAllocation when the call
-	// is not live on pod, ErrClaimed when another socket holds it. The
-	// claim ends with the call (Release).
-	Claim(ctx context.Context, callID, pod, holder string) error
+	// every replica, in one Redis round trip, and returns the pod the call
+	// is on: pod, or the one the call moved to after a failed connect to
+	// pod (MoveCall), so that the URL the provider holds stays valid.
+	// ErrNoAllocation when the call is not live on pod, ErrClaimed when
+	// another socket holds it. The claim ends with the call (Release).
+	Claim(ctx context.Context, callID, pod, holder string) (string, error)
+	// MoveCall moves the call off pod, which holder's socket could not
+	// reach for reason, to another pod of its chain in one Redis script
+	// (the pod's failure recorded and the pod ejected under ej, the
+	// call's info, lease and owner moved, the claim kept) and returns the
+	// new pod and whether pod was ejected. ErrNoOtherPod when the chain
+	// has none (the failure is recorded all the same), ErrNoAllocation when
+	// the call is not on pod, ErrClaimed when holder lost the claim.
+	MoveCall(ctx context.Context, callID, pod, holder, reason string, ej Ejection) (newPod string, ejected bool, err error)
+	// PodFailed records a failed dial, a pod lost mid-call or a failed
+	// probe, ejecting the pod under ej; it reports whether the pod is
+	// ejected.
+	PodFailed(ctx context.Context, pod, reason string, ej Ejection) (bool, error)
+	// Ejected lists the ejected pods with their next probe time.
+	Ejected(ctx context.Context) ([]EjectedPod, error)
+	// Reinstate takes a pod whose probe succeeded back into allocation; it
+	// reports whether the pod was ejected.
+	Reinstate(ctx context.Context, pod string) (bool, error)
 	// Unclaim drops holder's claim on the call, for a socket that ends
 	// before it is relayed while its call lives on (a failed pod dial), so
 	// that the provider's retry is admitted on any replica. Another
@@ -101,8 +128,31 @@ func (p *Proxy) Apply(cfg Config) {
 	if cfg.RenewInterval <= 0 {
 		cfg.RenewInterval = minRenewInterval
 	}
+	def := DefaultConfig()
 	if cfg.DialTimeout <= 0 {
-		cfg.DialTimeout = DefaultConfig().DialTimeout
+		cfg.DialTimeout = def.DialTimeout
+	}
+	// The pod health keys are optional for callers outside edge's
+	// validated config (tests, benchmarks); MaxEjectionPercent 0 stays:
+	// nothing is ejected.
+	if cfg.ConnectAttempts <= 0 {
+		cfg.ConnectAttempts = def.ConnectAttempts
+	}
+	if cfg.ConnectBudget <= 0 {
+		cfg.ConnectBudget = time.Duration(cfg.ConnectAttempts)*cfg.DialTimeout + time.Second
+	}
+	if cfg.EjectBackoff <= 0 {
+		cfg.EjectBackoff = def.EjectBackoff
+	}
+	cfg.EjectMaxBackoff = max(cfg.EjectMaxBackoff, cfg.EjectBackoff)
+	if cfg.HealthPath == "" {
+		cfg.HealthPath = def.HealthPath
+	}
+	if cfg.PodWriteTimeout <= 0 {
+		cfg.PodWriteTimeout = def.PodWriteTimeout
+	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = def.ProbeInterval
 	}
 	if cfg.Relay == "" {
 		cfg.Relay = Relay(defaultRelay)
@@ -178,7 +228,13 @@ func (p *Proxy) Run(ctx context.Context) error {
 		defer close(renewDone)
 		p.renewLoop(renewCtx)
 	}()
+	probeDone := make(chan struct{})
+	go func() {
+		defer close(probeDone)
+		p.probeLoop(ctx)
+	}()
 	<-ctx.Done()
+	<-probeDone
 
 	p.mu.Lock()
 	p.closing = true

@@ -148,15 +148,17 @@ func TestRefusedBeforeRedisAndDial(t *testing.T) {
 	echo(t, e.mustDial(e.url(pod, good)), "still mine")
 }
 
+// Without failover (one attempt) a pod that is down answers 502, counted
+// with its reason.
 func TestPodDownIsBadGateway(t *testing.T) {
-	e := newEnv(t, envOpt{})
+	e := newEnv(t, envOpt{cfg: func(c *Config) { c.ConnectAttempts = 1 }})
 	pod, url := e.allocate("CA1", "")
 	e.agents[pod].Close()
 	if _, err := e.dial(url); err == nil || !strings.Contains(err.Error(), "status 502") {
 		t.Fatalf("dial: %v, want 502", err)
 	}
-	if got := value(e.px.metrics.dialFailures); got != 1 {
-		t.Errorf("dial failures = %v, want 1", got)
+	if got := value(e.px.metrics.dialFailures.WithLabelValues("refused")); got != 1 {
+		t.Errorf("dial failures{refused} = %v, want 1", got)
 	}
 }
 

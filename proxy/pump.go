@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -18,26 +20,37 @@ func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {
 	var pol policy
 	pol.init(p.cfg(), p.metrics, s.clock())
 
-	toPod := direction{src: conn, dst: up.conn, pol: &pol, d: &pol.dirs[0]}
-	toClient := direction{src: up.conn, dst: conn, pol: &pol, d: &pol.dirs[1]}
+	toClient := direction{src: up.conn, dst: conn, pol: &pol, d: &pol.dirs[1], wr: newWriter(conn)}
+	toPod := direction{src: conn, dst: up.conn, pol: &pol, d: &pol.dirs[0], wr: newWriter(up.conn)}
+	toPod.wr.stall, toPod.wr.excuse = p.cfg().PodWriteTimeout, &toClient.wr.waiting
 	done := make(chan struct{})
 	upEarly := up.early
 	up = nil // the pod's 101 and its headers are garbage from here on
 	go func() {
 		defer close(done)
-		p.pump(s, toClient, upEarly)
-		if s.stopCode.Load() == 0 {
-			// The pod's stream ended: so does the socket (no half-close
-			// in WebSocket), and the client pump's read returns.
-			conn.Close()
+		err := p.pump(s, toClient, upEarly)
+		if s.stopCode.Load() != 0 {
+			return
 		}
+		if !errors.Is(err, errWrite) && !pol.dirs[1].closeSeen {
+			// The pod's side died (reset, FIN without a close frame):
+			// the client hears it at once, as a close frame.
+			p.podLost(s, err)
+			p.injectClose(s, toClient)
+			closeWrite(conn)
+			return
+		}
+		// The pod's stream ended: so does the socket (no half-close in
+		// WebSocket), and the client pump's read returns.
+		conn.Close()
 	}()
 	p.pump(s, toPod, early)
 	if s.stopCode.Load() != 0 {
-		// Let the other pump write its close frame too.
+		// Let the other pump write its close frame and drain its peer
+		// too.
 		select {
 		case <-done:
-		case <-time.After(closeGrace):
+		case <-time.After(closeGrace + lingerTime):
 		}
 	}
 	conn.Close()
@@ -54,6 +67,7 @@ func (s *socket) clock() int64 { return int64(time.Since(s.started)) }
 // direction is one way of the relay.
 type direction struct {
 	src, dst net.Conn
+	wr       *writer // of dst
 	pol      *policy
 	d        *dirPolicy // pol's share of this direction, owned by its pump
 }
@@ -63,11 +77,11 @@ type direction struct {
 // not read: that is the backpressure (one buffer per direction, no queue).
 func (p *Proxy) pump(s *socket, d direction, early []byte) error {
 	defer s.ended(d.d.src)
-	wr := newWriter(d.dst)
+	wr := d.wr
 	forward := func(b []byte) error {
-		v := d.d.relayed(s, b)
-		if err := wr.write(b); err != nil {
-			return err
+		n, v := d.d.relayed(s, b)
+		if err := wr.write(b[:n]); err != nil {
+			return fmt.Errorf("%w: %w", errWrite, err)
 		}
 		if v.code != 0 {
 			s.stop(v.code, v.reason)
@@ -96,6 +110,12 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) error {
 			}
 			werr := forward(b)
 			rd.release()
+			if errors.Is(werr, errPodStalled) && s.stopCode.Load() == 0 {
+				// The pod is hung: the client hears 1014 from the
+				// other pump, and is drained here meanwhile.
+				p.podLost(s, werr)
+				linger(d.src, rd)
+			}
 			if werr != nil {
 				return werr
 			}
@@ -107,7 +127,10 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) error {
 			return err
 		}
 		if s.stopCode.Load() != 0 {
+			finishFrame(s, d, rd)
 			p.injectClose(s, d)
+			closeWrite(d.dst)
+			linger(d.src, rd)
 			return errStopped
 		}
 		until := noDeadline // a deadline this direction did not ask for
@@ -136,7 +159,60 @@ func armRead(s *socket, c net.Conn, until time.Time) {
 	}
 }
 
-var errStopped = errors.New("stopped by edge")
+var (
+	errStopped = errors.New("stopped by edge")
+	// errWrite marks a pump's end by its destination (a failed write), not
+	// its source.
+	errWrite = errors.New("write to the peer")
+)
+
+// finishFrame forwards the rest of the frame in flight, if any, within
+// closeGrace, so that edge's close frame can follow it; what comes after
+// it is dropped (the lingering close drains it).
+func finishFrame(s *socket, d direction, rd *reader) {
+	if !d.d.finishing() {
+		return
+	}
+	d.src.SetReadDeadline(time.Now().Add(closeGrace))
+	for d.d.finishing() {
+		b, err := rd.read()
+		if n := d.d.untilBoundary(b); n > 0 {
+			d.d.relayed(s, b[:n])
+			if werr := d.wr.write(b[:n]); werr != nil {
+				rd.release()
+				return
+			}
+		}
+		rd.release()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// closeWrite sends FIN after edge's close frame: the peer reads the close,
+// then the end of the stream, and answers with its own FIN.
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+}
+
+// linger reads and drops what src still sends, until it ends its stream or
+// lingerTime passes (nginx's lingering_close): closing a socket with unread
+// bytes resets it, and a reset can destroy the close frame edge just
+// wrote before the peer reads it (RFC 6455 7.1.1; a client still sending
+// would see 1006 instead of edge's code).
+func linger(src net.Conn, rd *reader) {
+	src.SetReadDeadline(time.Now().Add(lingerTime))
+	for {
+		_, err := rd.read()
+		rd.release()
+		if err != nil {
+			return
+		}
+	}
+}
 
 // injectClose writes the policy's close frame, if any may go, into dst.
 func (p *Proxy) injectClose(s *socket, d direction) {
@@ -227,7 +303,21 @@ func (r *reader) release() {
 type writer struct {
 	conn net.Conn
 	rc   syscall.RawConn // nil: not a socket, plain Write
+	// waiting is set while a write waits for the peer to read (the
+	// client's writer: its peer's backpressure excuses the pod's).
+	waiting atomic.Bool
+	// stall, when set (the pod's writer), bounds a write the pod does not
+	// take, unless excuse is waiting too: a pod that stops reading while
+	// its own writes to the client flow is dead or hung, one blocked by a
+	// client that does not read is only backpressure. The deadline is
+	// armed only once a write would block: no timer per message.
+	stall  time.Duration
+	excuse *atomic.Bool
 }
+
+// errPodStalled: a write to the pod made no progress for
+// proxy.pod_write_timeout while the client read.
+var errPodStalled = errors.New("pod stopped reading")
 
 func newWriter(c net.Conn) *writer {
 	w := &writer{conn: c}
@@ -245,24 +335,43 @@ func (w *writer) write(b []byte) error {
 		return err
 	}
 	var werr error
-	err := w.rc.Write(func(fd uintptr) bool {
-		for len(b) > 0 {
-			n, errno := rawWrite(int(fd), b)
-			switch errno {
-			case 0:
-				b = b[n:]
-			case syscall.EINTR:
-			case syscall.EAGAIN:
-				return false // wait until writable
-			default:
-				werr = errno
-				return true
+	armed := false
+	for {
+		err := w.rc.Write(func(fd uintptr) bool {
+			for len(b) > 0 {
+				n, errno := rawWrite(int(fd), b)
+				switch errno {
+				case 0:
+					b = b[n:]
+				case syscall.EINTR:
+				case syscall.EAGAIN:
+					if w.stall > 0 && !armed {
+						armed = true
+						w.conn.SetWriteDeadline(time.Now().Add(w.stall))
+					}
+					w.waiting.Store(true)
+					return false // wait until writable
+				default:
+					werr = errno
+					return true
+				}
 			}
+			return true
+		})
+		w.waiting.Store(false)
+		if armed && err == nil {
+			w.conn.SetWriteDeadline(noDeadline)
 		}
-		return true
-	})
-	if err != nil {
-		return err
+		if armed && errors.Is(err, os.ErrDeadlineExceeded) && w.stall > 0 {
+			if w.excuse != nil && w.excuse.Load() {
+				armed = false // backpressure from the client: wait on
+				continue
+			}
+			return fmt.Errorf("%w: %w", errPodStalled, err)
+		}
+		if err != nil {
+			return err
+		}
+		return werr
 	}
-	return werr
 }

@@ -65,6 +65,9 @@ type socket struct {
 	// firstClose is the first close code seen in either direction and
 	// firstCloser its side; firstEnd is the side whose stream ended first.
 	firstClose, firstCloser, firstEnd atomic.Int32
+	// lost: the pod's side died mid-call (podLost); the failure counts
+	// toward the pod's ejection when the socket ends.
+	lost atomic.Bool
 }
 
 // Sides of a socket, for closeOrigin.
@@ -127,6 +130,10 @@ func (p *Proxy) finish(s *socket, bytesIn, bytesOut int64) {
 	// Release before forgetting the socket: a drain, or a test, that sees
 	// the socket gone knows its call is released.
 	p.release(s)
+	if s.lost.Load() {
+		addr, _ := p.Lookup(s.pod)
+		p.podFailed(s.pod, addr, "lost")
+	}
 	p.forget(s)
 }
 

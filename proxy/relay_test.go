@@ -105,15 +105,19 @@ func TestSlowReaderBackpressure(t *testing.T) {
 }
 
 // The pod hanging up, with a close frame or by dropping TCP, ends the
-// client's socket and releases the call.
+// client's socket and releases the call; a pod that drops TCP without a
+// close frame died, and the client reads CloseBadGateway (issue 16 item 3),
+// not a bare TCP close.
 func TestPodHangsUp(t *testing.T) {
 	eachRelay(t, func(t *testing.T, relay Relay) {
 		for name, tc := range map[string]struct {
-			code     int
-			wantCode string
+			code       int
+			wantClient int
+			initiator  string
+			wantCode   string
 		}{
-			"close frame": {4321, "4321"},
-			"tcp drop":    {0, "none"},
+			"close frame": {4321, 4321, "pod", "4321"},
+			"tcp drop":    {0, CloseBadGateway, "edge", "1014"},
 		} {
 			t.Run(name, func(t *testing.T) {
 				e := newEnv(t, envOpt{relay: relay})
@@ -126,15 +130,15 @@ func TestPodHangsUp(t *testing.T) {
 					t.Fatal(err)
 				}
 				got := readClose(t, c)
-				if tc.code != 0 && int(got) != tc.code {
-					t.Errorf("client saw close %d, want %d", got, tc.code)
+				if int(got) != tc.wantClient {
+					t.Errorf("client saw close %d, want %d", got, tc.wantClient)
 				}
 				e.waitSockets(0)
 				if owner := e.podOwner(pod); owner != "" {
 					t.Errorf("pod %s still leased to %q after the pod hung up", pod, owner)
 				}
-				if v := value(e.px.metrics.closes.WithLabelValues("pod", tc.wantCode)); v != 1 {
-					t.Errorf("closes{pod,%s} = %v, want 1", tc.wantCode, v)
+				if v := value(e.px.metrics.closes.WithLabelValues(tc.initiator, tc.wantCode)); v != 1 {
+					t.Errorf("closes{%s,%s} = %v, want 1", tc.initiator, tc.wantCode, v)
 				}
 				e.checkCarried(t, relay, 1)
 			})

@@ -36,88 +36,9 @@ if ended then
   return {'ended', ended}
 end
 
-local tiers, i = {}, 7
-for _ = 1, tonumber(ARGV[6]) do
-  tiers[ARGV[i]] = {type = ARGV[i + 1], max = tonumber(ARGV[i + 2])}
-  i = i + 3
-end
-local default_chain = {}
-for _ = 1, tonumber(ARGV[i]) do
-  i = i + 1
-  default_chain[#default_chain + 1] = ARGV[i]
-end
-
--- Merchant config: dedicated pool first, then its fallback or the default.
-local chain, warning = default_chain, ''
-if merchant ~= '' then
-  local raw = redis.call('HGET', K.merchant_config(), merchant)
-  if raw then
-    local ok, mc = pcall(cjson.decode, raw)
-    if not ok or type(mc) ~= 'table' then
-      warning = 'merchant config of ' .. merchant .. ' is not valid JSON; using the default chain'
-    else
-      if type(mc.fallback) == 'table' and #mc.fallback > 0 then
-        chain = {}
-        for _, step in ipairs(mc.fallback) do
-          if type(step) == 'string' then chain[#chain + 1] = step end
-        end
-      end
-      if type(mc.pool) == 'string' and mc.pool ~= '' then
-        local with_pool = {'merchant:' .. mc.pool}
-        for _, step in ipairs(chain) do
-          if step ~= with_pool[1] then with_pool[#with_pool + 1] = step end
-        end
-        chain = with_pool
-      end
-    end
-  end
-end
-
--- SPOP semantics of the seeds: a draining, unready or unregistered pod
--- popped from an available set does not belong there and stays out (the pod
--- source puts an unready one back when it is ready); a pod still held by a
--- live call (a predecessor's double release) stays out until released.
-local function take_exclusive(avail)
-  while true do
-    local pod = redis.call('SPOP', avail)
-    if not pod then return nil end
-    if not is_draining(pod) and redis.call('EXISTS', K.pod_tier(pod)) == 1 and not is_unready(pod)
-        and not live_owner(pod) then
-      return pod
-    end
-  end
-end
-
--- Least-loaded non-draining, ready pod below max_concurrent.
-local function take_shared(avail, max)
-  local offset = 0
-  while true do
-    local batch = redis.call('ZRANGEBYSCORE', avail, '-inf', '(' .. max, 'LIMIT', offset, 16)
-    if #batch == 0 then return nil end
-    for _, pod in ipairs(batch) do
-      if not is_draining(pod) and redis.call('EXISTS', K.pod_tier(pod)) == 1 and not is_unready(pod) then
-        return pod
-      end
-    end
-    offset = offset + #batch
-  end
-end
-
-local pod, source, kind, avail
-for _, step in ipairs(chain) do
-  local key, _, label = pools_of(step)
-  if string.sub(step, 1, 9) == 'merchant:' then
-    pod, kind = take_exclusive(key), 'exclusive'
-  elseif tiers[step] and tiers[step].type == 'shared' then
-    pod, kind = take_shared(key, tiers[step].max), 'shared'
-  elseif tiers[step] then
-    pod, kind = take_exclusive(key), 'exclusive'
-  end
-  if pod then
-    source, avail = label, key
-    break
-  end
-end
+local tiers, default_chain = parse_tiers(6)
+local chain, warning = chain_of(merchant, default_chain)
+local pod, source, kind, avail = take_from_chain(chain, tiers, nil)
 
 if not pod then
   -- Tell "nothing there" from "all draining" from "all busy", sampling at
@@ -143,17 +64,9 @@ if not pod then
 end
 
 local now = now_ms()
-local expires = now + lease_ms
-local now_s = tostring(math.floor(now / 1000))
 redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'merchant_id', merchant,
-  'allocated_at', now_s, 'pool_type', kind, 'creator', creator)
+  'allocated_at', tostring(math.floor(now / 1000)), 'pool_type', kind, 'creator', creator)
 redis.call('HDEL', call_key, '_lock')
 redis.call('PEXPIRE', call_key, info_ms)
-redis.call('HSET', K.pod_info(pod), 'status', 'allocated', 'allocated_call_sid', call_id,
-  'allocated_at', now_s, 'source_pool', source)
-if kind == 'shared' then
-  redis.call('ZINCRBY', avail, 1, pod)
-  redis.call('ZADD', K.pod_calls(pod), expires, call_id)
-end
-redis.call('SET', K.lease(pod), call_id, 'PX', lease_ms)
+assign(pod, call_id, source, kind, avail, lease_ms, now)
 return {'ok', pod, source, 0, kind, warning, creator}

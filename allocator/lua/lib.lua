@@ -77,3 +77,170 @@ local function fence_lost(fence)
   end
   return redis.call('GET', K.leader_lock()) ~= fence
 end
+
+-- Whether dials to the pod failed and it is out of allocation on every
+-- replica until a probe succeeds (K.ejected(), issue 16).
+local function is_ejected(pod)
+  return redis.call('ZSCORE', K.ejected(), pod) ~= false
+end
+
+-- The tier table and default chain of allocate's argument layout, from
+-- ARGV[i]: N, then N triples (name, type, max_concurrent), then M, then M
+-- step names.
+local function parse_tiers(i)
+  local tiers = {}
+  for _ = 1, tonumber(ARGV[i]) do
+    tiers[ARGV[i + 1]] = {type = ARGV[i + 2], max = tonumber(ARGV[i + 3])}
+    i = i + 3
+  end
+  i = i + 1
+  local default_chain = {}
+  for _ = 1, tonumber(ARGV[i]) do
+    i = i + 1
+    default_chain[#default_chain + 1] = ARGV[i]
+  end
+  return tiers, default_chain
+end
+
+-- The merchant's chain: its dedicated pool first, then its fallback or the
+-- default chain. The second value is "" or a note for the log.
+local function chain_of(merchant, default_chain)
+  local chain, warning = default_chain, ''
+  if merchant == '' then
+    return chain, warning
+  end
+  local raw = redis.call('HGET', K.merchant_config(), merchant)
+  if not raw then
+    return chain, warning
+  end
+  local ok, mc = pcall(cjson.decode, raw)
+  if not ok or type(mc) ~= 'table' then
+    return chain, 'merchant config of ' .. merchant .. ' is not valid JSON; using the default chain'
+  end
+  if type(mc.fallback) == 'table' and #mc.fallback > 0 then
+    chain = {}
+    for _, step in ipairs(mc.fallback) do
+      if type(step) == 'string' then chain[#chain + 1] = step end
+    end
+  end
+  if type(mc.pool) == 'string' and mc.pool ~= '' then
+    local with_pool = {'merchant:' .. mc.pool}
+    for _, step in ipairs(chain) do
+      if step ~= with_pool[1] then with_pool[#with_pool + 1] = step end
+    end
+    chain = with_pool
+  end
+  return chain, warning
+end
+
+-- SPOP semantics of the seeds: a draining, unready or unregistered pod
+-- popped from an available set does not belong there and stays out (the pod
+-- source puts an unready one back when it is ready); a pod still held by a
+-- live call (a predecessor's double release) stays out until released. An
+-- ejected pod, or the one excluded, goes back: it is free, only not to be
+-- given now.
+local function take_exclusive(avail, exclude)
+  local skipped = {}
+  local found
+  while true do
+    local pod = redis.call('SPOP', avail)
+    if not pod then break end
+    if not is_draining(pod) and redis.call('EXISTS', K.pod_tier(pod)) == 1 and not is_unready(pod)
+        and not live_owner(pod) then
+      if pod ~= exclude and not is_ejected(pod) then
+        found = pod
+        break
+      end
+      skipped[#skipped + 1] = pod
+    end
+  end
+  if #skipped > 0 then
+    redis.call('SADD', avail, unpack(skipped))
+  end
+  return found
+end
+
+-- Least-loaded non-draining, ready, not ejected pod below max_concurrent.
+local function take_shared(avail, max, exclude)
+  local offset = 0
+  while true do
+    local batch = redis.call('ZRANGEBYSCORE', avail, '-inf', '(' .. max, 'LIMIT', offset, 16)
+    if #batch == 0 then return nil end
+    for _, pod in ipairs(batch) do
+      if pod ~= exclude and not is_draining(pod) and redis.call('EXISTS', K.pod_tier(pod)) == 1
+          and not is_unready(pod) and not is_ejected(pod) then
+        return pod
+      end
+    end
+    offset = offset + #batch
+  end
+end
+
+-- The first pod the chain can give, skipping exclude: pod, source_pool
+-- label, pool type, available key (nil when none).
+local function take_from_chain(chain, tiers, exclude)
+  for _, step in ipairs(chain) do
+    local key, _, label = pools_of(step)
+    local pod, kind
+    if string.sub(step, 1, 9) == 'merchant:' then
+      pod, kind = take_exclusive(key, exclude), 'exclusive'
+    elseif tiers[step] and tiers[step].type == 'shared' then
+      pod, kind = take_shared(key, tiers[step].max, exclude), 'shared'
+    elseif tiers[step] then
+      pod, kind = take_exclusive(key, exclude), 'exclusive'
+    end
+    if pod then
+      return pod, label, kind, key
+    end
+  end
+  return nil
+end
+
+-- Gives pod to call_id: pod info, lease, and on a shared pod its slot and
+-- per-call lease (the writes of allocate.lua, shared with failover.lua).
+local function assign(pod, call_id, source, kind, avail, lease_ms, now)
+  local now_s = tostring(math.floor(now / 1000))
+  redis.call('HSET', K.pod_info(pod), 'status', 'allocated', 'allocated_call_sid', call_id,
+    'allocated_at', now_s, 'source_pool', source)
+  if kind == 'shared' then
+    redis.call('ZINCRBY', avail, 1, pod)
+    redis.call('ZADD', K.pod_calls(pod), now + lease_ms, call_id)
+  end
+  redis.call('SET', K.lease(pod), call_id, 'PX', lease_ms)
+end
+
+-- Records a failed dial (or probe) of pod and ejects it unless its tier
+-- already has max_pct percent of its pods ejected (Envoy's
+-- max_ejection_percent: a network blip must not empty the pools). The
+-- backoff doubles with every consecutive failure, from base_ms up to
+-- max_ms. Returns ejected (0|1), the probe due time (unix ms) and the
+-- failure count.
+local function mark_failed(pod, reason, now, base_ms, max_ms, max_pct)
+  if redis.call('EXISTS', K.pod_tier(pod)) == 0 then
+    return 0, 0, 0
+  end
+  local info = K.pod_info(pod)
+  local failures = redis.call('HINCRBY', info, 'failures', 1)
+  local backoff = base_ms
+  for _ = 2, failures do
+    backoff = backoff * 2
+    if backoff >= max_ms then break end
+  end
+  backoff = math.min(backoff, max_ms)
+  local due = now + backoff
+  if not is_ejected(pod) then
+    local tier = redis.call('GET', K.pod_tier(pod))
+    local _, assigned = pools_of(tier)
+    local total, out = redis.call('SCARD', assigned), 1
+    for _, p in ipairs(redis.call('ZRANGE', K.ejected(), 0, -1)) do
+      if redis.call('GET', K.pod_tier(p)) == tier then out = out + 1 end
+    end
+    if out * 100 > max_pct * total then
+      return 0, 0, failures
+    end
+    redis.call('HSET', info, 'ejected_at', tostring(now))
+  end
+  redis.call('HSET', info, 'ejected_reason', reason)
+  redis.call('ZADD', K.ejected(), due, pod)
+  return 1, due, failures
+end

@@ -6,7 +6,7 @@
 --            (merchant pools are added from K.merchant_pools())
 --
 -- Returns one array per pool:
---   {tier, type, assigned, available, draining, calls}
+--   {tier, type, assigned, available, draining, calls, ejected}
 -- calls counts calls in progress: live leases on exclusive pods, live
 -- per-call leases on shared pods. Cost is O(pods): it is for status pages and
 -- metrics scrapes, not the call path.
@@ -26,9 +26,10 @@ for _, p in ipairs(pools) do
   local tier, kind = p[1], p[2]
   local avail, assigned_key = pools_of(tier)
   local members = redis.call('SMEMBERS', assigned_key)
-  local draining, calls = 0, 0
+  local draining, calls, ejected = 0, 0, 0
   for _, pod in ipairs(members) do
     if is_draining(pod) then draining = draining + 1 end
+    if is_ejected(pod) then ejected = ejected + 1 end
     if kind == 'shared' then
       calls = calls + live_calls(pod, now)
     elseif live_owner(pod) then
@@ -42,6 +43,6 @@ for _, p in ipairs(pools) do
   elseif t == 'set' then
     available = redis.call('SCARD', avail)
   end
-  out[#out + 1] = {tier, kind, #members, available, draining, calls}
+  out[#out + 1] = {tier, kind, #members, available, draining, calls, ejected}
 end
 return out

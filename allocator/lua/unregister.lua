@@ -39,6 +39,7 @@ end
 
 redis.call('DEL', KEYS[1], K.pod_info(pod), K.lease(pod), K.pod_draining(pod), K.pod_calls(pod))
 redis.call('HDEL', K.pod_metadata(), pod)
+redis.call('ZREM', K.ejected(), pod)
 if not known then
   return {'not_found'}
 end

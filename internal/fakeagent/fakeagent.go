@@ -31,6 +31,7 @@ type Agent struct {
 	paths   []string
 	headers []http.Header
 	live    map[*websocket.Conn]struct{} // open sockets, for Kill
+	closes  []websocket.StatusCode
 }
 
 // Listen opens the agent's listener on addr ("127.0.0.1:0" for any port).
@@ -96,6 +97,14 @@ func (a *Agent) Kill() {
 	}
 }
 
+// CloseCodes returns the close status each ended socket read from its
+// client (-1: the connection ended without a close frame).
+func (a *Agent) CloseCodes() []websocket.StatusCode {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]websocket.StatusCode(nil), a.closes...)
+}
+
 // ServeHTTP accepts a WebSocket on any path and echoes until it closes.
 func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
@@ -125,6 +134,9 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		typ, msg, err := c.Read(ctx)
 		if err != nil {
 			status := websocket.CloseStatus(err)
+			a.mu.Lock()
+			a.closes = append(a.closes, status)
+			a.mu.Unlock()
 			if status == -1 {
 				status = websocket.StatusNormalClosure
 			}

@@ -1,11 +1,14 @@
 // Package mediacontract is what the media proxy and the allocator agree on:
-// a socket's lease and the two refusals of its admission. It is a leaf, so
-// that the adapter edge runs (allocator.MediaLeases) can live beside the
-// allocator, which the proxy's own tests import, instead of a copy of it in
-// those tests.
+// a socket's lease, the refusals of its admission, and the pod health
+// settings of connect-time failover. It is a leaf, so that the adapter edge
+// runs (allocator.MediaLeases) can live beside the allocator, which the
+// proxy's own tests import, instead of a copy of it in those tests.
 package mediacontract
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // Lease names a call, the pod it holds and the socket holding its media
 // claim.
@@ -13,6 +16,21 @@ type Lease struct {
 	CallID string
 	Pod    string
 	Holder string
+}
+
+// Ejection is how pods whose dials fail are taken out of allocation on
+// every replica: the probe backoff starts at Backoff and doubles with every
+// consecutive failure up to MaxBackoff, and at most MaxPercent percent of
+// a tier's pods are out at once.
+type Ejection struct {
+	Backoff, MaxBackoff time.Duration
+	MaxPercent          int
+}
+
+// EjectedPod is a pod out of allocation and when its next probe is due.
+type EjectedPod struct {
+	Pod      string
+	ProbeDue time.Time
 }
 
 // Outcomes the adapter wraps and the proxy branches on.
@@ -23,4 +41,7 @@ var (
 	// ErrClaimed: another media socket, on this replica or another, holds
 	// the call.
 	ErrClaimed = errors.New("the call already has a media socket")
+	// ErrNoOtherPod: a call could not be moved, its chain has no other
+	// pod.
+	ErrNoOtherPod = errors.New("no other pod for the call")
 )

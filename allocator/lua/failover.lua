@@ -1,0 +1,91 @@
+-- failover.lua: move a call whose media socket could not reach its pod to
+-- another pod of its chain, in one step (issue 16): the broken pod's failure
+-- recorded (and the pod ejected, see mark_failed), the call's info, lease
+-- and owner moved, its media claim kept.
+--
+-- KEYS[1] -> call info hash (K.call(call_id))
+-- ARGV[1] -> call id
+-- ARGV[2] -> the pod the socket failed to reach
+-- ARGV[3] -> holder: the socket's media claim; only it may move the call
+-- ARGV[4] -> reason ("refused", "timeout", "reset", "status", ...)
+-- ARGV[5] -> lease TTL in ms
+-- ARGV[6] -> ejection backoff base in ms
+-- ARGV[7] -> ejection backoff max in ms
+-- ARGV[8] -> max ejection percent of a tier
+-- ARGV[9] -> number of tiers N, then N triples: name, type, max_concurrent
+-- then    -> number of default chain steps M, then M step names
+--
+-- Returns:
+--   {"moved", pod, ejected (0|1), probe_due_ms}   the call is on pod now
+--   {"none", ejected (0|1), probe_due_ms}   no other pod in the chain: the
+--                                      call stays where it is (the caller
+--                                      ends it)
+--   {"gone", pod}   the call is not live on ARGV[2] (ended, or moved
+--                   already: pod is where, "" for nowhere)
+--   {"held"}        another socket holds the call's media claim
+--
+-- Fencing is kept: the call's pod changes only while this socket holds the
+-- claim and the call is still on the broken pod, and the new pod's lease
+-- and allocated_call_sid name the call, as allocate writes them. The pods
+-- the call left are listed in its info (moved_from, "|a|b|"), so that the
+-- media URL the provider holds, signed for the first pod, is still
+-- admitted (claim.lua) and reaches the new one.
+
+local call_key, call_id, broken, holder = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local info = redis.call('HMGET', call_key, 'pod_name', 'media_claim', 'source_pool', 'pool_type',
+  'merchant_id', 'moved_from')
+if info[1] ~= broken then
+  return {'gone', info[1] or ''}
+end
+if info[2] ~= holder then
+  return {'held'}
+end
+local now = now_ms()
+local ejected, due = mark_failed(broken, ARGV[4], now, tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]))
+
+local tiers, default_chain = parse_tiers(9)
+local chain = chain_of(info[5] or '', default_chain)
+local lease_ms = tonumber(ARGV[5])
+local pod, source, kind, avail = take_from_chain(chain, tiers, broken)
+if not pod then
+  return {'none', ejected, due}
+end
+
+-- Off the broken pod, as release.lua frees it (without a tombstone: the
+-- call lives on). An exclusive pod goes back to its pool even when ejected:
+-- allocate skips it while it is, and the sweep would otherwise take it
+-- for a zombie.
+local old_tier = tier_of_source(info[3] or '')
+local old_avail = pools_of(old_tier)
+local state = is_draining(broken) and 'draining' or 'available'
+local released_at = tostring(math.floor(now / 1000))
+if info[4] == 'shared' then
+  redis.call('ZREM', K.pod_calls(broken), call_id)
+  local score = redis.call('ZSCORE', old_avail, broken)
+  if score and tonumber(score) > 0 and redis.call('GET', K.pod_tier(broken)) == old_tier then
+    redis.call('ZINCRBY', old_avail, -1, broken)
+  end
+  if redis.call('ZCARD', K.pod_calls(broken)) == 0 then
+    redis.call('DEL', K.lease(broken))
+    redis.call('HSET', K.pod_info(broken), 'status', state, 'allocated_call_sid', '',
+      'allocated_at', '', 'released_at', released_at)
+  end
+elseif redis.call('HGET', K.pod_info(broken), 'allocated_call_sid') == call_id then
+  if redis.call('GET', K.lease(broken)) == call_id then
+    redis.call('DEL', K.lease(broken))
+  end
+  if state == 'available' and not is_unready(broken) and redis.call('GET', K.pod_tier(broken)) == old_tier then
+    redis.call('SADD', old_avail, broken)
+  end
+  redis.call('HSET', K.pod_info(broken), 'status', state, 'allocated_call_sid', '',
+    'allocated_at', '', 'released_at', released_at)
+end
+
+local moved_from = info[6] or '|'
+if not string.find(moved_from, '|' .. broken .. '|', 1, true) then
+  moved_from = moved_from .. broken .. '|'
+end
+redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'pool_type', kind,
+  'moved_from', moved_from)
+assign(pod, call_id, source, kind, avail, lease_ms, now)
+return {'moved', pod, ejected, due}

@@ -1,0 +1,150 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"syscall"
+	"time"
+)
+
+// Connect-time failover (issue 16 item 1). A pod can die, hang or
+// crash-loop in the second between the webhook's answer and the provider's
+// socket; edge owns the allocation, so instead of answering 502 as the
+// nginx hop did, it moves the call to another pod of its chain and
+// connects there. Nothing has reached the client yet, so the provider sees
+// one handshake, and the URL it holds stays valid (Leases.Claim follows a
+// moved call).
+
+// errUnknownUpstream: the call's pod is not in this replica's registry
+// (the pod source removed it).
+var errUnknownUpstream = errors.New("pod not in the pod registry")
+
+// connect dials the call's pod and, when it cannot be reached or refuses
+// the upgrade, moves the call (Leases.MoveCall) and dials the next one: at
+// most ConnectAttempts dials of DialTimeout each, all within ctx (the
+// ConnectBudget). When every attempt fails the call is ended at once (its
+// pods back, its tombstone written) rather than left to its lease: the
+// provider hangs up on a 502 anyway. It returns the pod dialled last.
+func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, holder string) (*upstream, string, error) {
+	cfg := p.cfg()
+	ej := cfg.ejection()
+	for attempt := 1; ; attempt++ {
+		up, addr, err := p.dialPod(ctx, cfg.DialTimeout, pod, uri, r)
+		if err == nil {
+			if attempt > 1 {
+				p.metrics.failovers.WithLabelValues("connected").Inc()
+			}
+			return up, pod, nil
+		}
+		reason := dialReason(err)
+		p.metrics.dialFailures.WithLabelValues(reason).Inc()
+		p.Log.Warn("media socket could not reach its pod", "pod", pod, "address", addr, "reason", reason,
+			"call_sid", callID, "attempt", attempt, "err", err)
+		if attempt >= cfg.ConnectAttempts || ctx.Err() != nil {
+			p.metrics.failovers.WithLabelValues("exhausted").Inc()
+			p.podFailed(pod, addr, reason)
+			p.endCall(callID, pod)
+			return nil, pod, err
+		}
+		next, ejected, merr := p.Leases.MoveCall(ctx, callID, pod, holder, reason, ej)
+		if ejected {
+			p.ejected(pod, addr, reason)
+		}
+		switch {
+		case errors.Is(merr, ErrNoOtherPod):
+			p.metrics.failovers.WithLabelValues("no_pod").Inc()
+			p.endCall(callID, pod)
+			return nil, pod, errors.Join(err, merr)
+		case merr != nil:
+			// The call ended or another socket took it meanwhile, or
+			// Redis failed: the call is not this socket's to end. Its
+			// claim is dropped so that a retry is admitted anywhere.
+			p.metrics.failovers.WithLabelValues("error").Inc()
+			p.unclaim(callID, holder)
+			return nil, pod, errors.Join(err, merr)
+		}
+		p.Log.Info("media socket moved its call to another pod", "call_sid", callID, "from", pod, "to", next, "reason", reason)
+		p.metrics.failovers.WithLabelValues("moved").Inc()
+		pod = next
+	}
+}
+
+// dialPod dials pod's address from the pod registry (the only source of
+// upstream addresses: no request chooses where edge dials) within timeout.
+func (p *Proxy) dialPod(ctx context.Context, timeout time.Duration, pod, uri string, r *http.Request) (*upstream, string, error) {
+	addr, ok := p.Lookup(pod)
+	if !ok {
+		return nil, "", errUnknownUpstream
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	up, err := dialUpstream(dctx, addr, uri, r, p.Forwarded)
+	return up, addr, err
+}
+
+// dialReason is a bounded label for a failed dial: refused, reset,
+// timeout, status (an answer other than 101), handshake (a broken 101),
+// unknown (not in the registry) or other.
+func dialReason(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, errUnknownUpstream):
+		return "unknown"
+	case errors.Is(err, errUpgradeStatus):
+		return "status"
+	case errors.Is(err, errBadUpgrade):
+		return "handshake"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "reset"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
+		errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	}
+	return "other"
+}
+
+// endCall releases a call whose socket reached no pod.
+func (p *Proxy) endCall(callID, pod string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	outcome, err := p.Leases.Release(ctx, callID)
+	if err != nil {
+		if errors.Is(err, ErrNoAllocation) {
+			outcome = "not_found"
+		} else {
+			outcome = "error"
+			p.Log.Warn("ending a call whose pods could not be reached failed; its lease will expire", "call_sid", callID, "pod", pod, "err", err)
+		}
+	}
+	p.metrics.releases.WithLabelValues(outcome).Inc()
+	p.Log.Info("media socket reached no pod: call ended", "call_sid", callID, "pod", pod)
+}
+
+// podFailed records a failure of pod (a dial, a loss mid-call) toward its
+// ejection on every replica; off the call path's budget, bounded.
+func (p *Proxy) podFailed(pod, addr, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ejected, err := p.Leases.PodFailed(ctx, pod, reason, p.cfg().ejection())
+	if err != nil {
+		p.Log.Warn("recording a pod failure failed", "pod", pod, "reason", reason, "err", err)
+		return
+	}
+	if ejected {
+		p.ejected(pod, addr, reason)
+	}
+}
+
+// ejected logs and counts a pod taken out of allocation.
+func (p *Proxy) ejected(pod, addr, reason string) {
+	p.metrics.ejections.WithLabelValues(reason).Inc()
+	p.Log.Warn("pod ejected from allocation on every replica until a health probe succeeds",
+		"pod", pod, "address", addr, "reason", reason)
+}

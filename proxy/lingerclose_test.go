@@ -1,0 +1,76 @@
+package proxy
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// A client that keeps sending after its message went over the limit still
+// reads edge's 1009 (issue 16 item 4): edge cuts the relay before the
+// oversized frame, so the pod, between frames, gets 1009 too, and drains
+// the client instead of resetting it with its bytes unread.
+func TestOversizedWhileSendingClosesWith1009BothWays(t *testing.T) {
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.MaxMessageBytes = 64 << 10 }})
+		pod, url := e.allocate("CA1", "")
+		c := e.mustDial(url)
+		echo(t, c, "small")
+		c.SetReadLimit(1 << 20)
+		go func() {
+			msg := make([]byte, 256<<10)
+			for {
+				if err := c.Write(context.Background(), websocket.MessageBinary, msg); err != nil {
+					return
+				}
+			}
+		}()
+		if got := readClose(t, c); got != CloseTooBig {
+			t.Errorf("client saw close %d, want %d", got, CloseTooBig)
+		}
+		e.waitSockets(0)
+		deadline := time.Now().Add(5 * time.Second)
+		for len(e.agents[pod].CloseCodes()) == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := e.agents[pod].CloseCodes(); len(got) != 1 || got[0] != CloseTooBig {
+			t.Errorf("pod saw closes %v, want [%d]", got, CloseTooBig)
+		}
+	})
+}
+
+// A call that loses its lease while its client floods the socket still
+// ends with a 1008 close frame the client reads, not a reset (issue 16
+// item 4: every close edge starts, not only 1009).
+func TestLostLeaseWhileSendingCloses1008(t *testing.T) {
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.RenewInterval = time.Hour }})
+		_, url := e.allocate("CA1", "")
+		c := e.mustDial(url)
+		echo(t, c, "hi")
+		c.SetReadLimit(1 << 20)
+		go func() {
+			msg := make([]byte, 32<<10)
+			for {
+				if err := c.Write(context.Background(), websocket.MessageBinary, msg); err != nil {
+					return
+				}
+			}
+		}()
+		ctx := context.Background()
+		info, err := e.alloc.Call(ctx, "CA1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.alloc.DropMediaClaim(ctx, "CA1", info.MediaClaim); err != nil {
+			t.Fatal(err)
+		}
+		e.px.renewOnce(ctx)
+		if got := readClose(t, c); got != ClosePolicy {
+			t.Errorf("client saw close %d, want %d", got, ClosePolicy)
+		}
+		e.waitSockets(0)
+	})
+}

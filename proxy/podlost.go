@@ -1,0 +1,20 @@
+package proxy
+
+import "errors"
+
+// errPodEOF: the pod ended its TCP stream without a close frame.
+var errPodEOF = errors.New("pod closed the connection without a close frame")
+
+// podLost ends s because its pod's side died mid-call (issue 16 item 3):
+// the client gets CloseBadGateway at once, the call is released as the
+// socket ends, and the failure counts toward the pod's ejection.
+func (p *Proxy) podLost(s *socket, cause error) {
+	if !s.markStop(CloseBadGateway, "pod lost") {
+		return
+	}
+	s.lost.Store(true)
+	p.Log.Warn("pod's side of a media socket died mid-call", "pod", s.pod, "call_sid", s.callID, "err", cause)
+	if f := s.interrupt.Load(); f != nil {
+		(*f)()
+	}
+}

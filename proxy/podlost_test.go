@@ -1,0 +1,101 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// rawPod is a pod that completes the WebSocket upgrade by hand and then
+// misbehaves as kind says: "reset" resets the connection after the first
+// bytes from the client (killed mid-call), "hang" never reads again.
+func rawPod(t *testing.T, kind string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var conns []net.Conn
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+			go func() {
+				br := bufio.NewReader(c)
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					c.Close()
+					return
+				}
+				c.Write([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
+					acceptKey(req.Header.Get("Sec-WebSocket-Key")) + "\r\n\r\n"))
+				if kind == "reset" {
+					br.ReadByte()
+					c.(*net.TCPConn).SetLinger(0)
+					c.Close()
+				}
+				// hang: neither read nor answer; closed at cleanup.
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// A pod that dies mid-call (killed: a reset) or hangs (stops reading while
+// the client reads) ends the client's socket with 1014 at once, releases
+// the call and counts toward the pod's ejection (issue 16 item 3).
+func TestPodLostMidCall(t *testing.T) {
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		for _, kind := range []string{"reset", "hang"} {
+			t.Run(kind, func(t *testing.T) {
+				e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) {
+					failoverCfg(c)
+					c.PodWriteTimeout = 300 * time.Millisecond
+				}})
+				e.addPod("pod-x", "gold", rawPod(t, kind))
+				callID, url := e.callOn("pod-x")
+				c := e.mustDial(url)
+				go func() {
+					msg := make([]byte, 16<<10)
+					for {
+						if err := c.Write(context.Background(), websocket.MessageBinary, msg); err != nil {
+							return
+						}
+					}
+				}()
+				start := time.Now()
+				if got := readClose(t, c); got != CloseBadGateway {
+					t.Errorf("client saw close %d, want %d", got, CloseBadGateway)
+				}
+				if d := time.Since(start); d > 5*time.Second {
+					t.Errorf("pod loss noticed after %v", d)
+				}
+				e.waitSockets(0)
+				if _, err := e.alloc.Call(context.Background(), callID); err == nil {
+					t.Error("call not released")
+				}
+				waitFor(t, "the pod ejected", func() bool {
+					pi, _ := e.alloc.PodInfo(context.Background(), "pod-x")
+					return pi.Ejection != nil && pi.Ejection.Reason == "lost"
+				})
+			})
+		}
+	})
+}

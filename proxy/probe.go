@@ -1,0 +1,100 @@
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"net/http"
+	"time"
+)
+
+// probeLoop brings ejected pods back (issue 16 item 2): every
+// ProbeInterval it reads the ejected pods (shared by every replica) and
+// probes each one whose backoff has passed: a TCP connect, then a WebSocket
+// upgrade to HealthPath. A 101 takes the pod back into allocation on every
+// replica; a failure doubles its backoff. Every replica probes, so a pod
+// comes back even with one replica left; a probe is one short connection
+// per backoff per replica.
+func (p *Proxy) probeLoop(ctx context.Context) {
+	for {
+		t := time.NewTimer(p.cfg().ProbeInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		p.probeDue(ctx)
+	}
+}
+
+// probeDue probes the ejected pods whose probe time has come, one after
+// another (there are few: at most max_ejection_percent of a tier).
+func (p *Proxy) probeDue(ctx context.Context) {
+	cfg := p.cfg()
+	rctx, cancel := context.WithTimeout(ctx, cfg.ProbeInterval+cfg.DialTimeout)
+	defer cancel()
+	pods, err := p.Leases.Ejected(rctx)
+	if err != nil {
+		p.Log.Debug("reading ejected pods failed; probing next interval", "err", err)
+		return
+	}
+	now := time.Now()
+	for _, ep := range pods {
+		if ep.ProbeDue.After(now) || ctx.Err() != nil {
+			continue
+		}
+		addr, ok := p.Lookup(ep.Pod)
+		if !ok {
+			// Not in the registry: the pod source removes it, and its
+			// ejection with it.
+			continue
+		}
+		if err := probe(ctx, addr, cfg.HealthPath, cfg.DialTimeout); err != nil {
+			p.metrics.probes.WithLabelValues("failed").Inc()
+			p.Log.Info("ejected pod's health probe failed", "pod", ep.Pod, "address", addr, "err", err)
+			p.probeFailed(ep.Pod)
+			continue
+		}
+		p.metrics.probes.WithLabelValues("ok").Inc()
+		if was, err := p.Leases.Reinstate(rctx, ep.Pod); err != nil {
+			p.Log.Warn("reinstating a healthy pod failed; probing again", "pod", ep.Pod, "err", err)
+		} else if was {
+			p.Log.Warn("ejected pod passed its health probe: back in allocation", "pod", ep.Pod, "address", addr)
+		}
+	}
+}
+
+// probeFailed grows an ejected pod's backoff; it was ejected already, so
+// no WARN and no ejection counted.
+func (p *Proxy) probeFailed(pod string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := p.Leases.PodFailed(ctx, pod, "probe", p.cfg().ejection()); err != nil {
+		p.Log.Warn("recording a failed probe failed", "pod", pod, "err", err)
+	}
+}
+
+// probe opens a WebSocket to addr's path and closes it at once (close 1000):
+// what a media socket needs of the pod, without a call.
+func probe(ctx context.Context, addr, path string, timeout time.Duration) error {
+	var key [16]byte
+	rand.Read(key[:])
+	req := &http.Request{Method: http.MethodGet, Host: addr, RemoteAddr: "127.0.0.1:0", Header: http.Header{
+		"Sec-Websocket-Key":     {base64.StdEncoding.EncodeToString(key[:])},
+		"Sec-Websocket-Version": {"13"},
+		"User-Agent":            {"edge-health-probe"},
+	}}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	up, err := dialUpstream(dctx, addr, path, req, nil)
+	if err != nil {
+		return err
+	}
+	defer up.conn.Close()
+	up.conn.SetWriteDeadline(time.Now().Add(timeout))
+	mask := [4]byte{}
+	rand.Read(mask[:])
+	up.conn.Write(closeFrame(1000, "edge health probe", &mask))
+	return nil
+}
