@@ -78,6 +78,9 @@ const (
 	ReasonAllDraining Reason = "all_draining"
 	// ReasonAtCapacity: every pod of the chain is busy.
 	ReasonAtCapacity Reason = "at_capacity"
+	// ReasonMerchantAtCap: the merchant has max_calls live calls (its
+	// merchant config's cap, issue 10); other merchants are not affected.
+	ReasonMerchantAtCap Reason = "merchant_at_cap"
 	// ReasonCallEnded labels allocations refused with ErrCallEnded (the
 	// allocations metric's result).
 	ReasonCallEnded Reason = "call_ended"

@@ -74,6 +74,18 @@ func (k Keys) MerchantAssigned(merchant string) string {
 // {"tier":"gold","pool":"acme","fallback":["standard","basic"]}.
 func (k Keys) MerchantConfig() string { return k.prefix + "merchant:config" }
 
+// MerchantCalls (edge) ZSET of call id -> lease expiry (unix ms) of a
+// merchant's live calls (issue 10): the count a merchant's max_calls cap is
+// checked against, inside allocate.lua. Every script that creates, renews
+// or ends a call keeps it (allocate, renew, release, failover, sweep,
+// unregister, sync); an entry whose lease expired is a dead call and is not
+// counted, so a call ended by a path that does not know the set (the
+// predecessor's release) stops counting when its lease would have run out.
+// The key itself expires with its latest lease.
+func (k Keys) MerchantCalls(merchant string) string {
+	return k.prefix + "merchant:" + merchant + ":calls"
+}
+
 // MerchantPools (edge) SET of merchant ids that have a dedicated pool, so
 // status and sweeps can find every merchant pool without scanning keys.
 func (k Keys) MerchantPools() string { return k.prefix + "merchant:pools" }
@@ -190,6 +202,7 @@ func (k Keys) luaKeyBuilders() string {
 		{"pool_assigned", k.PoolAssigned},
 		{"merchant_pods", k.MerchantPods},
 		{"merchant_assigned", k.MerchantAssigned},
+		{"merchant_calls", k.MerchantCalls},
 		{"pod_tier", k.PodTier},
 		{"pod_info", k.PodInfo},
 		{"pod_draining", k.PodDraining},

@@ -193,7 +193,14 @@ type MerchantConfig struct {
 	Pool string `json:"pool,omitempty"`
 	// Fallback replaces the default chain for this merchant.
 	Fallback []string `json:"fallback,omitempty"`
+	// MaxCalls caps the merchant's live calls (issue 10): an allocation
+	// beyond it is refused with ReasonMerchantAtCap. nil: no cap.
+	MaxCalls *int `json:"max_calls,omitempty"`
 }
+
+// MaxMerchantCalls bounds max_calls: a larger cap is a typo, not a plan
+// (no fleet edge serves has a million pods).
+const MaxMerchantCalls = 1_000_000
 
 // ValidateMerchantConfig checks a merchant entry against the tiers.
 func (tc TierConfig) ValidateMerchantConfig(id string, mc MerchantConfig) error {
@@ -208,6 +215,10 @@ func (tc TierConfig) ValidateMerchantConfig(id string, mc MerchantConfig) error 
 	}
 	if err := tc.validateChain("fallback", mc.Fallback); err != nil {
 		errs = append(errs, err)
+	}
+	if mc.MaxCalls != nil && (*mc.MaxCalls < 1 || *mc.MaxCalls > MaxMerchantCalls) {
+		errs = append(errs, fmt.Errorf("%w: max_calls: must be between 1 and %d (got %d); leave it out for no cap",
+			ErrInvalidConfig, MaxMerchantCalls, *mc.MaxCalls))
 	}
 	return errors.Join(errs...)
 }

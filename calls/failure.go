@@ -46,7 +46,7 @@ const (
 
 // Failure is how a failed call operation is answered: its kind, an HTTP
 // status, a stable code for machines (the no-capacity reasons are the
-// allocator's: no_pods, all_draining, at_capacity) and a message safe to
+// allocator's: no_pods, all_draining, at_capacity, merchant_at_cap) and a message safe to
 // show the caller. The cause goes to the log only.
 type Failure struct {
 	Kind    Kind
@@ -68,6 +68,8 @@ func FailureOf(err error) Failure {
 			msg = "all pods are draining"
 		case allocator.ReasonAtCapacity:
 			msg = "all pods are busy"
+		case allocator.ReasonMerchantAtCap:
+			msg = "the merchant has reached its maximum of live calls"
 		}
 		return Failure{KindNoCapacity, http.StatusServiceUnavailable, string(nc.Reason), msg}
 	case errors.Is(err, allocator.ErrCallEnded):

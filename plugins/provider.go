@@ -142,6 +142,9 @@ const (
 	ReasonNoPods      = "no_pods"
 	ReasonAllDraining = "all_draining"
 	ReasonAtCapacity  = "at_capacity"
+	// ReasonMerchantAtCap: the merchant's max_calls cap is reached
+	// (issue 10); other merchants still get pods.
+	ReasonMerchantAtCap = "merchant_at_cap"
 	// ReasonCallEnded: the call has ended; a late or replayed webhook for
 	// it gets the hangup answer, never a pod.
 	ReasonCallEnded = "call_ended"

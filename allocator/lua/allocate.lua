@@ -12,7 +12,7 @@
 --
 -- Returns:
 --   {"ok", pod, source_pool, was_existing (0|1), pool_type, warning, creator}
---   {"none", reason ("no_pods"|"all_draining"|"at_capacity"), warning, chain...}
+--   {"none", reason ("no_pods"|"all_draining"|"at_capacity"|"merchant_at_cap"), warning, chain...}
 --   {"ended", how}   the call ended ("released"|"expired"|"unregistered"):
 --                    a late or replayed webhook; nothing is written
 -- warning is "" or a note for the log (a bad merchant config entry). creator
@@ -37,7 +37,21 @@ if ended then
 end
 
 local tiers, default_chain = parse_tiers(6)
-local chain, warning = chain_of(merchant, default_chain)
+local chain, warning, mc = chain_of(merchant, default_chain)
+
+-- Admission (issue 10): a merchant at its max_calls gets no pod, whatever
+-- is free; counted from its live calls (K.merchant_calls), in this step.
+local now = now_ms()
+if merchant ~= '' then
+  local cap, note = cap_of(merchant, mc)
+  if warning == '' then warning = note end
+  if cap and merchant_live(merchant, now) >= cap then
+    local reply = {'none', 'merchant_at_cap', warning}
+    for _, step in ipairs(chain) do reply[#reply + 1] = step end
+    return reply
+  end
+end
+
 local pod, source, kind, avail = take_from_chain(chain, tiers, nil)
 
 if not pod then
@@ -63,10 +77,10 @@ if not pod then
   return reply
 end
 
-local now = now_ms()
 redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'merchant_id', merchant,
   'allocated_at', tostring(math.floor(now / 1000)), 'pool_type', kind, 'creator', creator)
 redis.call('HDEL', call_key, '_lock')
 redis.call('PEXPIRE', call_key, info_ms)
 assign(pod, call_id, source, kind, avail, lease_ms, now)
+count_call(merchant, call_id, now + lease_ms)
 return {'ok', pod, source, 0, kind, warning, creator}

@@ -88,4 +88,5 @@ end
 redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'pool_type', kind,
   'moved_from', moved_from)
 assign(pod, call_id, source, kind, avail, lease_ms, now)
+count_call(info[5], call_id, now + lease_ms) -- admission (issue 10): same call, new lease
 return {'moved', pod, ejected, due}

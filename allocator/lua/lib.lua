@@ -103,15 +103,16 @@ local function parse_tiers(i)
 end
 
 -- The merchant's chain: its dedicated pool first, then its fallback or the
--- default chain. The second value is "" or a note for the log.
+-- default chain. The second value is "" or a note for the log; the third
+-- the decoded merchant config (nil when none), for admission (issue 10).
 local function chain_of(merchant, default_chain)
   local chain, warning = default_chain, ''
   if merchant == '' then
-    return chain, warning
+    return chain, warning, nil
   end
   local raw = redis.call('HGET', K.merchant_config(), merchant)
   if not raw then
-    return chain, warning
+    return chain, warning, nil
   end
   local ok, mc = pcall(cjson.decode, raw)
   if not ok or type(mc) ~= 'table' then
@@ -130,7 +131,7 @@ local function chain_of(merchant, default_chain)
     end
     chain = with_pool
   end
-  return chain, warning
+  return chain, warning, mc
 end
 
 -- SPOP semantics of the seeds: a draining, unready or unregistered pod
@@ -243,4 +244,53 @@ local function mark_failed(pod, reason, now, base_ms, max_ms, max_pct)
   redis.call('HSET', info, 'ejected_reason', reason)
   redis.call('ZADD', K.ejected(), due, pod)
   return 1, due, failures
+end
+
+-- Admission (issue 10): a merchant's live calls, counted in
+-- K.merchant_calls(merchant) (call id -> lease expiry, see keys.go). Every
+-- script that creates, renews, moves or ends a call keeps the set; an entry
+-- past its expiry is a dead call the sweep has not ended yet, and counts
+-- for nothing.
+
+-- Puts (or refreshes) a call in its merchant's set, and keeps the set's
+-- key alive until its latest entry expires.
+local function count_call(merchant, call_id, expiry)
+  if not merchant or merchant == '' then
+    return
+  end
+  local key = K.merchant_calls(merchant)
+  redis.call('ZADD', key, expiry, call_id)
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  redis.call('PEXPIREAT', key, math.max(expiry, tonumber(last[2] or expiry)))
+end
+
+-- Takes an ending call out of its merchant's set; call before its call
+-- info is deleted (the merchant is read from there).
+local function uncount_call(call_id)
+  local merchant = redis.call('HGET', K.call(call_id), 'merchant_id')
+  if merchant and merchant ~= '' then
+    redis.call('ZREM', K.merchant_calls(merchant), call_id)
+  end
+end
+
+-- The merchant's live calls now (expired entries are dropped on the way).
+local function merchant_live(merchant, now)
+  local key = K.merchant_calls(merchant)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. now)
+  return redis.call('ZCARD', key)
+end
+
+-- The max_calls cap of a decoded merchant config: a positive integer, or
+-- nil for none. A stored value that is not one (written by hand: the admin
+-- API refuses it) means no cap, with a note for the log, rather than
+-- refusing every call of the merchant.
+local function cap_of(merchant, mc)
+  if type(mc) ~= 'table' or mc.max_calls == nil then
+    return nil, ''
+  end
+  local n = mc.max_calls
+  if type(n) ~= 'number' or n < 1 or n ~= math.floor(n) then
+    return nil, 'merchant config of ' .. merchant .. ' has an invalid max_calls; not capping'
+  end
+  return n, ''
 end

@@ -26,6 +26,7 @@ local pod, source, kind = info[1], info[2] or '', info[3]
 if not pod then
   return {'not_found'}
 end
+uncount_call(call_id) -- admission (issue 10): the merchant's count
 redis.call('DEL', call_key)
 redis.call('SET', KEYS[2], 'released', 'PX', tonumber(ARGV[2]))
 

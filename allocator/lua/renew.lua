@@ -20,7 +20,7 @@ local now = now_ms()
 local out = {}
 for i, call_key in ipairs(KEYS) do
   local call_id, pod, holder = ARGV[3 * i], ARGV[3 * i + 1], ARGV[3 * i + 2]
-  local info = redis.call('HMGET', call_key, 'pod_name', 'pool_type', 'media_claim')
+  local info = redis.call('HMGET', call_key, 'pod_name', 'pool_type', 'media_claim', 'merchant_id')
   local ok = 0
   if info[1] == pod and (holder == '' or info[3] == holder) then
     if info[2] == 'shared' then
@@ -35,6 +35,9 @@ for i, call_key in ipairs(KEYS) do
     end
     if ok == 1 and redis.call('PTTL', call_key) < info_ms then
       redis.call('PEXPIRE', call_key, info_ms)
+    end
+    if ok == 1 then
+      count_call(info[4], call_id, now + lease_ms) -- admission (issue 10)
     end
   end
   out[i] = ok

@@ -26,6 +26,7 @@ end
 local ended = 0
 local function end_call(call_id)
   if call_id and call_id ~= '' and redis.call('HGET', K.call(call_id), 'pod_name') == pod then
+    uncount_call(call_id) -- admission (issue 10): the merchant's count
     redis.call('DEL', K.call(call_id))
     redis.call('SET', K.call_ended(call_id), 'unregistered', 'PX', tonumber(ARGV[3]))
     ended = ended + 1

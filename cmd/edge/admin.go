@@ -29,7 +29,8 @@ Reads and writes edge's tier and merchant config through the admin API
   tiers set FILE|-               store a tier config (JSON, any accepted shape)
   merchants list                 print every merchant config
   merchants get ID
-  merchants set ID JSON          e.g. '{"pool":"acme","fallback":["gold","basic"]}'
+  merchants set ID JSON          e.g. '{"pool":"acme","fallback":["gold","basic"],"max_calls":50}'
+                                 (max_calls: most live calls, 1..1000000; absent = no cap)
   merchants delete ID
   pools list                     print merchant pool targets
   pools set POOL TARGET          tier assignment fills merchant pools first

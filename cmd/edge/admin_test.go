@@ -39,7 +39,7 @@ func TestAdminConfigCLI(t *testing.T) {
 		t.Fatalf("tiers get = %s, %v", out, err)
 	}
 	// Applied at once on this replica: a merchant may name the new tier.
-	if _, err := admin("merchants", "set", "acme", `{"pool":"acme","fallback":["vip"]}`); err != nil {
+	if _, err := admin("merchants", "set", "acme", `{"pool":"acme","fallback":["vip"],"max_calls":3}`); err != nil {
 		t.Fatalf("merchant naming the new tier: %v", err)
 	}
 	for name, args := range map[string][]string{
@@ -47,6 +47,9 @@ func TestAdminConfigCLI(t *testing.T) {
 		"unknown field":            {"merchants", "set", "acme", `{"pool":"acme","fallbak":["vip"]}`},
 		"bad merchant id":          {"merchants", "set", "a:b", `{}`},
 		"negative target":          {"pools", "set", "acme", "-1"},
+		"zero max_calls":           {"merchants", "set", "acme", `{"max_calls":0}`},
+		"absurd max_calls":         {"merchants", "set", "acme", `{"max_calls":1000000000}`},
+		"fractional max_calls":     {"merchants", "set", "acme", `{"max_calls":2.5}`},
 	} {
 		if _, err := admin(args...); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -57,7 +60,7 @@ func TestAdminConfigCLI(t *testing.T) {
 	if _, err := admin("tiers", "set", bad); err == nil {
 		t.Fatal("invalid tier config accepted")
 	}
-	if out, _ := admin("merchants", "get", "acme"); !strings.Contains(out, `"vip"`) {
+	if out, _ := admin("merchants", "get", "acme"); !strings.Contains(out, `"vip"`) || !strings.Contains(out, `"max_calls": 3`) {
 		t.Fatalf("merchant config changed by refused writes: %s", out)
 	}
 	if _, err := admin("pools", "set", "acme", "2"); err != nil {

@@ -1,0 +1,29 @@
+package api_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/edge-voice/edge/allocator"
+)
+
+// A merchant at its max_calls (issue 10) is refused by the generic API with
+// 503 and its own code, while other merchants are served.
+func TestGenericAllocateMerchantAtCap(t *testing.T) {
+	e := newEnv(t)
+	e.register(t, "gold", "agent-0", "agent-1")
+	one := 1
+	if err := e.alloc.SetMerchantConfig(context.Background(), "acme", allocator.MerchantConfig{MaxCalls: &one}); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := post(t, e.public.URL+"/api/v1/allocate", `{"call_sid":"CA1","merchant_id":"acme"}`); status != 200 {
+		t.Fatalf("first call: %d %v", status, body)
+	}
+	status, body := post(t, e.public.URL+"/api/v1/allocate", `{"call_sid":"CA2","merchant_id":"acme"}`)
+	if status != 503 || body["code"] != "merchant_at_cap" {
+		t.Fatalf("second call of a merchant capped at 1: %d %v, want 503 merchant_at_cap", status, body)
+	}
+	if status, body := post(t, e.public.URL+"/api/v1/allocate", `{"call_sid":"CB1","merchant_id":"other"}`); status != 200 {
+		t.Fatalf("another merchant: %d %v", status, body)
+	}
+}
