@@ -34,7 +34,7 @@ type Allocator struct {
 // out as script arguments.
 type settings struct {
 	cfg       Config
-	tierArgs  []any // N, then name, type, max_concurrent per tier, then M, chain
+	tierArgs  []any // N, then name, type, max_concurrent, placement per tier, then M, chain
 	poolsArgs []any // N, then tier, type per tier (status.lua)
 }
 
@@ -71,7 +71,7 @@ func (a *Allocator) store(cfg Config) {
 	s.poolsArgs = append(s.poolsArgs, len(names))
 	for _, name := range names {
 		t := cfg.Tiers.Tiers[name]
-		s.tierArgs = append(s.tierArgs, name, string(t.Type), t.MaxConcurrent)
+		s.tierArgs = append(s.tierArgs, name, string(t.Type), t.MaxConcurrent, string(t.EffectivePlacement()))
 		s.poolsArgs = append(s.poolsArgs, name, string(t.Type))
 	}
 	s.tierArgs = append(s.tierArgs, len(cfg.Tiers.DefaultChain))

@@ -143,13 +143,17 @@ type PoolStatus struct {
 	// Ejected counts the pool's pods out of allocation after failed dials
 	// (K.Ejected).
 	Ejected int `json:"ejected"`
+	// Placement of a shared tier's new calls (spread or pack, issue 10);
+	// "" for exclusive tiers and merchant pools.
+	Placement Placement `json:"placement,omitempty"`
 }
 
 // Status counts every configured tier and merchant pool in one round trip.
 // It costs O(pods) inside Redis: for status pages and scrapes, not calls.
 func (a *Allocator) Status(ctx context.Context) ([]PoolStatus, error) {
 	// The key routes the script to the slot of edge's keys on Redis Cluster.
-	r, err := a.run(ctx, "status", []string{a.keys.MerchantPools()}, a.current.Load().poolsArgs...)
+	s := a.current.Load()
+	r, err := a.run(ctx, "status", []string{a.keys.MerchantPools()}, s.poolsArgs...)
 	if err != nil {
 		return nil, fmt.Errorf("pool status: %w", err)
 	}
@@ -166,6 +170,9 @@ func (a *Allocator) Status(ctx context.Context) ([]PoolStatus, error) {
 			Calls:     int(rep.int(5)),
 			Ejected:   int(rep.int(6)),
 		})
+		if t, ok := s.cfg.Tiers.Tiers[rep.str(0)]; ok && t.Type == Shared {
+			out[len(out)-1].Placement = t.EffectivePlacement()
+		}
 	}
 	return out, nil
 }

@@ -35,7 +35,7 @@ func TestStatus(t *testing.T) {
 		want := []allocator.PoolStatus{
 			{Tier: "gold", Type: allocator.Exclusive, Assigned: 2, Available: 0, Draining: 1, Calls: 2},
 			{Tier: "standard", Type: allocator.Exclusive},
-			{Tier: "basic", Type: allocator.Shared, Assigned: 1, Available: 1, Calls: 2},
+			{Tier: "basic", Type: allocator.Shared, Assigned: 1, Available: 1, Calls: 2, Placement: allocator.Spread},
 			{Tier: "merchant:acme", Type: allocator.Exclusive, Assigned: 1, Calls: 1},
 		}
 		if d := cmp.Diff(want, got); d != "" {

@@ -28,11 +28,33 @@ const DefaultMaxConcurrent = 5
 // merchantStep prefixes a chain step that names a merchant's dedicated pool.
 const merchantStep = "merchant:"
 
+// Placement says which pod of a shared tier a new call goes to (issue 10).
+type Placement string
+
+const (
+	// Spread: least loaded first (the default, and all there was before):
+	// calls spread over the pods, each pod's load stays low.
+	Spread Placement = "spread"
+	// Pack: most loaded below max_concurrent first: calls fill pods one
+	// after another, so whole pods fall idle for scale-down.
+	Pack Placement = "pack"
+)
+
 // Tier is one tier of the tier config.
 type Tier struct {
 	Type          TierType `json:"type"`
 	Target        int      `json:"target"`
 	MaxConcurrent int      `json:"max_concurrent,omitempty"`
+	// Placement applies to shared tiers; "" means Spread.
+	Placement Placement `json:"placement,omitempty"`
+}
+
+// EffectivePlacement is the tier's placement with the default applied.
+func (t Tier) EffectivePlacement() Placement {
+	if t.Placement == "" {
+		return Spread
+	}
+	return t.Placement
 }
 
 // TierConfig is the tier config: the tiers and the default fallback chain. It
@@ -147,6 +169,15 @@ func (tc TierConfig) Validate() error {
 		}
 		if t.Target < 0 {
 			bad("tiers.%s.target: must be >= 0 (got %d)", name, t.Target)
+		}
+		switch t.Placement {
+		case "", Spread:
+		case Pack:
+			if t.Type != Shared {
+				bad("tiers.%s.placement: %q applies to shared tiers only (an exclusive pod takes one call)", name, Pack)
+			}
+		default:
+			bad("tiers.%s.placement: must be %q or %q (got %q)", name, Spread, Pack, t.Placement)
 		}
 	}
 	if len(tc.DefaultChain) == 0 {

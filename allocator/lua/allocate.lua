@@ -7,7 +7,8 @@
 -- ARGV[3] -> lease TTL in ms (the window for the media socket to arrive)
 -- ARGV[4] -> call info TTL in ms
 -- ARGV[5] -> creator: who asks ("provider:twilio", "token:<name>", or "")
--- ARGV[6] -> number of tiers N, then N triples: name, type, max_concurrent
+-- ARGV[6] -> number of tiers N, then N quadruples: name, type, max_concurrent,
+--            placement ("spread"|"pack", issue 10)
 -- then    -> number of default chain steps M, then M step names
 --
 -- Returns:

@@ -12,7 +12,8 @@
 -- ARGV[6] -> ejection backoff base in ms
 -- ARGV[7] -> ejection backoff max in ms
 -- ARGV[8] -> max ejection percent of a tier
--- ARGV[9] -> number of tiers N, then N triples: name, type, max_concurrent
+-- ARGV[9] -> number of tiers N, then N quadruples: name, type, max_concurrent,
+--            placement ("spread"|"pack", issue 10)
 -- then    -> number of default chain steps M, then M step names
 --
 -- Returns:

@@ -85,13 +85,13 @@ local function is_ejected(pod)
 end
 
 -- The tier table and default chain of allocate's argument layout, from
--- ARGV[i]: N, then N triples (name, type, max_concurrent), then M, then M
--- step names.
+-- ARGV[i]: N, then N quadruples (name, type, max_concurrent, placement
+-- "spread"|"pack"), then M, then M step names.
 local function parse_tiers(i)
   local tiers = {}
   for _ = 1, tonumber(ARGV[i]) do
-    tiers[ARGV[i + 1]] = {type = ARGV[i + 2], max = tonumber(ARGV[i + 3])}
-    i = i + 3
+    tiers[ARGV[i + 1]] = {type = ARGV[i + 2], max = tonumber(ARGV[i + 3]), pack = ARGV[i + 4] == 'pack'}
+    i = i + 4
   end
   i = i + 1
   local default_chain = {}
@@ -161,11 +161,17 @@ local function take_exclusive(avail, exclude)
   return found
 end
 
--- Least-loaded non-draining, ready, not ejected pod below max_concurrent.
-local function take_shared(avail, max, exclude)
+-- The least loaded (spread) or most loaded (pack, issue 10) non-draining,
+-- ready, not ejected pod below max_concurrent.
+local function take_shared(avail, max, exclude, pack)
   local offset = 0
   while true do
-    local batch = redis.call('ZRANGEBYSCORE', avail, '-inf', '(' .. max, 'LIMIT', offset, 16)
+    local batch
+    if pack then
+      batch = redis.call('ZREVRANGEBYSCORE', avail, '(' .. max, '-inf', 'LIMIT', offset, 16)
+    else
+      batch = redis.call('ZRANGEBYSCORE', avail, '-inf', '(' .. max, 'LIMIT', offset, 16)
+    end
     if #batch == 0 then return nil end
     for _, pod in ipairs(batch) do
       if pod ~= exclude and not is_draining(pod) and redis.call('EXISTS', K.pod_tier(pod)) == 1
@@ -186,7 +192,7 @@ local function take_from_chain(chain, tiers, exclude)
     if string.sub(step, 1, 9) == 'merchant:' then
       pod, kind = take_exclusive(key, exclude), 'exclusive'
     elseif tiers[step] and tiers[step].type == 'shared' then
-      pod, kind = take_shared(key, tiers[step].max, exclude), 'shared'
+      pod, kind = take_shared(key, tiers[step].max, exclude, tiers[step].pack), 'shared'
     elseif tiers[step] then
       pod, kind = take_exclusive(key, exclude), 'exclusive'
     end
