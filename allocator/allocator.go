@@ -36,6 +36,7 @@ type settings struct {
 	cfg       Config
 	tierArgs  []any // N, then name, type, max_concurrent, placement per tier, then M, chain
 	poolsArgs []any // N, then tier, type per tier (status.lua)
+	rateArgs  []any // admission rates after tierArgs (allocate.lua)
 }
 
 // New returns an allocator on rdb. Metrics are registered on reg (nil: not
@@ -78,6 +79,7 @@ func (a *Allocator) store(cfg Config) {
 	for _, step := range cfg.Tiers.DefaultChain {
 		s.tierArgs = append(s.tierArgs, step)
 	}
+	s.rateArgs = cfg.Admission.rateArgs()
 	a.current.Store(s)
 }
 
@@ -138,7 +140,9 @@ type Allocation struct {
 }
 
 // Allocate gives the call a pod in one Redis round trip. It returns a
-// *NoCapacityError (errors.Is ErrNoCapacity) when the chain has no room,
+// *NoCapacityError (errors.Is ErrNoCapacity) when the chain has no room
+// (or the merchant is at its max_calls), a *RateLimitedError (errors.Is
+// ErrRateLimited) when the merchant or the source is over its rate,
 // ErrCallEnded when the call already ended (a late or replayed webhook),
 // ErrInvalidID for ids unfit for key names (or a creator too long), and a
 // wrapped Redis error otherwise. A failure leaves nothing behind in Redis.
@@ -159,9 +163,10 @@ func (a *Allocator) Allocate(ctx context.Context, req Request) (Allocation, erro
 		return Allocation{}, fmt.Errorf("%w: creator is %d bytes long, the limit is %d", ErrInvalidID, len(req.Creator), MaxCreatorLength)
 	}
 	s := a.current.Load()
-	args := make([]any, 0, 5+len(s.tierArgs))
+	args := make([]any, 0, 5+len(s.tierArgs)+len(s.rateArgs))
 	args = append(args, req.CallID, req.MerchantID, s.cfg.EffectiveLeaseTTL().Milliseconds(), s.cfg.CallInfoTTL.Milliseconds(), req.Creator)
 	args = append(args, s.tierArgs...)
+	args = append(args, s.rateArgs...)
 	keys := []string{a.keys.Call(req.CallID), a.keys.CallEnded(req.CallID)}
 	r, err := a.run(ctx, "allocate", keys, args...)
 	if err != nil {
@@ -186,6 +191,9 @@ func (a *Allocator) Allocate(ctx context.Context, req Request) (Allocation, erro
 		}
 		a.metrics.allocations.WithLabelValues(al.SourcePool, result).Inc()
 		return al, nil
+	case "limited":
+		a.metrics.allocations.WithLabelValues("", string(ReasonRateLimited)).Inc()
+		return Allocation{Warning: rep.str(3)}, &RateLimitedError{Scope: rep.str(1), RetryAfter: time.Duration(rep.int(2)) * time.Millisecond}
 	case "ended":
 		a.metrics.allocations.WithLabelValues("", string(ReasonCallEnded)).Inc()
 		return Allocation{}, fmt.Errorf("allocate %s (%s): %w", req.CallID, rep.str(1), ErrCallEnded)

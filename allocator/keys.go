@@ -86,6 +86,16 @@ func (k Keys) MerchantCalls(merchant string) string {
 	return k.prefix + "merchant:" + merchant + ":calls"
 }
 
+// RateMerchant (edge) HASH tokens, at (unix ms): a merchant's token bucket
+// of the admission rate limit (admission.rate.merchant_*, issue 10), taken
+// by allocate.lua; it expires once it would be full again.
+func (k Keys) RateMerchant(merchant string) string { return k.prefix + "rate:merchant:" + merchant }
+
+// RateSource (edge) HASH tokens, at (unix ms): a source's token bucket
+// (admission.rate.source_*), the source being a call's creator
+// ("provider:twilio", "token:<name>").
+func (k Keys) RateSource(source string) string { return k.prefix + "rate:source:" + source }
+
 // MerchantPools (edge) SET of merchant ids that have a dedicated pool, so
 // status and sweeps can find every merchant pool without scanning keys.
 func (k Keys) MerchantPools() string { return k.prefix + "merchant:pools" }
@@ -203,6 +213,8 @@ func (k Keys) luaKeyBuilders() string {
 		{"merchant_pods", k.MerchantPods},
 		{"merchant_assigned", k.MerchantAssigned},
 		{"merchant_calls", k.MerchantCalls},
+		{"rate_merchant", k.RateMerchant},
+		{"rate_source", k.RateSource},
 		{"pod_tier", k.PodTier},
 		{"pod_info", k.PodInfo},
 		{"pod_draining", k.PodDraining},

@@ -22,7 +22,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return &metrics{
 		allocations: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "allocations_total",
-			Help: "Allocations by source pool and result (success, existing, no_pods, all_draining, at_capacity, merchant_at_cap, call_ended, error).",
+			Help: "Allocations by source pool and result (success, existing, no_pods, all_draining, at_capacity, merchant_at_cap, rate_limited, call_ended, error).",
 		}, []string{"source_pool", "result"}),
 		releases: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "releases_total",

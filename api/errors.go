@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/edge-voice/edge/calls"
 )
@@ -17,6 +18,9 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	if f.Status >= 500 && f.Kind != calls.KindNoCapacity {
 		log.LogAttrs(r.Context(), slog.LevelWarn, "request failed",
 			slog.String("path", r.URL.Path), slog.Int("status", f.Status), slog.String("code", f.Code), slog.Any("err", err))
+	}
+	if s := calls.RetryAfter(err); s > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(s))
 	}
 	writeJSON(w, f.Status, map[string]any{"success": false, "error": f.Message, "code": f.Code})
 }

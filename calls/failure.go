@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/edge-voice/edge/allocator"
 )
@@ -72,6 +73,11 @@ func FailureOf(err error) Failure {
 			msg = "the merchant has reached its maximum of live calls"
 		}
 		return Failure{KindNoCapacity, http.StatusServiceUnavailable, string(nc.Reason), msg}
+	case errors.Is(err, allocator.ErrRateLimited):
+		// Kind no capacity: a provider renders it with its failure markup
+		// (a hangup), reason rate_limited; the generic API answers 429 with
+		// Retry-After (RetryAfter).
+		return Failure{KindNoCapacity, http.StatusTooManyRequests, string(allocator.ReasonRateLimited), "too many new calls, retry later"}
 	case errors.Is(err, allocator.ErrCallEnded):
 		return Failure{KindEnded, http.StatusGone, "call_ended", "the call has ended"}
 	case errors.Is(err, ErrCallExists):
@@ -103,4 +109,14 @@ func FailureOf(err error) Failure {
 	default:
 		return Failure{KindInternal, http.StatusInternalServerError, "internal", "internal error"}
 	}
+}
+
+// RetryAfter is when a refused request may be retried (the generic API's
+// Retry-After), in whole seconds rounded up; 0 when err says nothing.
+func RetryAfter(err error) int {
+	var rl *allocator.RateLimitedError
+	if !errors.As(err, &rl) {
+		return 0
+	}
+	return max(1, int((rl.RetryAfter+time.Second-1)/time.Second))
 }

@@ -48,6 +48,9 @@ type Config struct {
 	// Allocator.Tiers the tiers parsed from the raw top-level keys `tiers`
 	// and `default_chain` (see the package doc).
 	Allocator allocator.Config `koanf:"allocator"`
+	// Admission: admission.* (rate limits, issue 10), linked into
+	// Allocator.Admission.
+	Admission allocator.AdmissionConfig `koanf:"admission"`
 	// Pools: pods.*, pool.*, leader.* (package poolmgr).
 	Pools `koanf:",squash"`
 	// Reload configures the Watcher.
@@ -88,6 +91,7 @@ func Default() *Config {
 // allocator.renew_interval, media URLs are wss:// when tls.* is set. The copies are not keys (koanf:"-").
 func (c *Config) link() {
 	c.Allocator.KeyPrefix = c.Redis.KeyPrefix
+	c.Allocator.Admission = c.Admission
 	c.Proxy.RenewInterval = c.Allocator.RenewInterval
 	c.PublicTLS = c.TLS.Enabled()
 }
@@ -100,6 +104,7 @@ func (c *Config) Validate() error {
 		c.Log.validate(),
 		c.Redis.Validate(),
 		c.Allocator.Validate(),
+		c.Admission.Validate(),
 		c.Pools.Validate(),
 		c.Pods.ValidateStaticTiers(c.Allocator.Tiers),
 		c.Reload.validate(),

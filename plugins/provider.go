@@ -145,6 +145,9 @@ const (
 	// ReasonMerchantAtCap: the merchant's max_calls cap is reached
 	// (issue 10); other merchants still get pods.
 	ReasonMerchantAtCap = "merchant_at_cap"
+	// ReasonRateLimited: the merchant or the source started calls faster
+	// than edge's admission rate (issue 10); Status is 429.
+	ReasonRateLimited = "rate_limited"
 	// ReasonCallEnded: the call has ended; a late or replayed webhook for
 	// it gets the hangup answer, never a pod.
 	ReasonCallEnded = "call_ended"

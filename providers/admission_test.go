@@ -33,3 +33,22 @@ func TestWebhookMerchantAtCap(t *testing.T) {
 		t.Errorf("exotel call beyond the cap: %+v", got)
 	}
 }
+
+// A merchant over its admission rate gets the provider's failure markup,
+// counted as rate_limited (issue 10).
+func TestWebhookRateLimited(t *testing.T) {
+	e := twilioEnv(t)
+	cfg := e.alloc.Config()
+	cfg.Admission.Rate = allocator.RateConfig{MerchantPerSecond: 0.2, MerchantBurst: 1}
+	e.alloc.Apply(cfg)
+	if got := signedTwilio(t, e, "CA00000000000000000000000000000020"); !strings.Contains(got.body, "<Stream") {
+		t.Fatalf("first call: %+v", got)
+	}
+	got := signedTwilio(t, e, "CA00000000000000000000000000000021")
+	if !strings.Contains(got.body, "<Hangup") || strings.Contains(got.body, "<Stream") {
+		t.Fatalf("twilio call over the rate: %+v, want a hangup", got)
+	}
+	if n := metric(t, e, "edge_provider_webhooks_total", "provider", "twilio", "outcome", "rate_limited"); n != 1 {
+		t.Errorf("rate_limited outcomes = %v, want 1", n)
+	}
+}

@@ -10,10 +10,15 @@
 -- ARGV[6] -> number of tiers N, then N quadruples: name, type, max_concurrent,
 --            placement ("spread"|"pack", issue 10)
 -- then    -> number of default chain steps M, then M step names
+-- then    -> admission rates (issue 10): merchant per second, merchant
+--            burst, source per second, source burst (0 per second: off)
 --
 -- Returns:
 --   {"ok", pod, source_pool, was_existing (0|1), pool_type, warning, creator}
 --   {"none", reason ("no_pods"|"all_draining"|"at_capacity"|"merchant_at_cap"), warning, chain...}
+--   {"limited", scope ("merchant"|"source"), retry_after_ms, warning}
+--                    the merchant or the creator (the source) started calls
+--                    faster than its admission rate; nothing is written
 --   {"ended", how}   the call ended ("released"|"expired"|"unregistered"):
 --                    a late or replayed webhook; nothing is written
 -- warning is "" or a note for the log (a bad merchant config entry). creator
@@ -37,11 +42,12 @@ if ended then
   return {'ended', ended}
 end
 
-local tiers, default_chain = parse_tiers(6)
+local tiers, default_chain, rate_i = parse_tiers(6)
 local chain, warning, mc = chain_of(merchant, default_chain)
 
--- Admission (issue 10): a merchant at its max_calls gets no pod, whatever
--- is free; counted from its live calls (K.merchant_calls), in this step.
+-- Admission (issue 10), in this step: a merchant at its max_calls gets no
+-- pod, whatever is free (counted from its live calls, K.merchant_calls);
+-- then a token from the merchant's and the source's rate buckets.
 local now = now_ms()
 if merchant ~= '' then
   local cap, note = cap_of(merchant, mc)
@@ -51,6 +57,11 @@ if merchant ~= '' then
     for _, step in ipairs(chain) do reply[#reply + 1] = step end
     return reply
   end
+end
+local limited, retry_ms = take_rate(merchant, creator, tonumber(ARGV[rate_i] or 0),
+  tonumber(ARGV[rate_i + 1] or 1), tonumber(ARGV[rate_i + 2] or 0), tonumber(ARGV[rate_i + 3] or 1), now)
+if limited then
+  return {'limited', limited, retry_ms, warning}
 end
 
 local pod, source, kind, avail = take_from_chain(chain, tiers, nil)

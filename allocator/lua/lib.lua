@@ -99,7 +99,7 @@ local function parse_tiers(i)
     i = i + 1
     default_chain[#default_chain + 1] = ARGV[i]
   end
-  return tiers, default_chain
+  return tiers, default_chain, i + 1
 end
 
 -- The merchant's chain: its dedicated pool first, then its fallback or the
@@ -299,4 +299,52 @@ local function cap_of(merchant, mc)
     return nil, 'merchant config of ' .. merchant .. ' has an invalid max_calls; not capping'
   end
   return n, ''
+end
+
+-- Admission rate limits (issue 10): token buckets in Redis, so every
+-- replica takes from the same one. A bucket is a hash {tokens, at}; a
+-- missing one is full.
+
+-- The bucket's tokens now, refilled at rate per second up to burst, and
+-- the ms until it holds one (0 when it does).
+local function bucket_peek(key, rate, burst, now)
+  local b = redis.call('HMGET', key, 'tokens', 'at')
+  local tokens, at = tonumber(b[1]), tonumber(b[2])
+  if not tokens or not at then
+    tokens, at = burst, now
+  end
+  tokens = math.min(burst, tokens + math.max(0, now - at) * rate / 1000)
+  if tokens >= 1 then
+    return tokens, 0
+  end
+  return tokens, math.ceil((1 - tokens) * 1000 / rate)
+end
+
+local function bucket_take(key, tokens, rate, burst, now)
+  redis.call('HSET', key, 'tokens', tostring(tokens - 1), 'at', tostring(now))
+  redis.call('PEXPIRE', key, math.ceil(burst * 1000 / rate) + 1000)
+end
+
+-- Takes one token from the merchant's and the source's buckets (rates of
+-- 0 are off), or none when either is empty. Returns nil, or the scope
+-- ("merchant"|"source") and the ms until it has a token.
+local function take_rate(merchant, source, m_rate, m_burst, s_rate, s_burst, now)
+  local todo = {}
+  if m_rate > 0 and merchant ~= '' then
+    todo[#todo + 1] = {'merchant', K.rate_merchant(merchant), m_rate, m_burst}
+  end
+  if s_rate > 0 and source ~= '' then
+    todo[#todo + 1] = {'source', K.rate_source(source), s_rate, s_burst}
+  end
+  for _, b in ipairs(todo) do
+    local tokens, wait = bucket_peek(b[2], b[3], b[4], now)
+    if wait > 0 then
+      return b[1], wait
+    end
+    b[5] = tokens
+  end
+  for _, b in ipairs(todo) do
+    bucket_take(b[2], b[5], b[3], b[4], now)
+  end
+  return nil
 end

@@ -1,0 +1,112 @@
+package allocator_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/internal/testredis"
+)
+
+func wantLimited(t *testing.T, err error, scope string) time.Duration {
+	t.Helper()
+	var rl *allocator.RateLimitedError
+	if !errors.As(err, &rl) || rl.Scope != scope || !errors.Is(err, allocator.ErrRateLimited) {
+		t.Fatalf("err = %v, want rate limited (%s)", err, scope)
+	}
+	return rl.RetryAfter
+}
+
+// Issue 10: a merchant's or a source's burst could take every pod. The
+// token buckets live in Redis, so two replicas (two allocators on one
+// Redis) share them, and the limit costs no round trip of its own.
+func TestRateLimitsSharedAcrossReplicas(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	limits := func(c *allocator.Config) {
+		c.Admission.Rate = allocator.RateConfig{MerchantPerSecond: 0.5, MerchantBurst: 2, SourcePerSecond: 0.5, SourceBurst: 3}
+	}
+	one, two := newAllocator(t, rdb, limits), newAllocator(t, rdb, limits)
+	register(t, one, "standard", "s0", "s1", "s2", "s3", "s4", "s5")
+	alloc := func(a *allocator.Allocator, call, merchant, source string) (allocator.Allocation, error) {
+		return a.Allocate(ctx, allocator.Request{CallID: call, MerchantID: merchant, Creator: source})
+	}
+
+	if _, err := alloc(one, "A1", "acme", "provider:twilio"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alloc(two, "A2", "acme", "provider:plivo"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := alloc(one, "A3", "acme", "provider:exotel")
+	if wait := wantLimited(t, err, "merchant"); wait <= 0 || wait > 2*time.Second {
+		t.Fatalf("retry after %v, want within the 2s a token takes", wait)
+	}
+	// A repeat of a live call takes no token and is never limited.
+	if al, err := alloc(two, "A1", "acme", "provider:twilio"); err != nil || !al.WasExisting {
+		t.Fatalf("repeat of A1: %+v, %v", al, err)
+	}
+	// The source's bucket: twilio has one token left of 3, across merchants.
+	if _, err := alloc(two, "B1", "bravo", "provider:twilio"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alloc(one, "C1", "charlie", "provider:twilio"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = alloc(two, "D1", "delta", "provider:twilio")
+	wantLimited(t, err, "source")
+	// A refused call wrote nothing but left its tokens: D1's merchant
+	// bucket was not taken from.
+	if rdb.Exists(ctx, one.Keys().Call("D1"), one.Keys().RateMerchant("delta")).Val() != 0 {
+		t.Fatal("a limited allocation wrote call info or took the merchant's token")
+	}
+	// Calls without a merchant or a source are limited only by what they have.
+	if _, err := alloc(one, "N1", "", ""); err != nil {
+		t.Fatal(err)
+	}
+	// Buckets expire once full again: nothing is left behind for good.
+	if ttl := rdb.PTTL(ctx, one.Keys().RateMerchant("acme")).Val(); ttl <= 0 || ttl > 6*time.Second {
+		t.Fatalf("merchant bucket TTL %v, want the refill time plus a second", ttl)
+	}
+}
+
+// No rates configured: nothing is limited and no bucket is written.
+func TestRateLimitsOffByDefault(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	a := newAllocator(t, rdb)
+	register(t, a, "standard", "s0", "s1")
+	register(t, a, "basic", "b0")
+	for _, c := range []string{"A1", "A2", "A3", "A4"} {
+		if _, err := a.Allocate(ctx, allocator.Request{CallID: c, MerchantID: "acme", Creator: "provider:twilio"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if keys := rdb.Keys(ctx, "voice:rate:*").Val(); len(keys) > 0 {
+		t.Fatalf("bucket keys written with no limits: %v", keys)
+	}
+}
+
+func TestAdmissionConfigValidation(t *testing.T) {
+	for name, c := range map[string]struct {
+		rate  allocator.RateConfig
+		field string // "" valid
+	}{
+		"off":            {allocator.RateConfig{}, ""},
+		"set":            {allocator.RateConfig{MerchantPerSecond: 5, MerchantBurst: 10, SourcePerSecond: 50}, ""},
+		"negative rate":  {allocator.RateConfig{MerchantPerSecond: -1}, "admission.rate.merchant_per_second"},
+		"absurd rate":    {allocator.RateConfig{SourcePerSecond: 1e9}, "admission.rate.source_per_second"},
+		"negative burst": {allocator.RateConfig{MerchantPerSecond: 1, MerchantBurst: -2}, "admission.rate.merchant_burst"},
+		"burst, no rate": {allocator.RateConfig{SourceBurst: 5}, "admission.rate.source_burst"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := allocator.AdmissionConfig{Rate: c.rate}.Validate()
+			if (c.field == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.field)) {
+				t.Fatalf("err = %v, want one naming %q", err, c.field)
+			}
+		})
+	}
+}
