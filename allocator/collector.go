@@ -12,18 +12,23 @@ import (
 // replica reports the same numbers (the predecessor kept active_calls per
 // replica and it drifted): active_calls, pool_available_pods{tier},
 // pool_assigned_pods{tier}, pool_draining_pods{tier},
-// pool_calls_in_progress{tier} and pool_ejected_pods{tier}. One Status round trip per scrape at most
-// every MinInterval.
+// pool_calls_in_progress{tier} and pool_ejected_pods{tier}, and the demand
+// signal for autoscalers (issue 10): edge_tier_demand_pods{tier},
+// edge_tier_demand_calls{tier} and edge_tier_refused_recent{tier}. Two
+// round trips (Status, the refusal buckets) per scrape at most every
+// MinInterval.
 type PoolCollector struct {
 	a           *Allocator
 	MinInterval time.Duration
 
-	mu      sync.Mutex
-	at      time.Time
-	last    []PoolStatus
-	lastErr error
+	mu         sync.Mutex
+	at         time.Time
+	last       []PoolStatus
+	lastDemand []TierDemand
+	lastErr    error
 
 	active, available, assigned, draining, calls, ejected, up *prometheus.Desc
+	demandPods, demandCalls, refused                          *prometheus.Desc
 }
 
 // NewPoolCollector returns a collector over a's pools.
@@ -38,19 +43,23 @@ func NewPoolCollector(a *Allocator) *PoolCollector {
 		calls:       prometheus.NewDesc("pool_calls_in_progress", "Calls in progress per pool.", []string{"tier"}, nil),
 		ejected:     prometheus.NewDesc("pool_ejected_pods", "Assigned pods out of allocation after failed dials, until a health probe succeeds.", []string{"tier"}, nil),
 		up:          prometheus.NewDesc("edge_pool_status_up", "1 if the last pool status read from Redis succeeded.", nil, nil),
+		demandPods: prometheus.NewDesc("edge_tier_demand_pods",
+			"Pods a pool's calls need: ceil((calls in progress + calls refused for want of a pod in the last 60s) / calls per pod). The autoscaling signal.", []string{"tier"}, nil),
+		demandCalls: prometheus.NewDesc("edge_tier_demand_calls", "Calls in progress plus calls refused for want of a pod in the last 60s.", []string{"tier"}, nil),
+		refused:     prometheus.NewDesc("edge_tier_refused_recent", "Calls refused for want of a pod in the last 60s whose chain ends in the pool, counted in Redis.", []string{"tier"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *PoolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.active, c.available, c.assigned, c.draining, c.calls, c.ejected, c.up} {
+	for _, d := range []*prometheus.Desc{c.active, c.available, c.assigned, c.draining, c.calls, c.ejected, c.up, c.demandPods, c.demandCalls, c.refused} {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector.
 func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
-	pools, err := c.read()
+	pools, demand, err := c.read()
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
 		return
@@ -66,17 +75,26 @@ func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.ejected, prometheus.GaugeValue, float64(p.Ejected), p.Tier)
 	}
 	ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(total))
+	for _, d := range demand {
+		ch <- prometheus.MustNewConstMetric(c.demandPods, prometheus.GaugeValue, float64(d.Pods), d.Tier)
+		ch <- prometheus.MustNewConstMetric(c.demandCalls, prometheus.GaugeValue, float64(d.Calls+d.Refused), d.Tier)
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.GaugeValue, float64(d.Refused), d.Tier)
+	}
 }
 
-func (c *PoolCollector) read() ([]PoolStatus, error) {
+func (c *PoolCollector) read() ([]PoolStatus, []TierDemand, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.at.IsZero() && time.Since(c.at) < c.MinInterval {
-		return c.last, c.lastErr
+		return c.last, c.lastDemand, c.lastErr
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	c.last, c.lastErr = c.a.Status(ctx)
+	c.lastDemand = nil
+	if c.lastErr == nil {
+		c.lastDemand, c.lastErr = c.a.demandOf(ctx, c.last)
+	}
 	c.at = time.Now()
-	return c.last, c.lastErr
+	return c.last, c.lastDemand, c.lastErr
 }

@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -95,6 +96,19 @@ func (k Keys) RateMerchant(merchant string) string { return k.prefix + "rate:mer
 // (admission.rate.source_*), the source being a call's creator
 // ("provider:twilio", "token:<name>").
 func (k Keys) RateSource(source string) string { return k.prefix + "rate:source:" + source }
+
+// DemandRefused (edge) STRING counter: the calls refused for want of a pod
+// (no_pods, all_draining, at_capacity) whose chain ends in tier, within one
+// DemandBucket of time (bucket = unix ms / DemandBucket), written by
+// allocate.lua and read for the demand signal (issue 10, demand.go). It
+// expires after two DemandWindows.
+func (k Keys) DemandRefused(tier string, bucket int64) string {
+	return k.demandRefused(tier + ":" + strconv.FormatInt(bucket, 10))
+}
+
+func (k Keys) demandRefused(tierBucket string) string {
+	return k.prefix + "demand:refused:" + tierBucket
+}
 
 // MerchantPools (edge) SET of merchant ids that have a dedicated pool, so
 // status and sweeps can find every merchant pool without scanning keys.
@@ -215,6 +229,7 @@ func (k Keys) luaKeyBuilders() string {
 		{"merchant_calls", k.MerchantCalls},
 		{"rate_merchant", k.RateMerchant},
 		{"rate_source", k.RateSource},
+		{"demand_refused", k.demandRefused}, // argument: tier .. ":" .. bucket
 		{"pod_tier", k.PodTier},
 		{"pod_info", k.PodInfo},
 		{"pod_draining", k.PodDraining},

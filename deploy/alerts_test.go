@@ -39,7 +39,7 @@ type ruleGroups struct {
 
 // crdKinds are the manifests of custom resources, which the strict decode
 // into client-go's types (objects) cannot know; their own tests check them.
-var crdKinds = map[string]bool{"monitoring.coreos.com/v1": true}
+var crdKinds = map[string]bool{"monitoring.coreos.com/v1": true, "keda.sh/v1alpha1": true}
 
 func readRule(t *testing.T, path string) prometheusRule {
 	t.Helper()

@@ -84,6 +84,7 @@ if not pod then
   elseif draining == sampled then
     reason = 'all_draining'
   end
+  note_refused(chain, now) -- the demand signal (issue 10)
   local reply = {'none', reason, warning}
   for _, step in ipairs(chain) do reply[#reply + 1] = step end
   return reply

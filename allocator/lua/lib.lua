@@ -348,3 +348,18 @@ local function take_rate(merchant, source, m_rate, m_burst, s_rate, s_burst, now
   end
   return nil
 end
+
+-- The demand signal (issue 10): a call refused for want of a pod counts
+-- against the last step of its chain (the tier that would have to grow,
+-- the overflow tier for the default chain), in a bucket of DEMAND_BUCKET_MS
+-- that lives two windows (allocator/demand.go reads them).
+local DEMAND_BUCKET_MS, DEMAND_TTL_MS = 10000, 120000
+local function note_refused(chain, now)
+  local last = chain[#chain]
+  if not last then
+    return
+  end
+  local key = K.demand_refused(last .. ':' .. math.floor(now / DEMAND_BUCKET_MS))
+  redis.call('INCR', key)
+  redis.call('PEXPIRE', key, DEMAND_TTL_MS)
+end
