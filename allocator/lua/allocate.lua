@@ -95,5 +95,5 @@ redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'merchant_i
 redis.call('HDEL', call_key, '_lock')
 redis.call('PEXPIRE', call_key, info_ms)
 assign(pod, call_id, source, kind, avail, lease_ms, now)
-count_call(merchant, call_id, now + lease_ms)
+count_call(merchant, call_id, now + lease_ms, now)
 return {'ok', pod, source, 0, kind, warning, creator}

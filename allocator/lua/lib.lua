@@ -259,12 +259,17 @@ end
 -- for nothing.
 
 -- Puts (or refreshes) a call in its merchant's set, and keeps the set's
--- key alive until its latest entry expires.
-local function count_call(merchant, call_id, expiry)
+-- key alive until its latest entry expires. With now, entries already
+-- expired go (so an uncapped merchant that is never idle long enough for
+-- the key to expire does not collect them).
+local function count_call(merchant, call_id, expiry, now)
   if not merchant or merchant == '' then
     return
   end
   local key = K.merchant_calls(merchant)
+  if now then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. now)
+  end
   redis.call('ZADD', key, expiry, call_id)
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   redis.call('PEXPIREAT', key, math.max(expiry, tonumber(last[2] or expiry)))
