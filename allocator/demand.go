@@ -3,6 +3,7 @@ package allocator
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -54,7 +55,7 @@ func (a *Allocator) demandOf(ctx context.Context, pools []PoolStatus) ([]TierDem
 	keys := make([]string, 0, len(pools)*int(buckets))
 	for _, p := range pools {
 		for b := last - buckets + 1; b <= last; b++ {
-			keys = append(keys, a.keys.DemandRefused(p.Tier, b))
+			keys = append(keys, a.keys.DemandRefused(p.Tier, strconv.FormatInt(b, 10)))
 		}
 	}
 	var vals []any

@@ -2,7 +2,6 @@ package allocator
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -99,11 +98,11 @@ func (k Keys) RateSource(source string) string { return k.prefix + "rate:source:
 
 // DemandRefused (edge) STRING counter: the calls refused for want of a pod
 // (no_pods, all_draining, at_capacity) whose chain ends in tier, within one
-// DemandBucket of time (bucket = unix ms / DemandBucket), written by
+// DemandBucket of time (bucket: unix ms / DemandBucket, in decimal), written by
 // allocate.lua and read for the demand signal (issue 10, demand.go). It
 // expires after two DemandWindows.
-func (k Keys) DemandRefused(tier string, bucket int64) string {
-	return k.demandRefused(tier + ":" + strconv.FormatInt(bucket, 10))
+func (k Keys) DemandRefused(tier, bucket string) string {
+	return k.demandRefused(tier + ":" + bucket)
 }
 
 func (k Keys) demandRefused(tierBucket string) string {

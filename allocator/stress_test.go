@@ -26,10 +26,28 @@ func TestConcurrentDuplicatesKeepInvariants(t *testing.T) {
 	concurrentDuplicates(t, testredis.Start(t).Client())
 }
 
+// The same with merchant caps in play (issue 10): workers call for four
+// merchants, three of them capped below what the pool could give them;
+// besides the pool invariants, no merchant ever holds more live calls than
+// its cap, and no count is left when all is released.
+func TestConcurrentDuplicatesKeepInvariantsWithCaps(t *testing.T) {
+	caps := map[string]int{"m0": 2, "m1": 3, "m2": 1}
+	concurrentDuplicatesFor(t, testredis.Start(t).Client(), caps, func(w int) string { return fmt.Sprintf("m%d", w%4) })
+}
+
 // concurrentDuplicates is the test on any Redis (one server, a Cluster).
 func concurrentDuplicates(t *testing.T, rdb redis.UniversalClient, mutate ...func(*allocator.Config)) {
+	concurrentDuplicatesFor(t, rdb, nil, func(int) string { return "" }, mutate...)
+}
+
+// concurrentDuplicatesFor runs the test with worker w calling for
+// merchantOf(w), merchants capped by caps.
+func concurrentDuplicatesFor(t *testing.T, rdb redis.UniversalClient, caps map[string]int, merchantOf func(w int) string, mutate ...func(*allocator.Config)) {
 	ctx := context.Background()
 	a := newAllocator(t, rdb, mutate...)
+	for m, c := range caps {
+		setMerchant(t, a, m, allocator.MerchantConfig{MaxCalls: capOf(c)})
+	}
 	pods := map[string]string{
 		"gold-0": "gold", "gold-1": "gold",
 		"std-0": "standard", "std-1": "standard", "std-2": "standard",
@@ -66,6 +84,7 @@ func concurrentDuplicates(t *testing.T, rdb redis.UniversalClient, mutate ...fun
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
+		merchant := merchantOf(w)
 		go func() {
 			defer wg.Done()
 			for c := range cycles {
@@ -75,10 +94,10 @@ func concurrentDuplicates(t *testing.T, rdb redis.UniversalClient, mutate ...fun
 				var dupErr error
 				done := make(chan struct{})
 				go func() {
-					dup, dupErr = a.Allocate(ctx, allocator.Request{CallID: call})
+					dup, dupErr = a.Allocate(ctx, allocator.Request{CallID: call, MerchantID: merchant})
 					close(done)
 				}()
-				al, err := a.Allocate(ctx, allocator.Request{CallID: call})
+				al, err := a.Allocate(ctx, allocator.Request{CallID: call, MerchantID: merchant})
 				<-done
 				switch {
 				case err == nil && dupErr == nil:
@@ -126,7 +145,7 @@ func concurrentDuplicates(t *testing.T, rdb redis.UniversalClient, mutate ...fun
 				}()
 				go func() {
 					defer racing.Done()
-					replay, replayErr = a.Allocate(ctx, allocator.Request{CallID: call})
+					replay, replayErr = a.Allocate(ctx, allocator.Request{CallID: call, MerchantID: merchant})
 				}()
 				_, rel := a.Release(ctx, call)
 				racing.Wait()
@@ -136,7 +155,7 @@ func concurrentDuplicates(t *testing.T, rdb redis.UniversalClient, mutate ...fun
 				case replayErr != nil && !errors.Is(replayErr, allocator.ErrCallEnded):
 					report("call %s: replay during release: %v", call, replayErr)
 				}
-				if _, err := a.Allocate(ctx, allocator.Request{CallID: call}); !errors.Is(err, allocator.ErrCallEnded) {
+				if _, err := a.Allocate(ctx, allocator.Request{CallID: call, MerchantID: merchant}); !errors.Is(err, allocator.ErrCallEnded) {
 					report("call %s: replay after release: %v, want ErrCallEnded", call, err)
 				}
 				if (rel == nil) == (dupRel == nil) {
@@ -162,6 +181,11 @@ func concurrentDuplicates(t *testing.T, rdb redis.UniversalClient, mutate ...fun
 				return
 			default:
 				checkLive(t, rdb, a, pods)
+				for m, c := range caps {
+					if got := merchantCallInfos(t, rdb, a.Keys(), m); got > c {
+						report("merchant %s holds %d live calls, cap %d", m, got, c)
+					}
+				}
 				n++
 			}
 		}
@@ -174,6 +198,11 @@ func concurrentDuplicates(t *testing.T, rdb redis.UniversalClient, mutate ...fun
 		t.Error(v)
 	}
 	checkQuiescent(t, rdb, a, pods)
+	for w := range workers {
+		if m := merchantOf(w); m != "" && rdb.ZCard(ctx, a.Keys().MerchantCalls(m)).Val() != 0 {
+			t.Errorf("merchant %s: calls still counted after every release", m)
+		}
+	}
 	t.Logf("%d calls allocated, %d refused for capacity, %d live snapshots checked", allocated.Load(), refused.Load(), snapshots)
 	if allocated.Load() < workers*cycles/10 {
 		t.Errorf("only %d allocations succeeded: the test exercised too little", allocated.Load())
