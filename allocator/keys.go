@@ -136,10 +136,12 @@ func (k Keys) LeaderLock() string { return k.prefix + "leader:lock" }
 // acquisition, the fencing token of the Redis leader lock.
 func (k Keys) LeaderFence() string { return k.prefix + "leader:fence" }
 
-// LeaseFence (edge) STRING "lease/<identity>/<term>": the fencing token of
-// the leader elected through the Kubernetes Lease, written when its
-// leadership starts (term is the Lease's leaseTransitions, so it only grows)
-// and checked by every leader script like the Redis lock's value.
+// LeaseFence (edge) STRING "lease/<identity>/<created>/<uid>/<transitions>":
+// the fencing token of the leader elected through the Kubernetes Lease,
+// written when its leadership starts (ordered by the Lease object's
+// creationTimestamp, then its leaseTransitions, so it only grows, even
+// across a recreated Lease) and checked by every leader script like the
+// Redis lock's value.
 func (k Keys) LeaseFence() string { return k.prefix + "leader:lease_fence" }
 
 // MerchantTargets (edge) HASH of merchant pool id -> target pod count: the
