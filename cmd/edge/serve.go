@@ -108,8 +108,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	px := newMedia(cfg, pools.registry.Lookup, alloc, signer, acc.headers, reg, log)
-	px.Tracer = tr.tracer("github.com/edge-voice/edge/proxy")
+	px := newMedia(cfg, pools.registry.Lookup, alloc, signer, acc.headers, tr.tracer("github.com/edge-voice/edge/proxy"), reg, log)
 	provs, err := newProviders(cfg, current, svc, acc.trusted, tr.provider(), reg, log)
 	if err != nil {
 		return err
