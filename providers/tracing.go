@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+
+	"github.com/edge-voice/edge/tracing"
 )
 
 // tracerName names the spans this package makes.
@@ -23,8 +25,10 @@ func (h *Host) dialOptions() []grpc.DialOption {
 	if h.opts.Tracer == nil {
 		return nil
 	}
+	// Only RPCs of a webhook: the supervisor's health checks every few
+	// seconds must not start a trace each.
 	return []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler(
-		otelgrpc.WithTracerProvider(h.opts.Tracer),
+		otelgrpc.WithTracerProvider(tracing.ChildrenOnly(h.opts.Tracer)),
 		otelgrpc.WithPropagators(propagation.TraceContext{}),
 	))}
 }

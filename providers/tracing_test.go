@@ -78,6 +78,12 @@ func (l *spanLog) childrenOf(parent trace.SpanContext) []sdktrace.ReadOnlySpan {
 	return out
 }
 
+func (l *spanLog) all() []sdktrace.ReadOnlySpan {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]sdktrace.ReadOnlySpan(nil), l.spans...)
+}
+
 func (l *spanLog) names() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -209,6 +215,13 @@ func TestTraceOfAWholeCall(t *testing.T) {
 	}
 	if strings.Join(rpcs, ",") != "Webhook,Answer" {
 		t.Errorf("plugin RPC spans under the webhook: %v, want Webhook,Answer (all: %v)", rpcs, spans.names())
+	}
+	// The supervisor's own RPCs (Describe, Configure, health checks) run
+	// outside any webhook and must not start traces of their own.
+	for _, s := range spans.all() {
+		if !s.Parent().IsValid() && s.Name() != "webhook testprov" && s.Name() != "media socket" {
+			t.Errorf("span %q started a trace of its own", s.Name())
+		}
 	}
 	if len(scripts) != 1 {
 		t.Errorf("Redis script spans under the webhook: %v, want the one allocate", scripts)
