@@ -115,8 +115,11 @@ func (k Keys) PodCalls(pod string) string { return k.prefix + "pod:calls:" + pod
 // allocate: only the creator may learn the call's media URL from a repeat
 // allocate) and media_claim (the identity of the one media socket admitted
 // for the call, written by claim.lua and removed by unclaim.lua; it ends with
-// the hash). Expires after the call info TTL, which renewals push forward
-// while the call's socket lives.
+// the hash), and traceparent (the W3C trace context of the webhook that
+// allocated the call, written by allocate only when tracing is on, read by
+// claim.lua so the media socket's span links to the webhook's trace).
+// Expires after the call info TTL, which renewals push forward while the
+// call's socket lives.
 func (k Keys) Call(callID string) string { return k.prefix + "call:" + callID }
 
 // CallEnded (edge) STRING tombstone of an ended call: how it ended
