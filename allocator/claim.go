@@ -19,32 +19,40 @@ import (
 // after a failed connect to pod (MoveCall), so that the media URL the
 // provider holds, signed for pod, still reaches the call.
 func (a *Allocator) ClaimMedia(ctx context.Context, callID, pod, holder string) (string, error) {
+	at, _, err := a.ClaimMediaTraced(ctx, callID, pod, holder)
+	return at, err
+}
+
+// ClaimMediaTraced is ClaimMedia that also returns the traceparent the
+// call's webhook was allocated under (Request.TraceParent; "" when none),
+// read in the same round trip, for the media socket's span link.
+func (a *Allocator) ClaimMediaTraced(ctx context.Context, callID, pod, holder string) (at, traceParent string, err error) {
 	if err := ValidateID("call_sid", callID); err != nil {
-		return "", err
+		return "", "", err
 	}
 	if err := ValidateID("pod_name", pod); err != nil {
-		return "", err
+		return "", "", err
 	}
 	if holder == "" {
-		return "", fmt.Errorf("%w: media claim holder is empty", ErrInvalidID)
+		return "", "", fmt.Errorf("%w: media claim holder is empty", ErrInvalidID)
 	}
 	r, err := a.run(ctx, "claim", []string{a.keys.Call(callID)}, pod, holder)
 	if err != nil {
-		return "", fmt.Errorf("claim media of %s: %w", callID, err)
+		return "", "", fmt.Errorf("claim media of %s: %w", callID, err)
 	}
 	rep := reply(r)
 	switch rep.str(0) {
 	case "claimed":
-		return rep.str(1), nil
+		return rep.str(1), rep.str(2), nil
 	case "not_found":
 		if on := rep.str(1); on != "" {
-			return "", fmt.Errorf("claim media of %s on %s: the call is on %s: %w", callID, pod, on, ErrCallNotFound)
+			return "", "", fmt.Errorf("claim media of %s on %s: the call is on %s: %w", callID, pod, on, ErrCallNotFound)
 		}
-		return "", fmt.Errorf("claim media of %s: %w", callID, ErrCallNotFound)
+		return "", "", fmt.Errorf("claim media of %s: %w", callID, ErrCallNotFound)
 	case "held":
-		return "", fmt.Errorf("claim media of %s: held by %s: %w", callID, rep.str(1), ErrMediaClaimed)
+		return "", "", fmt.Errorf("claim media of %s: held by %s: %w", callID, rep.str(1), ErrMediaClaimed)
 	default:
-		return "", fmt.Errorf("claim media of %s: unexpected script reply %v", callID, r)
+		return "", "", fmt.Errorf("claim media of %s: unexpected script reply %v", callID, r)
 	}
 }
 

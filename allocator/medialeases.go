@@ -19,6 +19,11 @@ func (l MediaLeases) Claim(ctx context.Context, callID, pod, holder string) (str
 	return at, noAllocation(err)
 }
 
+func (l MediaLeases) ClaimTraced(ctx context.Context, callID, pod, holder string) (string, string, error) {
+	at, tp, err := l.Alloc.ClaimMediaTraced(ctx, callID, pod, holder)
+	return at, tp, noAllocation(err)
+}
+
 func (l MediaLeases) MoveCall(ctx context.Context, callID, pod, holder, reason string, ej mediacontract.Ejection) (string, bool, error) {
 	f, err := l.Alloc.MoveCall(ctx, callID, pod, holder, reason, ej)
 	if errors.Is(err, ErrNoOtherPod) {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Refusals, each with its HTTP status and metric reason.
@@ -196,7 +198,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), cfg.ConnectBudget)
 	defer cancel()
 	holder := newHolder()
-	pod, err := p.claim(ctx, &callID, t.pod, holder)
+	pod, webhook, err := p.claim(ctx, &callID, t.pod, holder)
 	if err != nil {
 		switch {
 		case errors.Is(err, ErrNoAllocation):
@@ -209,12 +211,14 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	ctx, span := p.startSocketSpan(ctx, callID, pod, webhook)
 	up, pod, err := p.connect(ctx, r, t.uri, callID, pod, holder)
 	if err != nil {
+		endRefusedSpan(span, pod, "upstream")
 		p.refuse(w, http.StatusBadGateway, "upstream", err, "pod", pod, "call_sid", callID)
 		return
 	}
-	p.relay(w, up, pod, callID, holder)
+	p.relay(w, up, pod, callID, holder, span)
 }
 
 func (p *Proxy) draining() bool {
@@ -225,16 +229,21 @@ func (p *Proxy) draining() bool {
 
 // claim confirms that *callID holds pod (or held it before a failover)
 // and claims its media for holder, finding the call first when the socket
-// came without a token. It returns the pod the call is on.
-func (p *Proxy) claim(ctx context.Context, callID *string, pod, holder string) (string, error) {
+// came without a token. It returns the pod the call is on and, when
+// tracing, the traceparent of the webhook that allocated it.
+func (p *Proxy) claim(ctx context.Context, callID *string, pod, holder string) (at, webhook string, err error) {
 	if *callID == "" {
 		id, err := p.Leases.PodCall(ctx, pod)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
 		*callID = id
 	}
-	return p.Leases.Claim(ctx, *callID, pod, holder)
+	if tl, ok := p.Leases.(TracedLeases); ok && p.Tracer != nil {
+		return tl.ClaimTraced(ctx, *callID, pod, holder)
+	}
+	at, err = p.Leases.Claim(ctx, *callID, pod, holder)
+	return at, "", err
 }
 
 // unclaim drops the claim of a socket that ends before it is relayed: its
@@ -252,12 +261,13 @@ func (p *Proxy) unclaim(callID, holder string) {
 
 // relay hijacks the client, answers it the pod's 101 and runs the two pumps
 // until the socket ends, then releases the call.
-func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder string) {
-	s := &socket{callID: callID, pod: pod, holder: holder, podConn: up.conn, started: time.Now()}
+func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder string, span trace.Span) {
+	s := &socket{callID: callID, pod: pod, holder: holder, podConn: up.conn, started: time.Now(), span: span}
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		up.conn.Close()
 		p.unclaim(callID, holder)
+		endRefusedSpan(span, pod, "hijack")
 		p.refuse(w, http.StatusInternalServerError, "hijack", err)
 		return
 	}
@@ -274,12 +284,14 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 		}
 		fmt.Fprintf(conn, "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", status, http.StatusText(status))
 		conn.Close()
+		endRefusedSpan(span, pod, reason)
 		p.metrics.refused.WithLabelValues(reason).Inc()
 		return
 	}
 	if err := writeSwitching(brw.Writer, up.resp); err != nil {
 		conn.Close()
 		up.conn.Close()
+		endRefusedSpan(span, pod, "client_gone")
 		p.release(s)
 		p.forget(s)
 		p.handlers.Done()

@@ -33,7 +33,9 @@ func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, 
 	cfg := p.cfg()
 	ej := cfg.ejection()
 	for attempt := 1; ; attempt++ {
-		up, addr, err := p.dialPod(ctx, cfg.DialTimeout, pod, uri, r)
+		dctx, span := p.startDialSpan(ctx, pod, attempt)
+		up, addr, err := p.dialPod(dctx, cfg.DialTimeout, pod, uri, r)
+		endDialSpan(span, addr, err)
 		if err == nil {
 			if attempt > 1 {
 				p.metrics.failovers.WithLabelValues("connected").Inc()
@@ -69,6 +71,7 @@ func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, 
 		}
 		p.Log.Info("media socket moved its call to another pod", "call_sid", callID, "from", pod, "to", next, "reason", reason)
 		p.metrics.failovers.WithLabelValues("moved").Inc()
+		moveEvent(ctx, pod, next, reason)
 		pod = next
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 var (
@@ -55,6 +57,7 @@ type socket struct {
 	holder          string // the socket's media claim (Leases.Claim)
 	client, podConn net.Conn
 	started         time.Time
+	span            trace.Span // the socket's span; nil when tracing is off
 
 	// stopCode, when set, asks the relay to end with a close frame carrying
 	// it, at a frame boundary of each direction; interrupt tells the relay
@@ -125,6 +128,7 @@ func (p *Proxy) finish(s *socket, bytesIn, bytesOut int64) {
 	p.metrics.duration.Observe(time.Since(s.started).Seconds())
 	initiator, code := closeOrigin(s)
 	p.metrics.closes.WithLabelValues(initiator, code).Inc()
+	endSocketSpan(s, initiator, code, bytesIn, bytesOut)
 	p.Log.Debug("media socket closed", "pod", s.pod, "call_sid", s.callID, "by", initiator, "code", code,
 		"duration", time.Since(s.started).Round(time.Millisecond), "bytes_in", bytesIn, "bytes_out", bytesOut)
 	// Release before forgetting the socket: a drain, or a test, that sees

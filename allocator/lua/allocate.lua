@@ -12,6 +12,10 @@
 -- then    -> number of default chain steps M, then M step names
 -- then    -> admission rates (issue 10): merchant per second, merchant
 --            burst, source per second, source burst (0 per second: off)
+-- last    -> traceparent: the W3C trace context of the webhook that asks, or
+--            "" (tracing off); kept with a new call so that its media
+--            socket's span links to the webhook's trace. It is read as
+--            ARGV[#ARGV], so arguments added before it keep their places.
 --
 -- Returns:
 --   {"ok", pod, source_pool, was_existing (0|1), pool_type, warning, creator}
@@ -92,6 +96,9 @@ end
 
 redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'merchant_id', merchant,
   'allocated_at', tostring(math.floor(now / 1000)), 'pool_type', kind, 'creator', creator)
+if ARGV[#ARGV] ~= '' then
+  redis.call('HSET', call_key, 'traceparent', ARGV[#ARGV])
+end
 redis.call('HDEL', call_key, '_lock')
 redis.call('PEXPIRE', call_key, info_ms)
 assign(pod, call_id, source, kind, avail, lease_ms, now)

@@ -8,11 +8,14 @@
 -- ARGV[2] -> holder: the socket's identity (replica and a per-socket nonce)
 --
 -- Returns:
---   {"claimed", pod}     the socket holds the call (also if it already did);
+--   {"claimed", pod, traceparent}
+--                        the socket holds the call (also if it already did);
 --                        pod is where the call is: ARGV[1], or the pod it
 --                        was moved to when ARGV[1] is one it left after a
 --                        failed connect (failover.lua's moved_from), so the
---                        media URL the provider holds stays valid
+--                        media URL the provider holds stays valid;
+--                        traceparent is the webhook's (allocate.lua), ""
+--                        when none was kept
 --   {"not_found", pod}   the call is not live on ARGV[1]; pod is where it
 --                        is ("" when it is live nowhere)
 --   {"held", holder}     another socket holds the call
@@ -22,7 +25,7 @@
 -- call ending drops it (unclaim.lua); one whose replica died (kill -9) holds
 -- it until the call's lease runs out and the sweep ends the call.
 
-local info = redis.call('HMGET', KEYS[1], 'pod_name', 'media_claim', 'moved_from')
+local info = redis.call('HMGET', KEYS[1], 'pod_name', 'media_claim', 'moved_from', 'traceparent')
 if info[1] ~= ARGV[1] and not (info[1] and info[3] and
     string.find(info[3], '|' .. ARGV[1] .. '|', 1, true)) then
   return {'not_found', info[1] or ''}
@@ -31,4 +34,4 @@ if info[2] and info[2] ~= ARGV[2] then
   return {'held', info[2]}
 end
 redis.call('HSET', KEYS[1], 'media_claim', ARGV[2])
-return {'claimed', info[1]}
+return {'claimed', info[1], info[4] or ''}
