@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strings"
 
 	"github.com/go-viper/mapstructure/v2"
@@ -226,16 +227,24 @@ func decode(k *koanf.Koanf, cfg *Config, path string) error {
 	return errors.Join(errs...)
 }
 
+// rootTypeName is how mapstructure (v2.5 on) names the top level of the
+// file in an error, where it used to give an empty name.
+var rootTypeName = reflect.TypeFor[Config]().String()
+
 func describeDecodeError(e *mapstructure.DecodeError, file string) []error {
 	msg := e.Unwrap().Error()
+	name := e.Name()
+	if name == rootTypeName {
+		name = ""
+	}
 	unused, ok := strings.CutPrefix(msg, "has invalid keys: ")
 	if !ok {
-		return []error{fmt.Errorf("%s: %s", e.Name(), msg)}
+		return []error{fmt.Errorf("%s: %s", name, msg)}
 	}
 	var errs []error
 	for key := range strings.SplitSeq(unused, ", ") {
-		if e.Name() != "" {
-			key = e.Name() + "." + key
+		if name != "" {
+			key = name + "." + key
 		}
 		err := fmt.Errorf("config file %s: unknown key %q", file, key)
 		if key == "providers.trust_forwarded" {
