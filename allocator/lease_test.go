@@ -150,7 +150,7 @@ func TestRegisterMoveAndUnregister(t *testing.T) {
 				t.Errorf("tombstone %s has no TTL (%v)", key, ttl)
 			}
 		}
-		if got := rdb.Get(ctx, k.CallEnded("CA2")).Val(); got != "unregistered" {
+		if got := rdb.HGet(ctx, k.CallEnded("CA2"), "how").Val(); got != "unregistered" {
 			t.Errorf("tombstone of CA2 = %q, want unregistered", got)
 		}
 		if _, err := a.UnregisterPod(ctx, "", "p0"); !errors.Is(err, allocator.ErrPodNotFound) {

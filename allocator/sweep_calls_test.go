@@ -54,7 +54,7 @@ func TestSweepEndsDeadCalls(t *testing.T) {
 			if al, err := a.Allocate(ctx, allocator.Request{CallID: call}); !errors.Is(err, allocator.ErrCallEnded) {
 				t.Errorf("retry of swept %s: %+v, %v; want ErrCallEnded", call, al, err)
 			}
-			if got := rdb.Get(ctx, k.CallEnded(call)).Val(); got != "expired" {
+			if got := rdb.HGet(ctx, k.CallEnded(call), "how").Val(); got != "expired" {
 				t.Errorf("tombstone of %s = %q, want expired", call, got)
 			}
 		}

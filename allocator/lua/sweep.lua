@@ -60,8 +60,7 @@ end
 -- still names this pod), and its tombstone written: the call is over.
 local function end_call(call_id, pod)
   if call_id and call_id ~= '' and redis.call('HGET', K.call(call_id), 'pod_name') == pod then
-    redis.call('DEL', K.call(call_id))
-    redis.call('SET', K.call_ended(call_id), 'expired', 'PX', info_ms)
+    end_call_record(call_id, 'expired', info_ms)
   end
 end
 

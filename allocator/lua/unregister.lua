@@ -26,8 +26,7 @@ end
 local ended = 0
 local function end_call(call_id)
   if call_id and call_id ~= '' and redis.call('HGET', K.call(call_id), 'pod_name') == pod then
-    redis.call('DEL', K.call(call_id))
-    redis.call('SET', K.call_ended(call_id), 'unregistered', 'PX', tonumber(ARGV[3]))
+    end_call_record(call_id, 'unregistered', tonumber(ARGV[3]))
     ended = ended + 1
   end
 end
