@@ -196,7 +196,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), cfg.ConnectBudget)
 	defer cancel()
 	holder := newHolder()
-	pod, err := p.claim(ctx, &callID, t.pod, holder)
+	claimed, err := p.claim(ctx, &callID, t.pod, holder)
 	if err != nil {
 		switch {
 		case errors.Is(err, ErrNoAllocation):
@@ -209,12 +209,13 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	up, pod, err := p.connect(ctx, r, t.uri, callID, pod, holder)
+	call := callOf(claimed)
+	up, pod, err := p.connect(ctx, r, t.uri, callID, claimed.Pod, holder, &call.failovers)
 	if err != nil {
 		p.refuse(w, http.StatusBadGateway, "upstream", err, "pod", pod, "call_sid", callID)
 		return
 	}
-	p.relay(w, up, pod, callID, holder)
+	p.relay(w, up, pod, callID, holder, call)
 }
 
 func (p *Proxy) draining() bool {
@@ -226,11 +227,11 @@ func (p *Proxy) draining() bool {
 // claim confirms that *callID holds pod (or held it before a failover)
 // and claims its media for holder, finding the call first when the socket
 // came without a token. It returns the pod the call is on.
-func (p *Proxy) claim(ctx context.Context, callID *string, pod, holder string) (string, error) {
+func (p *Proxy) claim(ctx context.Context, callID *string, pod, holder string) (Claimed, error) {
 	if *callID == "" {
 		id, err := p.Leases.PodCall(ctx, pod)
 		if err != nil {
-			return "", err
+			return Claimed{}, err
 		}
 		*callID = id
 	}
@@ -252,8 +253,8 @@ func (p *Proxy) unclaim(callID, holder string) {
 
 // relay hijacks the client, answers it the pod's 101 and runs the two pumps
 // until the socket ends, then releases the call.
-func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder string) {
-	s := &socket{callID: callID, pod: pod, holder: holder, podConn: up.conn, started: time.Now()}
+func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder string, call callMeta) {
+	s := &socket{callID: callID, pod: pod, holder: holder, podConn: up.conn, started: time.Now(), call: call}
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		up.conn.Close()
@@ -280,7 +281,7 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 	if err := writeSwitching(brw.Writer, up.resp); err != nil {
 		conn.Close()
 		up.conn.Close()
-		p.release(s)
+		p.release(s, SocketEnd{Ended: "socket_close", ClosedBy: "client", CloseCode: "none", Closed: time.Now()})
 		p.forget(s)
 		p.handlers.Done()
 		return
@@ -293,7 +294,7 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 		early = append([]byte(nil), early...)
 	}
 	p.metrics.active.Inc()
-	p.Log.Debug("media socket open", "pod", pod, "call_sid", callID)
+	p.Log.Info("media socket opened", append(s.attrs(), "failovers", call.failovers)...)
 	// Either way this handler, and net/http's connection goroutine with its
 	// grown stack and buffers, return now.
 	if p.cfg().Relay != RelayGoroutines && p.loops.add(s, up, early) {

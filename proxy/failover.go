@@ -28,8 +28,9 @@ var errUnknownUpstream = errors.New("pod not in the pod registry")
 // most ConnectAttempts dials of DialTimeout each, all within ctx (the
 // ConnectBudget). When every attempt fails the call is ended at once (its
 // pods back, its tombstone written) rather than left to its lease: the
-// provider hangs up on a 502 anyway. It returns the pod dialled last.
-func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, holder string) (*upstream, string, error) {
+// provider hangs up on a 502 anyway. It returns the pod dialled last;
+// *moves counts the calls' moves.
+func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, holder string, moves *int) (*upstream, string, error) {
 	cfg := p.cfg()
 	ej := cfg.ejection()
 	for attempt := 1; ; attempt++ {
@@ -69,6 +70,7 @@ func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, 
 		}
 		p.Log.Info("media socket moved its call to another pod", "call_sid", callID, "from", pod, "to", next, "reason", reason)
 		p.metrics.failovers.WithLabelValues("moved").Inc()
+		*moves++
 		pod = next
 	}
 }
@@ -114,7 +116,7 @@ func dialReason(err error) string {
 func (p *Proxy) endCall(callID, pod string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	outcome, err := p.Leases.Release(ctx, callID)
+	outcome, err := p.Leases.Release(ctx, callID, SocketEnd{Ended: "failover", ClosedBy: "edge", Closed: time.Now()})
 	if err != nil {
 		if errors.Is(err, ErrNoAllocation) {
 			outcome = "not_found"
@@ -124,7 +126,7 @@ func (p *Proxy) endCall(callID, pod string) {
 		}
 	}
 	p.metrics.releases.WithLabelValues(outcome).Inc()
-	p.Log.Info("media socket reached no pod: call ended", "call_sid", callID, "pod", pod)
+	p.Log.Info("media socket reached no pod: call ended", "call_sid", callID, "pod", pod, "released", "failover", "release", outcome)
 }
 
 // podFailed records a failure of pod (a dial, a loss mid-call) toward its

@@ -47,7 +47,7 @@ func (p *Proxy) renewOnce(ctx context.Context) {
 		}
 		lost++
 		p.Log.Info("call lost its pod: closing its media socket", "call_sid", s.callID, "pod", s.pod)
-		s.stop(ClosePolicy, "call released")
+		s.stop(ClosePolicy, reasonCallReleased)
 	}
 	p.metrics.renewals.WithLabelValues("held").Add(float64(len(leases) - lost))
 	if lost > 0 {

@@ -18,7 +18,7 @@ import (
 // values pods get. As a component it renews its sockets' leases and drains
 // them on shutdown.
 func newMedia(cfg *config.Config, pods func(string) (string, bool), alloc *allocator.Allocator, signer *proxy.Signer, fwd proxy.ForwardedFunc, reg prometheus.Registerer, log *slog.Logger) *proxy.Proxy {
-	return proxy.New(cfg.Proxy, pods, allocator.MediaLeases{Alloc: alloc}, signer, fwd, log.With("component", "proxy"), reg)
+	return proxy.New(cfg.Proxy, pods, allocator.MediaLeases{Alloc: alloc, Replica: replicaName(cfg)}, signer, fwd, log.With("component", "proxy"), reg)
 }
 
 // mediaReady is the "media" readiness check: a replica whose proxy is full
