@@ -169,6 +169,7 @@ func (p *Proxy) Apply(cfg Config) {
 		cfg.Relay = Relay(defaultRelay)
 	}
 	p.conf.Store(&cfg)
+	p.metrics.maxSockets.Set(float64(max(cfg.MaxSockets, 0)))
 }
 
 func (p *Proxy) cfg() *Config { return p.conf.Load() }
