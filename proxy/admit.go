@@ -210,7 +210,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 
 	call := callOf(claimed)
-	up, pod, err := p.connect(ctx, r, t.uri, callID, claimed.Pod, holder, &call.failovers)
+	up, pod, err := p.connect(ctx, r, t.uri, callID, claimed.Pod, holder, &call)
 	if err != nil {
 		p.refuse(w, http.StatusBadGateway, "upstream", err, "pod", pod, "call_sid", callID)
 		return

@@ -29,8 +29,9 @@ var errUnknownUpstream = errors.New("pod not in the pod registry")
 // ConnectBudget). When every attempt fails the call is ended at once (its
 // pods back, its tombstone written) rather than left to its lease: the
 // provider hangs up on a 502 anyway. It returns the pod dialled last;
-// *moves counts the calls' moves.
-func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, holder string, moves *int) (*upstream, string, error) {
+// call.failovers counts the call's moves; its merchant and provider go on
+// the log lines.
+func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, holder string, call *callMeta) (*upstream, string, error) {
 	cfg := p.cfg()
 	ej := cfg.ejection()
 	for attempt := 1; ; attempt++ {
@@ -44,7 +45,7 @@ func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, 
 		reason := dialReason(err)
 		p.metrics.dialFailures.WithLabelValues(reason).Inc()
 		p.Log.Warn("media socket could not reach its pod", "pod", pod, "address", addr, "reason", reason,
-			"call_sid", callID, "attempt", attempt, "err", err)
+			"call_sid", callID, "merchant_id", call.merchant, "provider", call.provider, "attempt", attempt, "err", err)
 		if attempt >= cfg.ConnectAttempts || ctx.Err() != nil {
 			p.metrics.failovers.WithLabelValues("exhausted").Inc()
 			p.podFailed(pod, addr, reason)
@@ -68,9 +69,10 @@ func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, 
 			p.unclaim(callID, holder)
 			return nil, pod, errors.Join(err, merr)
 		}
-		p.Log.Info("media socket moved its call to another pod", "call_sid", callID, "from", pod, "to", next, "reason", reason)
+		p.Log.Info("media socket moved its call to another pod", "call_sid", callID, "merchant_id", call.merchant,
+			"provider", call.provider, "pod", next, "from", pod, "reason", reason)
 		p.metrics.failovers.WithLabelValues("moved").Inc()
-		*moves++
+		call.failovers++
 		pod = next
 	}
 }
