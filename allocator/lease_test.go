@@ -136,7 +136,7 @@ func TestRegisterMoveAndUnregister(t *testing.T) {
 			t.Fatalf("after the move: %+v", got)
 		}
 		un, err := a.UnregisterPod(ctx, "", "p0")
-		if err != nil || un.Tier != "basic" || un.CallsEnded != 1 {
+		if err != nil || un.Tier != "basic" || un.CallsEnded != 1 || len(un.Calls) != 1 || un.Calls[0] != "CA2" {
 			t.Fatalf("unregister = %+v, %v", un, err)
 		}
 		if _, err := a.Release(ctx, "CA2"); !errors.Is(err, allocator.ErrCallNotFound) {

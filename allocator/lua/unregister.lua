@@ -23,11 +23,12 @@ if tier then
   redis.call('SREM', assigned, pod)
 end
 
-local ended = 0
+local ended, ended_ids = 0, {}
 local function end_call(call_id)
   if call_id and call_id ~= '' and redis.call('HGET', K.call(call_id), 'pod_name') == pod then
     end_call_record(call_id, 'unregistered', tonumber(ARGV[3]))
     ended = ended + 1
+    ended_ids[#ended_ids + 1] = call_id
   end
 end
 end_call(redis.call('HGET', K.pod_info(pod), 'allocated_call_sid'))
@@ -42,4 +43,5 @@ redis.call('ZREM', K.ejected(), pod)
 if not known then
   return {'not_found'}
 end
-return {'removed', tier or '', ended}
+-- Then the calls ended, for the log line that names them.
+return {'removed', tier or '', ended, unpack(ended_ids)}
