@@ -72,7 +72,7 @@ bench: deps
 # and recovery times after each) and reruns the focused fault tests verbose,
 # so that their figures show (docs/reliability.md). faults-short is the CI
 # form: calls of 1-2 s (about 5 minutes on a slow machine).
-FAULTS := TestSentinelFailoverUnderLoad|TestCluster|TestRedisOutage|TestRedisRestartedEmpty|TestKubeLeaderChangeMidSweepIsFenced|TestRedisLeaderChangeMidSweep|TestKubeTakeoverAfterGracefulStopSkipsTheRetryPeriod|TestRedisTakeoverAfterGracefulStopSkipsTheRetryPeriod|TestMediaPathEndToEnd
+FAULTS := TestSentinelFailoverUnderLoad|TestCluster|TestRedisOutage|TestRedisRestartedEmpty|TestKubeLeaderChangeMidSweepIsFenced|TestRedisLeaderChangeMidSweep|TestKubeTakeoverAfterGracefulStopSkipsTheRetryPeriod|TestRedisTakeoverAfterGracefulStopSkipsTheRetryPeriod|TestMediaPathEndToEnd|TestKubeRecreatedLeaseLeaderIsNotRefused|TestMerchantConfigRestoredAfterRedisEmptied|TestLeaderReleasesBeforeTheDrainOnSIGTERM
 faults: deps
 	EDGE_FAULT_SUITE=long $(GO) test -count=1 -v -timeout 30m -run '^TestFaultSuite$$' ./cmd/edge/
 	$(GO) test -race -count=1 -v -run '^($(FAULTS))$$' ./allocator/ ./poolmgr/ ./cmd/edge/

@@ -111,7 +111,15 @@ type Request struct {
 	// a new call and returned on every repeat, so that the caller can tell
 	// a retry of its own call from a stranger naming someone else's.
 	Creator string
+	// TraceParent is the W3C traceparent of the span asking (package
+	// tracing), stored with a new call for its media socket's span link;
+	// "" stores nothing. At most MaxTraceParentLength bytes.
+	TraceParent string
 }
+
+// MaxTraceParentLength bounds Request.TraceParent (version 00 is 55
+// bytes; a later version may grow).
+const MaxTraceParentLength = 128
 
 // MaxCreatorLength bounds Request.Creator.
 const MaxCreatorLength = 256
@@ -158,10 +166,15 @@ func (a *Allocator) Allocate(ctx context.Context, req Request) (Allocation, erro
 	if len(req.Creator) > MaxCreatorLength {
 		return Allocation{}, fmt.Errorf("%w: creator is %d bytes long, the limit is %d", ErrInvalidID, len(req.Creator), MaxCreatorLength)
 	}
+	if len(req.TraceParent) > MaxTraceParentLength {
+		return Allocation{}, fmt.Errorf("%w: traceparent is %d bytes long, the limit is %d", ErrInvalidID, len(req.TraceParent), MaxTraceParentLength)
+	}
 	s := a.current.Load()
-	args := make([]any, 0, 5+len(s.tierArgs))
+	args := make([]any, 0, 6+len(s.tierArgs))
 	args = append(args, req.CallID, req.MerchantID, s.cfg.EffectiveLeaseTTL().Milliseconds(), s.cfg.CallInfoTTL.Milliseconds(), req.Creator)
 	args = append(args, s.tierArgs...)
+	// Last, whatever comes before it (allocate.lua reads ARGV[#ARGV]).
+	args = append(args, req.TraceParent)
 	keys := []string{a.keys.Call(req.CallID), a.keys.CallEnded(req.CallID)}
 	r, err := a.run(ctx, "allocate", keys, args...)
 	if err != nil {

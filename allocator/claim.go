@@ -26,6 +26,14 @@ func (a *Allocator) ClaimMedia(ctx context.Context, callID, pod, holder string) 
 	return c.Pod, err
 }
 
+// ClaimMediaTraced is ClaimMedia that also returns the traceparent the
+// call's webhook was allocated under (Request.TraceParent; "" when none),
+// read in the same round trip, for the media socket's span link.
+func (a *Allocator) ClaimMediaTraced(ctx context.Context, callID, pod, holder string) (at, traceParent string, err error) {
+	c, err := a.ClaimMediaOn(ctx, callID, pod, holder, "")
+	return c.Pod, c.TraceParent, err
+}
+
 // ClaimedMedia is a claimed call: the pod it is on and what its call info
 // says of it.
 type ClaimedMedia = mediacontract.Claimed
@@ -50,8 +58,8 @@ func (a *Allocator) ClaimMediaOn(ctx context.Context, callID, pod, holder, repli
 	rep := reply(r)
 	switch rep.str(0) {
 	case "claimed":
-		return ClaimedMedia{Pod: rep.str(1), MerchantID: rep.str(2), Creator: rep.str(3),
-			MovedFrom: strings.FieldsFunc(rep.str(4), func(r rune) bool { return r == '|' })}, nil
+		return ClaimedMedia{Pod: rep.str(1), TraceParent: rep.str(2), MerchantID: rep.str(3), Creator: rep.str(4),
+			MovedFrom: strings.FieldsFunc(rep.str(5), func(r rune) bool { return r == '|' })}, nil
 	case "not_found":
 		if on := rep.str(1); on != "" {
 			return ClaimedMedia{}, fmt.Errorf("claim media of %s on %s: the call is on %s: %w", callID, pod, on, ErrCallNotFound)

@@ -117,8 +117,11 @@ func (k Keys) PodCalls(pod string) string { return k.prefix + "pod:calls:" + pod
 // for the call, written by claim.lua and removed by unclaim.lua; it ends with
 // the hash); claim.lua also stamps socket_opened_at (unix ms) and
 // socket_replica when a socket is first admitted, and failover.lua keeps
-// moved_from ("|a|b|", the pods the call left). Expires after the call info
-// TTL, which renewals push forward while the call's socket lives.
+// moved_from ("|a|b|", the pods the call left); traceparent (the W3C
+// trace context of the webhook that allocated the call, written by allocate
+// only when tracing is on, read by claim.lua so the media socket's span
+// links to the webhook's trace). Expires after the call info TTL, which
+// renewals push forward while the call's socket lives.
 func (k Keys) Call(callID string) string { return k.prefix + "call:" + callID }
 
 // CallEnded (edge) HASH tombstone of an ended call, its record for the call
@@ -145,10 +148,12 @@ func (k Keys) LeaderLock() string { return k.prefix + "leader:lock" }
 // acquisition, the fencing token of the Redis leader lock.
 func (k Keys) LeaderFence() string { return k.prefix + "leader:fence" }
 
-// LeaseFence (edge) STRING "lease/<identity>/<term>": the fencing token of
-// the leader elected through the Kubernetes Lease, written when its
-// leadership starts (term is the Lease's leaseTransitions, so it only grows)
-// and checked by every leader script like the Redis lock's value.
+// LeaseFence (edge) STRING "lease/<identity>/<created>/<uid>/<transitions>":
+// the fencing token of the leader elected through the Kubernetes Lease,
+// written when its leadership starts (ordered by the Lease object's
+// creationTimestamp, then its leaseTransitions, so it only grows, even
+// across a recreated Lease) and checked by every leader script like the
+// Redis lock's value.
 func (k Keys) LeaseFence() string { return k.prefix + "leader:lease_fence" }
 
 // MerchantTargets (edge) HASH of merchant pool id -> target pod count: the

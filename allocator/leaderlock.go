@@ -38,13 +38,23 @@ func (a *Allocator) ReleaseLeaderLock(ctx context.Context, value string) error {
 	return nil
 }
 
+// LeaseTerm identifies one leadership term on a Kubernetes Lease: the
+// Lease object (its creationTimestamp and UID, so that a Lease deleted and
+// recreated, whose leaseTransitions restart at 0, still yields newer terms)
+// and its leaseTransitions when the leader won it.
+type LeaseTerm struct {
+	Created     int64 // creationTimestamp, Unix seconds
+	UID         string
+	Transitions int64
+}
+
 // ClaimLeaseFence records the fencing token of a leader elected through the
-// Kubernetes Lease: term is the Lease's leaseTransitions when identity won
-// it. It returns the fence to pass to the pool manager's scripts, which
-// refuse it (ErrFenced) once a later leader has claimed its own; ok false
-// (with the current fence) when a later term already holds it.
-func (a *Allocator) ClaimLeaseFence(ctx context.Context, identity string, term int64) (fence string, ok bool, err error) {
-	r, err := a.run(ctx, "leader_lease_fence", []string{a.keys.LeaseFence()}, identity, term)
+// Kubernetes Lease for the term identity won. It returns the fence to pass
+// to the pool manager's scripts, which refuse it (ErrFenced) once a later
+// leader has claimed its own; ok false (with the current fence) when a
+// later term already holds it.
+func (a *Allocator) ClaimLeaseFence(ctx context.Context, identity string, term LeaseTerm) (fence string, ok bool, err error) {
+	r, err := a.run(ctx, "leader_lease_fence", []string{a.keys.LeaseFence()}, identity, term.Created, term.UID, term.Transitions)
 	if err != nil {
 		return "", false, fmt.Errorf("claim lease fence: %w", err)
 	}

@@ -22,6 +22,11 @@ func (l MediaLeases) Claim(ctx context.Context, callID, pod, holder string) (med
 	return c, noAllocation(err)
 }
 
+func (l MediaLeases) ClaimTraced(ctx context.Context, callID, pod, holder string) (string, string, error) {
+	at, tp, err := l.Alloc.ClaimMediaTraced(ctx, callID, pod, holder)
+	return at, tp, noAllocation(err)
+}
+
 func (l MediaLeases) MoveCall(ctx context.Context, callID, pod, holder, reason string, ej mediacontract.Ejection) (string, bool, error) {
 	f, err := l.Alloc.MoveCall(ctx, callID, pod, holder, reason, ej)
 	if errors.Is(err, ErrNoOtherPod) {

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/calls"
 )
@@ -43,6 +45,9 @@ type Handlers struct {
 	// IsLeader reports whether this replica runs the leader loops (status
 	// only); nil means unknown.
 	IsLeader func() bool
+	// Tracer, when set, traces the generic allocate (tracing.go); nil:
+	// tracing off.
+	Tracer trace.TracerProvider
 }
 
 // allocateRequest is the generic allocation body. reseller_id is the name
@@ -83,11 +88,13 @@ func (h *Handlers) allocate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, h.Log, merchantRefused(body.MerchantID))
 		return
 	}
-	c, err := h.Calls.Allocate(r.Context(), calls.Request{
+	ctx, end := h.startAllocate(r.Context())
+	c, err := h.Calls.Allocate(ctx, calls.Request{
 		CallID: body.CallSID, MerchantID: body.MerchantID,
 		Provider: body.Provider, Flow: body.Flow, Template: body.Template,
 		Creator: who.id,
 	})
+	end(c.ID, err) // c.ID: a validated id, "" on an error
 	if err != nil {
 		writeError(w, r, h.Log, err)
 		return

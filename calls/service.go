@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/tracing"
 )
 
 // Allocator is what Service needs of the allocator.
@@ -57,7 +58,8 @@ func (s *Service) Allocate(ctx context.Context, req Request) (Call, error) {
 		s.log.Debug("allocation request invalid", "call_sid", shortID(req.CallID), "provider", shortID(req.Provider), "err", err)
 		return Call{}, err
 	}
-	al, err := s.alloc.Allocate(ctx, allocator.Request{CallID: req.CallID, MerchantID: req.MerchantID, Creator: req.Creator})
+	al, err := s.alloc.Allocate(ctx, allocator.Request{CallID: req.CallID, MerchantID: req.MerchantID, Creator: req.Creator,
+		TraceParent: tracing.TraceParent(ctx)})
 	if al.Warning != "" {
 		// Both faces land here: a bad merchant config is logged once per
 		// allocation whichever way the call came.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
 )
 
 // ProtocolVersion is the contract's version. A breaking change of
@@ -100,6 +101,9 @@ type ClientOptions struct {
 	// StartTimeout bounds the start and handshake (go-plugin's default, 1
 	// minute, when 0).
 	StartTimeout time.Duration
+	// GRPCDialOptions are added to the connection to the plugin (edge's
+	// tracing adds a stats handler that carries the trace context).
+	GRPCDialOptions []grpc.DialOption
 }
 
 // NewClient returns a go-plugin client for one start of a provider plugin.
@@ -114,6 +118,7 @@ func NewClient(o ClientOptions) (*plugin.Client, error) {
 		SyncStdout:       io.Discard,
 		SyncStderr:       io.Discard,
 		StartTimeout:     o.StartTimeout,
+		GRPCDialOptions:  o.GRPCDialOptions,
 	}
 	if o.SHA256 != "" {
 		sum, err := decodeHex(o.SHA256)

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/edge-voice/edge/allocator"
 )
 
 // KubeElector elects a leader on a coordination.k8s.io Lease with
@@ -40,7 +42,7 @@ type KubeElector struct {
 
 // LeaseFence records the fencing token of a Lease term.
 type LeaseFence interface {
-	ClaimLeaseFence(ctx context.Context, identity string, term int64) (fence string, ok bool, err error)
+	ClaimLeaseFence(ctx context.Context, identity string, term allocator.LeaseTerm) (fence string, ok bool, err error)
 }
 
 // IsLeader reports whether this replica holds the Lease now.
@@ -139,10 +141,11 @@ func (e *KubeElector) campaign(ctx context.Context, lead LeadFunc) error {
 	ctx, giveUp := context.WithCancel(ctx)
 	defer giveUp()
 	t := &term{}
+	terms := &termRecorder{LeasesGetter: e.Client.CoordinationV1(), identity: e.Identity}
 	lock := &releaseAfterStop{
 		Interface: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: e.Namespace, Name: e.Name},
-			Client:     e.Client.CoordinationV1(),
+			Client:     terms,
 			LockConfig: resourcelock.ResourceLockConfig{Identity: e.Identity},
 		},
 		stop: t.stop,
@@ -159,7 +162,7 @@ func (e *KubeElector) campaign(ctx context.Context, lead LeadFunc) error {
 				e.leader.Store(true)
 				e.Metrics.Leader.Set(1)
 				e.Metrics.LeaderTerms.Inc()
-				fence, ok := e.claimFence(lctx, lock)
+				fence, ok := e.claimFence(lctx, terms.term())
 				e.Log.Info("leader: started leading", "lease", e.Namespace+"/"+e.Name, "identity", e.Identity, "fence", fence)
 				if !ok {
 					giveUp()
@@ -193,21 +196,20 @@ func (e *KubeElector) campaign(ctx context.Context, lead LeadFunc) error {
 	return nil
 }
 
-// claimFence records this term's fencing token: the Lease's
-// leaseTransitions as this replica wrote it on winning, which client-go
-// raises on every change of holder, so a later leader always has a larger
-// one. false: not leading after all (a later term holds the fence, or ctx
-// ended).
-func (e *KubeElector) claimFence(ctx context.Context, lock *releaseAfterStop) (string, bool) {
+// claimFence records this term's fencing token: the Lease object as this
+// replica wrote it on winning (a recreated Lease is newer than the deleted
+// one), then its leaseTransitions, which client-go raises on every change
+// of holder, so a later leader always has a later term. false: not leading
+// after all (a later term holds the fence, or ctx ended).
+func (e *KubeElector) claimFence(ctx context.Context, term allocator.LeaseTerm) (string, bool) {
 	if e.Fence == nil {
 		return "", true
 	}
-	term := lock.term.Load()
 	for {
 		fence, ok, err := e.Fence.ClaimLeaseFence(ctx, e.Identity, term)
 		if err == nil {
 			if !ok {
-				e.Log.Error("leader: a later term holds the fence; if the Lease was deleted and recreated (its leaseTransitions restarted), delete the lease_fence key", "fence", fence, "term", term)
+				e.Log.Error("leader: a later term holds the fence", "fence", fence, "term", term)
 			}
 			return fence, ok
 		}
@@ -226,28 +228,11 @@ func (e *KubeElector) claimFence(ctx context.Context, lock *releaseAfterStop) (s
 type releaseAfterStop struct {
 	resourcelock.Interface
 	stop func()
-	// term is the leaseTransitions of the last record this replica wrote
-	// as holder (client-go's own lock is not safe to read beside its loop).
-	term atomic.Int64
 }
 
 func (l *releaseAfterStop) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	if ler.HolderIdentity == "" {
 		l.stop()
 	}
-	err := l.Interface.Update(ctx, ler)
-	l.record(ler, err)
-	return err
-}
-
-func (l *releaseAfterStop) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
-	err := l.Interface.Create(ctx, ler)
-	l.record(ler, err)
-	return err
-}
-
-func (l *releaseAfterStop) record(ler resourcelock.LeaderElectionRecord, err error) {
-	if err == nil && ler.HolderIdentity != "" && ler.HolderIdentity == l.Identity() {
-		l.term.Store(int64(ler.LeaderTransitions))
-	}
+	return l.Interface.Update(ctx, ler)
 }

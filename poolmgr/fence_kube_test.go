@@ -3,13 +3,16 @@ package poolmgr
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -92,19 +95,109 @@ func TestKubeLeaderChangeMidSweepIsFenced(t *testing.T) {
 }
 
 // The fence only grows: a leader whose start runs late cannot take it back
-// from a later term, and a repeat of the same term is idempotent.
+// from a later term, and a repeat of the same term is idempotent. A term of
+// a recreated Lease (created later, leaseTransitions back to 0) is newer than
+// every term of the deleted one.
 func TestLeaseFenceOnlyGrows(t *testing.T) {
 	_, rdb := startRedis(t)
 	ctx := context.Background()
 	a := newAlloc(t, rdb)
+	old := func(n int64) allocator.LeaseTerm { return allocator.LeaseTerm{Created: 100, UID: "u1", Transitions: n} }
+	recreated := func(n int64) allocator.LeaseTerm { return allocator.LeaseTerm{Created: 200, UID: "u2", Transitions: n} }
 	for _, step := range []struct {
 		id   string
-		term int64
+		term allocator.LeaseTerm
 		ok   bool
-	}{{"a", 3, true}, {"a", 3, true}, {"b", 4, true}, {"a", 3, false}, {"c", 4, false}, {"c", 10, true}} {
+	}{
+		{"a", old(3), true}, {"a", old(3), true}, {"b", old(4), true}, {"a", old(3), false}, {"c", old(4), false}, {"c", old(10), true},
+		{"d", recreated(0), true},                    // the Lease was deleted and recreated
+		{"c", old(10), false}, {"e", old(11), false}, // the deleted object's terms stay refused
+		{"e", recreated(1), true},
+		{"f", allocator.LeaseTerm{Created: 200, UID: "u3", Transitions: 0}, true}, // recreated again within the second: unordered, newest claim wins
+	} {
 		fence, ok, err := a.ClaimLeaseFence(ctx, step.id, step.term)
 		if err != nil || ok != step.ok {
-			t.Fatalf("claim %s term %d = %q, %v, %v; want ok=%v", step.id, step.term, fence, ok, err, step.ok)
+			t.Fatalf("claim %s term %+v = %q, %v, %v; want ok=%v", step.id, step.term, fence, ok, err, step.ok)
 		}
+	}
+}
+
+// Deleting and recreating the Lease (an operator's cleanup, a namespace
+// restored from a backup) restarts its leaseTransitions at 0. The new
+// object's leader must still be able to lead, with no manual deletion of
+// the fence key, while the deleted object's leader stays fenced.
+func TestKubeRecreatedLeaseLeaderIsNotRefused(t *testing.T) {
+	_, rdb := startRedis(t)
+	ctx := context.Background()
+	a := newAlloc(t, rdb)
+	k := a.Keys()
+	reg := NewRegistry()
+	(&StaticSource{Registry: reg}).Set([]allocator.PodState{{Name: "g0", Address: "127.0.0.1:9", Tier: "gold"}})
+
+	client := fake.NewClientset()
+	// The API server stamps every new object; the fake does not.
+	var created atomic.Int64
+	created.Store(time.Now().Unix())
+	client.PrependReactor("create", "leases", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		l := action.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease)
+		l.CreationTimestamp = metav1.Unix(created.Add(1), 0)
+		l.UID = types.UID(fmt.Sprintf("uid-%d", created.Load()))
+		return false, nil, nil
+	})
+	// The old object has seen many holders.
+	transitions := int32(5)
+	if _, err := client.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge-leader"},
+		Spec:       coordinationv1.LeaseSpec{LeaseTransitions: &transitions},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	elector := func(id string, m *Metrics) *KubeElector {
+		return &KubeElector{Client: client, Namespace: ns, Name: "edge-leader", Identity: id,
+			LeaseDuration: time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
+			Fence: a, Log: quietLog(), Metrics: m}
+	}
+	ma := newManager(t, a, reg, nil)
+	ma.Elector = elector("edge-a", ma.Metrics)
+	stopA := run(t, ma)
+	eventually(t, "A leads and records its fence", func() bool {
+		return strings.HasPrefix(rdb.Get(ctx, k.LeaseFence()).Val(), "lease/edge-a/")
+	})
+	fenceA := rdb.Get(ctx, k.LeaseFence()).Val()
+	if !strings.HasSuffix(fenceA, "/6") {
+		t.Fatalf("A's fence %q: want the old object's leaseTransitions 6", fenceA)
+	}
+	stopA()
+	eventually(t, "A stops leading", func() bool { return !ma.IsLeader() })
+	if err := client.CoordinationV1().Leases(ns).Delete(ctx, "edge-leader", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	mb := newManager(t, a, reg, nil)
+	mb.Elector = elector("edge-b", mb.Metrics)
+	run(t, mb)
+	eventually(t, "B leads on the recreated Lease and records its fence", func() bool {
+		return mb.IsLeader() && strings.HasPrefix(rdb.Get(ctx, k.LeaseFence()).Val(), "lease/edge-b/")
+	})
+	fenceB := rdb.Get(ctx, k.LeaseFence()).Val()
+	t.Logf("fence %s -> %s", fenceA, fenceB)
+	// Refused, B would give the Lease up and win it again until its
+	// leaseTransitions passed the deleted object's: one retry period each.
+	if n := value(mb.Metrics.LeaderTerms); n != 1 {
+		t.Errorf("B started %v terms, want 1 (its first claim accepted)", n)
+	}
+	if !strings.HasSuffix(fenceB, "/0") {
+		t.Fatalf("B's fence %q: want the recreated object's leaseTransitions 0", fenceB)
+	}
+	// B's loops write (its reconcile registers g0); A's term is refused.
+	eventually(t, "B registers g0", func() bool { return rdb.SIsMember(ctx, k.PoolAvailable("gold"), "g0").Val() })
+	if _, err := a.SyncPods(ctx, fenceA, reg.Snapshot()); !errors.Is(err, allocator.ErrFenced) {
+		t.Errorf("A's sync after the Lease was recreated: %v, want ErrFenced", err)
+	}
+	if _, ok, err := a.ClaimLeaseFence(ctx, "edge-a", allocator.LeaseTerm{Created: created.Load() - 1, UID: fmt.Sprintf("uid-%d", created.Load()-1), Transitions: 7}); ok || err != nil {
+		t.Errorf("a late claim of the deleted Lease's term 7: ok=%v err=%v, want refused", ok, err)
+	}
+	if got := rdb.Get(ctx, k.LeaseFence()).Val(); got != fenceB {
+		t.Errorf("fence %q after the late claim, want B's %q", got, fenceB)
 	}
 }

@@ -60,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "edge_poolmgr_loop_errors_total", Help: "Runs of a pool manager loop that failed.",
 		}, []string{"loop"}),
 		TierConfigLoads: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "edge_tier_config_refresh_total", Help: "Tier config refreshes by result (unchanged, applied, invalid, error, restored: written back after Redis lost it).",
+			Name: "edge_tier_config_refresh_total", Help: "Tier config refreshes by result (unchanged, applied, invalid, error, restored: written back after Redis lost it; merchants_restored: the merchant config and pool targets written back with it).",
 		}, []string{"result"}),
 	}
 }

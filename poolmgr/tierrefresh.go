@@ -21,10 +21,24 @@ type TierRefresher struct {
 	// Restore writes the config in effect back when Redis has none (it was
 	// restarted empty), only if it is still missing (SETNX): nil leaves it
 	// missing.
-	Restore  func(ctx context.Context, tc allocator.TierConfig) error
-	Interval func() time.Duration
-	Log      *slog.Logger
-	Metrics  *Metrics
+	Restore func(ctx context.Context, tc allocator.TierConfig) error
+	// Merchants keeps the merchant config and merchant pool targets this
+	// replica last read, and writes them back when the tier config is found
+	// missing (Redis restarted empty: those keys live only in Redis); nil
+	// leaves them lost.
+	Merchants MerchantStore
+	Interval  func() time.Duration
+	Log       *slog.Logger
+	Metrics   *Metrics
+
+	merchants allocator.MerchantSnapshot // the last one read beside a tier config
+}
+
+// MerchantStore reads and writes back the merchant state
+// (allocator.Allocator implements it).
+type MerchantStore interface {
+	SnapshotMerchants(ctx context.Context) (allocator.MerchantSnapshot, bool, error)
+	RestoreMerchants(ctx context.Context, snap allocator.MerchantSnapshot) (int, error)
 }
 
 // Run refreshes every Interval until ctx ends.
@@ -37,6 +51,7 @@ func (t *TierRefresher) Run(ctx context.Context) error {
 
 // Refresh reads and applies the tier config once.
 func (t *TierRefresher) Refresh(ctx context.Context) {
+	t.snapshotMerchants(ctx)
 	start := time.Now()
 	tc, err := t.Load(ctx)
 	t.Metrics.observe("tier_refresh", start, err)
@@ -49,6 +64,7 @@ func (t *TierRefresher) Refresh(ctx context.Context) {
 		}
 		t.Metrics.TierConfigLoads.WithLabelValues("restored").Inc()
 		t.Log.Warn("tier config was missing from Redis (restarted empty?): restored this replica's copy", "chain", t.Current().DefaultChain)
+		t.restoreMerchants(ctx)
 		return
 	case errors.Is(err, allocator.ErrInvalidConfig):
 		t.Metrics.TierConfigLoads.WithLabelValues("invalid").Inc()
@@ -68,6 +84,36 @@ func (t *TierRefresher) Refresh(ctx context.Context) {
 	t.Apply(tc)
 	t.Metrics.TierConfigLoads.WithLabelValues("applied").Inc()
 	t.Log.Info("tier config changed", "chain", tc.DefaultChain, "tiers", len(tc.Tiers))
+}
+
+// snapshotMerchants keeps the merchant state when it was read beside a tier
+// config; a Redis that has just lost everything (no tier config) must not
+// replace the copy with nothing.
+func (t *TierRefresher) snapshotMerchants(ctx context.Context) {
+	if t.Merchants == nil {
+		return
+	}
+	snap, tiersPresent, err := t.Merchants.SnapshotMerchants(ctx)
+	if err == nil && tiersPresent {
+		t.merchants = snap
+	}
+}
+
+// restoreMerchants writes the last merchant state back after the tier
+// config was found missing. HSETNX: an entry written meanwhile wins.
+func (t *TierRefresher) restoreMerchants(ctx context.Context) {
+	if t.Merchants == nil || t.merchants.Empty() {
+		return
+	}
+	n, err := t.Merchants.RestoreMerchants(ctx, t.merchants)
+	if err != nil {
+		t.Metrics.TierConfigLoads.WithLabelValues("error").Inc()
+		t.Log.Warn("merchant config missing from Redis; restoring it failed", "err", err)
+		return
+	}
+	t.Metrics.TierConfigLoads.WithLabelValues("merchants_restored").Inc()
+	t.Log.Warn("merchant config and pool targets were missing from Redis (restarted empty?): restored this replica's copy",
+		"merchants", len(t.merchants.Configs), "targets", len(t.merchants.Targets), "written", n)
 }
 
 func sameTiers(a, b allocator.TierConfig) bool {

@@ -31,7 +31,11 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, "unknown_provider", "unknown provider")
 		return
 	}
+	r, end := h.startWebhook(r, name, route)
 	outcome := h.serve(w, r, p, route)
+	if end != nil {
+		end(outcome)
+	}
 	h.m.webhooks.WithLabelValues(name, outcome).Inc()
 	h.m.seconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
 }
@@ -91,6 +95,7 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request, p *proc, route stri
 // from the template when the plugin gave one, else through Answer.
 func (h *Host) allocate(w http.ResponseWriter, r *http.Request, p *proc, l *live, res *plugins.WebhookResult) string {
 	ar := *res.Allocate
+	annotateCall(r.Context(), ar.CallID, ar.MerchantID)
 	c, err := h.opts.Calls.Allocate(r.Context(), calls.Request{
 		CallID: ar.CallID, MerchantID: ar.MerchantID, Provider: p.name, Flow: ar.Flow, Template: ar.Template,
 		Creator: "provider:" + p.name,

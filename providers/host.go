@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/edge-voice/edge/calls"
 	"github.com/edge-voice/edge/forwarded"
@@ -69,6 +70,9 @@ type Options struct {
 	// -Host are believed (URL reconstruction, the client IP of allow-lists).
 	// nil: nobody's.
 	Trusted func() *forwarded.Trusted
+	// Tracer, when set, traces each webhook and its plugin RPCs (package
+	// tracing); nil: tracing off, no span and no per-RPC handler.
+	Tracer trace.TracerProvider
 }
 
 // Host runs provider plugins and serves their routes.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
 
 	"github.com/edge-voice/edge/plugins"
 )
@@ -14,8 +15,8 @@ import (
 // launch starts s's plugin process and checks that it serves s.Name. The
 // caller owns the returned client (Kill); on an error nothing is left
 // running.
-func launch(ctx context.Context, s *Spec, log *slog.Logger, timeout time.Duration) (*plugin.Client, plugins.Provider, []plugins.Route, error) {
-	client, err := plugins.NewClient(plugins.ClientOptions{Cmd: s.Command(), SHA256: s.SHA256, Log: log, StartTimeout: timeout})
+func launch(ctx context.Context, s *Spec, log *slog.Logger, timeout time.Duration, dial ...grpc.DialOption) (*plugin.Client, plugins.Provider, []plugins.Route, error) {
+	client, err := plugins.NewClient(plugins.ClientOptions{Cmd: s.Command(), SHA256: s.SHA256, Log: log, StartTimeout: timeout, GRPCDialOptions: dial})
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -112,7 +112,7 @@ func (p *proc) start(ctx context.Context) (*live, error) {
 	s := p.spec.Load()
 	sctx, cancel := context.WithTimeout(ctx, p.h.opts.Config.StartTimeout)
 	defer cancel()
-	client, prov, routes, err := launch(sctx, s, p.log, p.h.opts.Config.StartTimeout)
+	client, prov, routes, err := launch(sctx, s, p.log, p.h.opts.Config.StartTimeout, p.h.dialOptions()...)
 	if err != nil {
 		return nil, err
 	}

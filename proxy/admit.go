@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Refusals, each with its HTTP status and metric reason.
@@ -210,12 +212,15 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 
 	call := callOf(claimed)
-	up, pod, err := p.connect(ctx, r, t.uri, callID, claimed.Pod, holder, &call)
+	pod := claimed.Pod
+	ctx, span := p.startSocketSpan(ctx, callID, pod, claimed.TraceParent)
+	up, pod, err := p.connect(ctx, r, t.uri, callID, pod, holder, &call)
 	if err != nil {
+		endRefusedSpan(span, pod, "upstream")
 		p.refuse(w, http.StatusBadGateway, "upstream", err, "pod", pod, "call_sid", callID)
 		return
 	}
-	p.relay(w, up, pod, callID, holder, call)
+	p.relay(w, up, pod, callID, holder, call, span)
 }
 
 func (p *Proxy) draining() bool {
@@ -235,6 +240,8 @@ func (p *Proxy) claim(ctx context.Context, callID *string, pod, holder string) (
 		}
 		*callID = id
 	}
+	// The claim's one round trip also brings the webhook's traceparent
+	// (kept only when tracing is on) and the call's log fields.
 	return p.Leases.Claim(ctx, *callID, pod, holder)
 }
 
@@ -253,12 +260,13 @@ func (p *Proxy) unclaim(callID, holder string) {
 
 // relay hijacks the client, answers it the pod's 101 and runs the two pumps
 // until the socket ends, then releases the call.
-func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder string, call callMeta) {
-	s := &socket{callID: callID, pod: pod, holder: holder, podConn: up.conn, started: time.Now(), call: call}
+func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder string, call callMeta, span trace.Span) {
+	s := &socket{callID: callID, pod: pod, holder: holder, podConn: up.conn, started: time.Now(), call: call, span: span}
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		up.conn.Close()
 		p.unclaim(callID, holder)
+		endRefusedSpan(span, pod, "hijack")
 		p.refuse(w, http.StatusInternalServerError, "hijack", err)
 		return
 	}
@@ -275,12 +283,14 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 		}
 		fmt.Fprintf(conn, "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", status, http.StatusText(status))
 		conn.Close()
+		endRefusedSpan(span, pod, reason)
 		p.metrics.refused.WithLabelValues(reason).Inc()
 		return
 	}
 	if err := writeSwitching(brw.Writer, up.resp); err != nil {
 		conn.Close()
 		up.conn.Close()
+		endRefusedSpan(span, pod, "client_gone")
 		p.release(s, SocketEnd{Ended: "socket_close", ClosedBy: "client", CloseCode: "none", Closed: time.Now()})
 		p.forget(s)
 		p.handlers.Done()

@@ -35,7 +35,9 @@ func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, 
 	cfg := p.cfg()
 	ej := cfg.ejection()
 	for attempt := 1; ; attempt++ {
-		up, addr, err := p.dialPod(ctx, cfg.DialTimeout, pod, uri, r)
+		dctx, span := p.startDialSpan(ctx, pod, attempt)
+		up, addr, err := p.dialPod(dctx, cfg.DialTimeout, pod, uri, r)
+		endDialSpan(span, addr, err)
 		if err == nil {
 			if attempt > 1 {
 				p.metrics.failovers.WithLabelValues("connected").Inc()
@@ -73,6 +75,7 @@ func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, 
 			"provider", call.provider, "pod", next, "from", pod, "reason", reason)
 		p.metrics.failovers.WithLabelValues("moved").Inc()
 		call.failovers++
+		moveEvent(ctx, pod, next, reason)
 		pod = next
 	}
 }

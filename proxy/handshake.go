@@ -114,7 +114,7 @@ func dialUpstream(ctx context.Context, addr, requestURI string, r *http.Request,
 		}
 	}
 	for name, vs := range r.Header {
-		if hopHeaders[name] || named[name] || name == "Host" || name == "Content-Length" {
+		if hopHeaders[name] || named[name] || traceHeaders[name] || name == "Host" || name == "Content-Length" {
 			continue
 		}
 		for _, v := range vs {
@@ -127,6 +127,7 @@ func dialUpstream(ctx context.Context, addr, requestURI string, r *http.Request,
 	xff, proto, host := fwd(r)
 	b.WriteString("X-Forwarded-For: " + headerValue(xff) + "\r\nX-Forwarded-Proto: " + headerValue(proto) +
 		"\r\nX-Forwarded-Host: " + headerValue(host) + "\r\n")
+	b.WriteString(traceParentHeader(ctx))
 	b.WriteString("\r\n")
 	if _, err := conn.Write([]byte(b.String())); err != nil {
 		return nil, fmt.Errorf("handshake with pod %s: %w", addr, err)

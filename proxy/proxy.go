@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/edge-voice/edge/internal/mediacontract"
 )
@@ -98,6 +99,10 @@ type Proxy struct {
 	// Forwarded gives the X-Forwarded-* values for the pod; nil trusts no
 	// client header (the peer's address, the connection's scheme).
 	Forwarded ForwardedFunc
+	// Tracer, when set, traces each socket's life and its pod dials and
+	// passes the socket's trace context to the pod (tracing.go); nil:
+	// tracing off, nothing traced and no traceparent written.
+	Tracer trace.Tracer
 
 	conf    atomic.Pointer[Config]
 	metrics *metrics

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 var (
@@ -55,7 +57,8 @@ type socket struct {
 	holder          string // the socket's media claim (Leases.Claim)
 	client, podConn net.Conn
 	started         time.Time
-	call            callMeta // for the socket's log lines
+	call            callMeta   // for the socket's log lines
+	span            trace.Span // the socket's span; nil when tracing is off
 
 	// stopCode, when set, asks the relay to end with a close frame carrying
 	// it, at a frame boundary of each direction; interrupt tells the relay
@@ -133,6 +136,7 @@ func (p *Proxy) finish(s *socket, pol *policy) {
 		end.BytesIn, end.BytesOut = pol.dirs[0].bytes, pol.dirs[1].bytes
 		end.MessagesIn, end.MessagesOut = pol.dirs[0].sc.Messages, pol.dirs[1].sc.Messages
 	}
+	endSocketSpan(s, initiator, code, end.BytesIn, end.BytesOut)
 	// Release before forgetting the socket: a drain, or a test, that sees
 	// the socket gone knows its call is released.
 	outcome := p.release(s, end)

@@ -9,6 +9,10 @@
 -- ARGV[5] -> creator: who asks ("provider:twilio", "token:<name>", or "")
 -- ARGV[6] -> number of tiers N, then N triples: name, type, max_concurrent
 -- then    -> number of default chain steps M, then M step names
+-- last    -> traceparent: the W3C trace context of the webhook that asks, or
+--            "" (tracing off); kept with a new call so that its media
+--            socket's span links to the webhook's trace. It is read as
+--            ARGV[#ARGV], so arguments added before it keep their places.
 --
 -- Returns:
 --   {"ok", pod, source_pool, was_existing (0|1), pool_type, warning, creator}
@@ -70,6 +74,9 @@ end
 local now = now_ms()
 redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'merchant_id', merchant,
   'allocated_at', tostring(math.floor(now / 1000)), 'pool_type', kind, 'creator', creator)
+if ARGV[#ARGV] ~= '' then
+  redis.call('HSET', call_key, 'traceparent', ARGV[#ARGV])
+end
 redis.call('HDEL', call_key, '_lock')
 redis.call('PEXPIRE', call_key, info_ms)
 assign(pod, call_id, source, kind, avail, lease_ms, now)

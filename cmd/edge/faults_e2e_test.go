@@ -39,28 +39,31 @@ func TestFaultSuite(t *testing.T) {
 	}
 	s := newFaultRig(t)
 
-	s.fault(t, "kill -9 of the replica holding sockets", minCall, maxCall, loadFor, func() {
+	s.fault(t, "kill -9 of the replica holding sockets", minCall, maxCall, loadFor, func(t *testing.T) {
 		s.killReplica(t, 2, syscall.SIGKILL)
 	})
-	s.fault(t, "kill -9 of the leader", minCall, maxCall, loadFor, func() {
+	s.fault(t, "kill -9 of the leader", minCall, maxCall, loadFor, func(t *testing.T) {
 		old := s.leader(t)
 		killed := time.Now()
 		s.killReplica(t, old, syscall.SIGKILL)
 		s.leader(t)
 		t.Logf("new leader %s after the kill (leader.lease_duration 2s)", time.Since(killed).Round(100*time.Millisecond))
 	})
-	s.fault(t, "SIGTERM of a replica with live calls", minCall, maxCall, loadFor, func() {
+	s.fault(t, "SIGTERM of a replica with live calls", minCall, maxCall, loadFor, func(t *testing.T) {
 		s.killReplica(t, 2, syscall.SIGTERM)
 	})
-	s.fault(t, "Redis paused 3 s", minCall, maxCall, loadFor, func() {
+	s.fault(t, "Redis paused 3 s", minCall, maxCall, loadFor, func(t *testing.T) {
 		s.redis.Pause()
 		time.Sleep(3 * time.Second) // the fault's own length
 		s.redis.Resume()
 	})
-	s.fault(t, "Redis restarted empty", minCall, maxCall, loadFor, func() {
+	s.fault(t, "Redis restarted empty", minCall, maxCall, loadFor, func(t *testing.T) {
 		s.redis.Restart()
 	})
-	s.fault(t, "a pod killed mid-call", minCall, maxCall, loadFor, func() {
+	s.fault(t, "kill -9 of a plugin under a webhook flood", minCall, maxCall, loadFor, func(t *testing.T) {
+		s.killPluginUnderFlood(t)
+	})
+	s.fault(t, "a pod killed mid-call", minCall, maxCall, loadFor, func(t *testing.T) {
 		// A pod serving a call right now.
 		victim := 0
 		for _, key := range s.rdb.Keys(context.Background(), "voice:lease:pod-*").Val() {
@@ -115,7 +118,8 @@ pods:
 proxy: {token_secret: %q, idle_timeout: 5s, drain_timeout: 3s}
 pool: {zombie_sweep_interval: 500ms, reconcile_interval: 2s, tier_config_refresh: 1s}
 leader: {lease_duration: 2s, renew_deadline: 1500ms, retry_period: 300ms}
-`+apiTokenYAML, s.redis.URL(), s.pods, pods.String(), strings.Repeat("s", 32)))
+providers: {webhook_base_url: %q, plugins: {twilio: {auth_tokens: %q}}}
+`+apiTokenYAML, s.redis.URL(), s.pods, pods.String(), strings.Repeat("s", 32), faultWebhookBase, faultTwilioToken))
 	for i := range 3 {
 		s.replicas = append(s.replicas, mediaStartReplica(t, s.bin, fmt.Sprintf("edge-%d", i), s.cfg))
 	}
@@ -125,12 +129,12 @@ leader: {lease_duration: 2s, renew_deadline: 1500ms, retry_period: 300ms}
 
 // fault runs call load for loadFor, injects the fault in its middle, then
 // waits for recovery and checks the invariants.
-func (s *faultRig) fault(t *testing.T, name string, minCall, maxCall, loadFor time.Duration, inject func()) {
+func (s *faultRig) fault(t *testing.T, name string, minCall, maxCall, loadFor time.Duration, inject func(t *testing.T)) {
 	t.Run(name, func(t *testing.T) {
 		load := s.startLoad(minCall, maxCall)
 		time.Sleep(loadFor / 2) // calls in flight when the fault hits
 		injected := time.Now()
-		inject()
+		inject(t)
 		time.Sleep(loadFor / 2)
 		res := load.stop()
 		t.Logf("calls: %d answered, %d completed, %d refused (503), %d cut mid-call, %d media refused", res.allocated, res.completed, res.refused, res.cut, res.mediaRefused)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/config"
@@ -17,8 +18,11 @@ import (
 // media URLs the allocation answers carry, fwd gives the X-Forwarded-*
 // values pods get. As a component it renews its sockets' leases and drains
 // them on shutdown.
-func newMedia(cfg *config.Config, pods func(string) (string, bool), alloc *allocator.Allocator, signer *proxy.Signer, fwd proxy.ForwardedFunc, reg prometheus.Registerer, log *slog.Logger) *proxy.Proxy {
-	return proxy.New(cfg.Proxy, pods, allocator.MediaLeases{Alloc: alloc, Replica: replicaName(cfg)}, signer, fwd, log.With("component", "proxy"), reg)
+func newMedia(cfg *config.Config, pods func(string) (string, bool), alloc *allocator.Allocator, signer *proxy.Signer, fwd proxy.ForwardedFunc,
+	tracer trace.Tracer, reg prometheus.Registerer, log *slog.Logger) *proxy.Proxy {
+	px := proxy.New(cfg.Proxy, pods, allocator.MediaLeases{Alloc: alloc, Replica: replicaName(cfg)}, signer, fwd, log.With("component", "proxy"), reg)
+	px.Tracer = tracer
+	return px
 }
 
 // mediaReady is the "media" readiness check: a replica whose proxy is full

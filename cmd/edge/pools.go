@@ -94,8 +94,10 @@ func newPools(ctx context.Context, cfg *config.Config, current func() *config.Co
 			_, _, err := alloc.BootstrapTierConfig(ctx, tc)
 			return err
 		},
-		Interval: func() time.Duration { return current().Pool.TierConfigRefresh },
-		Log:      log.With("component", "tier-config"), Metrics: metrics,
+		// ... and the merchant config and pool targets (only in Redis).
+		Merchants: alloc,
+		Interval:  func() time.Duration { return current().Pool.TierConfigRefresh },
+		Log:       log.With("component", "tier-config"), Metrics: metrics,
 	}
 	return p, nil
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/edge-voice/edge/calls"
 	"github.com/edge-voice/edge/config"
@@ -33,7 +34,7 @@ type providerHost struct {
 // newProviders makes the host of the providers cfg runs; Run starts them.
 // Webhook allocations go to svc; trusted says whose X-Forwarded-* count.
 func newProviders(cfg *config.Config, current func() *config.Config, svc *calls.Service, trusted func() *forwarded.Trusted,
-	reg prometheus.Registerer, log *slog.Logger) (*providerHost, error) {
+	tracer trace.TracerProvider, reg prometheus.Registerer, log *slog.Logger) (*providerHost, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("providers: find edge's own binary for the built-in plugins: %w", err)
@@ -45,6 +46,7 @@ func newProviders(cfg *config.Config, current func() *config.Config, svc *calls.
 		Current: func() providers.Config { return current().Providers },
 		MaxBody: func() int64 { return current().HTTP.MaxBodyBytes },
 		Trusted: trusted,
+		Tracer:  tracer,
 	}, specs)
 	if err != nil {
 		return nil, fmt.Errorf("providers: %w", err)

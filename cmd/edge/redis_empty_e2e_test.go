@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +59,15 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 		return mediaPod(t, e.admin, "pod-a").Status == "available" && mediaPod(t, e.admin, "pod-b").Status == "available"
 	})
 
+	// Merchant config and a merchant pool target (only in Redis), seen by
+	// the replica's tier refresher: two passes after the write, so one
+	// started after it.
+	before := rs.Client()
+	before.HSet(ctx, "voice:merchant:config", "acme", `{"tier":"gold"}`)
+	before.HSet(ctx, "voice:merchant:targets", "acme-pool", 0) // a target of 0 moves no pod
+	passes := refreshPasses(t, e)
+	mediaEventually(t, 10*time.Second, "two tier refreshes after the merchant write", func() bool { return refreshPasses(t, e) >= passes+2 })
+
 	_, url, status := allocateOn(t, e, "CA-empty-1")
 	if status != http.StatusOK {
 		t.Fatalf("allocate before the restart: %d", status)
@@ -101,4 +112,32 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 	if !strings.Contains(e.logText(), "restored this replica's copy") {
 		t.Error("no log line says the tier config was restored")
 	}
+	mediaEventually(t, 10*time.Second, "merchant config and target restored", func() bool {
+		return client.HGet(context.Background(), "voice:merchant:config", "acme").Val() == `{"tier":"gold"}` &&
+			client.HGet(context.Background(), "voice:merchant:targets", "acme-pool").Val() == "0"
+	})
+	t.Logf("merchant config restored %s after the restart", time.Since(restarted).Round(time.Millisecond))
+	if !strings.Contains(e.logText(), "merchant config and pool targets were missing") {
+		t.Error("no log line says the merchant config was restored")
+	}
+}
+
+// refreshPasses is how many tier refreshes replica r has finished, from its
+// metrics.
+func refreshPasses(t *testing.T, r *mediaReplica) int {
+	resp, err := http.Get(r.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "edge_tier_config_refresh_total{"); ok {
+			_, count, _ := strings.Cut(v, "} ")
+			c, _ := strconv.Atoi(count)
+			n += c
+		}
+	}
+	return n
 }

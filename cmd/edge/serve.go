@@ -69,6 +69,12 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		return err
 	}
 	log.Info("starting edge", "version", version, "config", cfg)
+	tr, err := newTracing(ctx, environ, log)
+	if err != nil {
+		return err
+	}
+	// Deferred before Redis's close, so run after it: the last spans go out.
+	defer tr.flush(log)
 
 	rdb, closeRedis, err := newRedis(cfg, log)
 	if err != nil {
@@ -77,6 +83,9 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	// Deferred first, so run last: Redis closes after every component has
 	// returned, the media proxy's releases of its calls included.
 	defer closeRedis()
+	if err := tr.instrument(rdb); err != nil {
+		return err
+	}
 	if err := certs.attachACME(cfg, rdb, log, reg); err != nil {
 		return err
 	}
@@ -99,8 +108,8 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	px := newMedia(cfg, pools.registry.Lookup, alloc, signer, acc.headers, reg, log)
-	provs, err := newProviders(cfg, current, svc, acc.trusted, reg, log)
+	px := newMedia(cfg, pools.registry.Lookup, alloc, signer, acc.headers, tr.tracer("github.com/edge-voice/edge/proxy"), reg, log)
+	provs, err := newProviders(cfg, current, svc, acc.trusted, tr.provider(), reg, log)
 	if err != nil {
 		return err
 	}
@@ -119,6 +128,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 			Calls: svc, Pools: alloc, Records: alloc, Callers: acc.callers, Log: log,
 			MaxBody:  func() int64 { return current().HTTP.MaxBodyBytes },
 			IsLeader: pools.manager.IsLeader,
+			Tracer:   tr.provider(),
 		},
 		Ready:          ready,
 		Metrics:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),

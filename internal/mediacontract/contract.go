@@ -53,6 +53,9 @@ type Claimed struct {
 	MerchantID string
 	// Creator is who created the call ("provider:twilio", "token:<name>").
 	Creator string
+	// TraceParent is the W3C trace context of the webhook that allocated
+	// the call ("" when none was kept: tracing off).
+	TraceParent string
 	// MovedFrom lists the pods the call left after failed connects, in
 	// order (connect-time failovers before this socket).
 	MovedFrom []string
