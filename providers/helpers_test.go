@@ -90,7 +90,10 @@ func newEnvNoWait(t testing.TB, specs ...providers.Spec) *env {
 	go func() { e.host.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	surface := &api.Surface{
-		Handlers:  &api.Handlers{Calls: svc, Pools: e.alloc, Log: slog.New(slog.DiscardHandler)},
+		// The generic API open to loopback, as in development: the
+		// webhook benchmark compares the plugin path with it.
+		Handlers: &api.Handlers{Calls: svc, Pools: e.alloc, Log: slog.New(slog.DiscardHandler),
+			Callers: api.NewCallers(api.OpenLoopback, nil)},
 		Ready:     &api.Readiness{},
 		Providers: e.host,
 	}

@@ -9,8 +9,14 @@
 #                                          (same certificate, same suites), and
 #                                          full handshakes per second per core
 #   TLS=only ...                           direct and the two TLS paths only
-#   PROFILE=/tmp/prof TLS=only ...         also a CPU profile of edge's TLS
-#                                          relay per stream count (pprof)
+#   BASE=main ...                          the second edge is the epoll relay
+#                                          built from that commit (label
+#                                          edge-base) instead of the goroutine
+#                                          relay: a change measured side by side
+#   PROFILE=/tmp/prof ...                  also, per stream count, the system
+#                                          calls of each proxy counted by perf
+#                                          and a CPU profile (pprof) of each edge
+#                                          (PERF_RECORD=1: and perf record -g)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 STREAMS=${*:-200 500}
@@ -18,6 +24,7 @@ MEASURE=${MEASURE:-15s}
 WARMUP=${WARMUP:-5s}
 TLS=${TLS:-0}
 PROFILE=${PROFILE:-}
+BASE=${BASE:-}
 work=$(mktemp -d /tmp/edge-bench-media.XXXXXX)
 pids=()
 cleanup() {
@@ -30,7 +37,17 @@ ulimit -n 65536 || true
 
 go build -o "$work/edge" ./cmd/edge
 # The same edge with the goroutine relay as its default, for the comparison.
-go build -ldflags "-X github.com/edge-voice/edge/proxy.defaultRelay=goroutines" -o "$work/edge-goroutines" ./cmd/edge
+if [ -n "$BASE" ]; then
+	# The second edge is the same epoll relay built from another commit:
+	# before and after of a change, side by side in one run.
+	mkdir -p "$work/base"
+	git archive "$BASE" | tar -x -C "$work/base"
+	(cd "$work/base" && go build -o "$work/edge-goroutines" ./cmd/edge)
+	second=edge-base
+else
+	go build -ldflags "-X github.com/edge-voice/edge/proxy.defaultRelay=goroutines" -o "$work/edge-goroutines" ./cmd/edge
+	second=edge-goroutines
+fi
 go build -o "$work/wsload" ./bench/cmd/wsload
 PODS=pod-0=127.0.0.1:17001,pod-1=127.0.0.1:17002,pod-2=127.0.0.1:17003,pod-3=127.0.0.1:17004
 
@@ -90,12 +107,41 @@ done
 nginx_all=$(echo $nginx_pid $(pgrep -P $nginx_pid) | tr ' ' ',')
 [ "$TLS" != 0 ] && nginxt_all=$(echo $nginxt_pid $(pgrep -P $nginxt_pid) | tr ' ' ',')
 
+# profile NAME PIDS [ADMIN_PORT]: with PROFILE, inside the coming
+# measurement window (it starts after the streams open and the warm-up,
+# and ends before the window does), count the system calls and context
+# switches of PIDS with perf (tracepoints: no ptrace, little overhead),
+# into $PROFILE/NAME.syscalls; for an edge (ADMIN_PORT) also a CPU profile
+# from its admin pprof, and with PERF_RECORD=1 a perf record -g of it
+# (kernel side included; it costs the edge CPU, so that run's figures are
+# not for comparison).
+profile() {
+	[ -n "$PROFILE" ] || return 0
+	mkdir -p "$PROFILE"
+	local at=$(( ${WARMUP%s} + 3 )) win=$(( ${MEASURE%s} - 2 ))
+	if [ -n "${3:-}" ]; then
+		(sleep $at; curl -s -o "$PROFILE/$1.pprof" "http://127.0.0.1:$3/debug/pprof/profile?seconds=$win") &
+	fi
+	command -v perf >/dev/null || return 0
+	(sleep $at; perf stat -x, -o "$PROFILE/$1.syscalls" -p "$2" \
+		-e raw_syscalls:sys_enter,syscalls:sys_enter_read,syscalls:sys_enter_recvfrom,syscalls:sys_enter_write \
+		-e syscalls:sys_enter_sendto,syscalls:sys_enter_writev,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_epoll_wait \
+		-e syscalls:sys_enter_epoll_ctl,syscalls:sys_enter_futex,syscalls:sys_enter_nanosleep,context-switches \
+		-- sleep $win 2>/dev/null) &
+	if [ "${PERF_RECORD:-0}" = 1 ] && [ -n "${3:-}" ]; then
+		(sleep $at; perf record -q -g -o "$PROFILE/$1.perf" -p "$2" -- sleep $win 2>/dev/null) &
+	fi
+}
+
 echo "# $(date -u +%FT%TZ) $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(go version | cut -d' ' -f3), $(/usr/sbin/nginx -v 2>&1 | cut -d/ -f2)"
 for n in $STREAMS; do
 	"$work/wsload" run -mode direct -streams "$n" -pods $PODS -warmup "$WARMUP" -measure "$MEASURE"
 	if [ "$TLS" != only ]; then
+		profile edge-epoll-$n $edge_pid 19080
 		"$work/wsload" run -mode edge -label edge-epoll -streams "$n" -pods $PODS -target http://127.0.0.1:18080 -pids $edge_pid -warmup "$WARMUP" -measure "$MEASURE"
-		"$work/wsload" run -mode edge -label edge-goroutines -streams "$n" -pods $PODS -target http://127.0.0.1:18081 -pids $edgeg_pid -warmup "$WARMUP" -measure "$MEASURE"
+		profile $second-$n $edgeg_pid 19081
+		"$work/wsload" run -mode edge -label "$second" -streams "$n" -pods $PODS -target http://127.0.0.1:18081 -pids $edgeg_pid -warmup "$WARMUP" -measure "$MEASURE"
+		profile nginx-$n "$nginx_all"
 		"$work/wsload" run -mode nginx -streams "$n" -pods $PODS -target http://127.0.0.1:18088 -pids "$nginx_all" -warmup "$WARMUP" -measure "$MEASURE"
 	fi
 	if [ "$TLS" != 0 ]; then

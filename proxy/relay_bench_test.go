@@ -1,0 +1,53 @@
+package proxy
+
+import (
+	"context"
+	"testing"
+
+	"github.com/coder/websocket"
+)
+
+// BenchmarkRelayEcho is one round trip of a Twilio-sized media frame (a
+// ~300-byte text message to the pod and its echo back: two relayed
+// messages) through each relay, and the same round trip straight to the
+// fake agent. Allocations are counted process-wide, so the client's and
+// the agent's are in every figure: what a relay allocates per round trip
+// is its allocs/op minus direct's (0 for the epoll relay, whose reads go
+// into the loop's buffer and whose writes come from it). CPU per message
+// against nginx is bench/media/run.sh's; this one runs without nginx.
+//
+//	go test -run '^$' -bench RelayEcho -benchmem ./proxy/
+func BenchmarkRelayEcho(b *testing.B) {
+	msg := []byte(`{"event":"media","sequenceNumber":"1","media":{"track":"inbound","chunk":"1","timestamp":"20","payload":"` +
+		string(make([]byte, 0)) + `fn9+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+"},"streamSid":"MZ0"}`)
+	for _, path := range []string{"direct", string(RelayEpoll), string(RelayGoroutines)} {
+		b.Run(path, func(b *testing.B) {
+			relay := Relay(path)
+			if path == "direct" {
+				relay = RelayEpoll
+			}
+			e := newEnv(b, envOpt{relay: relay})
+			pod, url := e.allocate("CA-bench", "acme")
+			if path == "direct" {
+				url = "ws://" + e.addrs[pod] + agentPath
+			}
+			c := e.mustDial(url)
+			ctx := context.Background()
+			roundTrip := func() {
+				if err := c.Write(ctx, websocket.MessageText, msg); err != nil {
+					b.Fatal(err)
+				}
+				if _, got, err := c.Read(ctx); err != nil || len(got) != len(msg) {
+					b.Fatalf("echo: %d bytes, %v", len(got), err)
+				}
+			}
+			for range 100 {
+				roundTrip() // buffers, pools and the loop warm
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				roundTrip()
+			}
+		})
+	}
+}
