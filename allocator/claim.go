@@ -3,6 +3,9 @@ package allocator
 import (
 	"context"
 	"fmt"
+	"strings"
+
+	"github.com/edge-voice/edge/internal/mediacontract"
 )
 
 // ClaimMedia admits one media socket for the call, across every replica, in
@@ -19,40 +22,53 @@ import (
 // after a failed connect to pod (MoveCall), so that the media URL the
 // provider holds, signed for pod, still reaches the call.
 func (a *Allocator) ClaimMedia(ctx context.Context, callID, pod, holder string) (string, error) {
-	at, _, err := a.ClaimMediaTraced(ctx, callID, pod, holder)
-	return at, err
+	c, err := a.ClaimMediaOn(ctx, callID, pod, holder, "")
+	return c.Pod, err
 }
 
 // ClaimMediaTraced is ClaimMedia that also returns the traceparent the
 // call's webhook was allocated under (Request.TraceParent; "" when none),
 // read in the same round trip, for the media socket's span link.
 func (a *Allocator) ClaimMediaTraced(ctx context.Context, callID, pod, holder string) (at, traceParent string, err error) {
+	c, err := a.ClaimMediaOn(ctx, callID, pod, holder, "")
+	return c.Pod, c.TraceParent, err
+}
+
+// ClaimedMedia is a claimed call: the pod it is on and what its call info
+// says of it.
+type ClaimedMedia = mediacontract.Claimed
+
+// ClaimMediaOn is ClaimMedia for a socket on replica (stamped on the call
+// info with the socket's opening time, the first time holder claims), and
+// it returns the call's merchant, creator and the pods it left.
+func (a *Allocator) ClaimMediaOn(ctx context.Context, callID, pod, holder, replica string) (ClaimedMedia, error) {
 	if err := ValidateID("call_sid", callID); err != nil {
-		return "", "", err
+		return ClaimedMedia{}, err
 	}
 	if err := ValidateID("pod_name", pod); err != nil {
-		return "", "", err
+		return ClaimedMedia{}, err
 	}
 	if holder == "" {
-		return "", "", fmt.Errorf("%w: media claim holder is empty", ErrInvalidID)
+		return ClaimedMedia{}, fmt.Errorf("%w: media claim holder is empty", ErrInvalidID)
 	}
-	r, err := a.run(ctx, "claim", []string{a.keys.Call(callID)}, pod, holder)
+	r, err := a.run(ctx, "claim", []string{a.keys.Call(callID)}, pod, holder, replica)
 	if err != nil {
-		return "", "", fmt.Errorf("claim media of %s: %w", callID, err)
+		return ClaimedMedia{}, fmt.Errorf("claim media of %s: %w", callID, err)
 	}
 	rep := reply(r)
 	switch rep.str(0) {
 	case "claimed":
-		return rep.str(1), rep.str(2), nil
+		return ClaimedMedia{Pod: rep.str(1), TraceParent: rep.str(2), MerchantID: rep.str(3), Creator: rep.str(4),
+			MovedFrom: strings.FieldsFunc(rep.str(5), func(r rune) bool { return r == '|' })}, nil
 	case "not_found":
 		if on := rep.str(1); on != "" {
-			return "", "", fmt.Errorf("claim media of %s on %s: the call is on %s: %w", callID, pod, on, ErrCallNotFound)
+			return ClaimedMedia{}, fmt.Errorf("claim media of %s on %s: the call is on %s: %w", callID, pod, on, ErrCallNotFound)
 		}
-		return "", "", fmt.Errorf("claim media of %s: %w", callID, ErrCallNotFound)
+		return ClaimedMedia{}, fmt.Errorf("claim media of %s: %w", callID, ErrCallNotFound)
 	case "held":
-		return "", "", fmt.Errorf("claim media of %s: held by %s: %w", callID, rep.str(1), ErrMediaClaimed)
+		return ClaimedMedia{}, fmt.Errorf("claim media of %s: held by %s: %w", callID, rep.str(1), ErrMediaClaimed)
 	default:
-		return "", "", fmt.Errorf("claim media of %s: unexpected script reply %v", callID, r)
+		return ClaimedMedia{}, fmt.Errorf("claim media of %s: unexpected script reply %v", callID, r)
 	}
 }
 

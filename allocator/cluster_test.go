@@ -117,7 +117,7 @@ func clusterSweep(t *testing.T, rdb redis.UniversalClient, mutate func(*allocato
 		t.Fatalf("sweep on Cluster = %+v, want 2 exclusive pods recovered and 1 shared call expired", res)
 	}
 	checkQuiescent(t, rdb, a, pods)
-	if got := rdb.Get(ctx, a.Keys().CallEnded("CS0")).Val(); !strings.Contains(got, "expired") {
+	if got := rdb.HGet(ctx, a.Keys().CallEnded("CS0"), "how").Val(); !strings.Contains(got, "expired") {
 		t.Errorf("tombstone of CS0 = %q, want expired", got)
 	}
 }

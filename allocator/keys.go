@@ -150,20 +150,29 @@ func (k Keys) PodCalls(pod string) string { return k.prefix + "pod:calls:" + pod
 // allocate: only the creator may learn the call's media URL from a repeat
 // allocate) and media_claim (the identity of the one media socket admitted
 // for the call, written by claim.lua and removed by unclaim.lua; it ends with
-// the hash), and traceparent (the W3C trace context of the webhook that
-// allocated the call, written by allocate only when tracing is on, read by
-// claim.lua so the media socket's span links to the webhook's trace).
-// Expires after the call info TTL, which renewals push forward while the
-// call's socket lives.
+// the hash); claim.lua also stamps socket_opened_at (unix ms) and
+// socket_replica when a socket is first admitted, and failover.lua keeps
+// moved_from ("|a|b|", the pods the call left); traceparent (the W3C
+// trace context of the webhook that allocated the call, written by allocate
+// only when tracing is on, read by claim.lua so the media socket's span
+// links to the webhook's trace). Expires after the call info TTL, which
+// renewals push forward while the call's socket lives.
 func (k Keys) Call(callID string) string { return k.prefix + "call:" + callID }
 
-// CallEnded (edge) STRING tombstone of an ended call: how it ended
-// ("released", "expired" or "unregistered"), with the call info TTL. Written
-// by release, sweep and unregister in the same step that deletes the call
-// info; allocate refuses a call that has one (a late or replayed webhook gets
-// a hangup, not a pod). Not under "call:" so that nothing listing call info
-// by pattern sees it. The predecessor's release writes none: a call it ended
-// can be allocated again by a replayed webhook, as before.
+// CallEnded (edge) HASH tombstone of an ended call, its record for the call
+// timeline (issue 17), with the call info TTL: the call info's fields but
+// media_claim, then how ("released", "expired" or "unregistered"), ended_at
+// (unix ms) and, from a release, released_by ("socket" or "api") and, when
+// a media socket's end released it, socket_end (socket_close, drain,
+// lease_lost, pod_lost, failover), closed_by, close_code, socket_closed_at
+// (unix ms), messages_in/out and bytes_in/out (in: client to pod). Written by
+// release, sweep, sync and unregister in the same step that deletes the call
+// info (lib.lua's end_call_record); allocate refuses a call that has one (a
+// late or replayed webhook gets a hangup, not a pod). An edge before issue
+// 17 wrote it as a STRING holding how: allocate and Timeline read both. Not
+// under "call:" so that nothing listing call info by pattern sees it. The
+// predecessor's release writes none: a call it ended can be allocated again
+// by a replayed webhook, as before.
 func (k Keys) CallEnded(callID string) string { return k.prefix + "call_ended:" + callID }
 
 // LeaderLock (edge) STRING: holder identity and fencing token of the Redis

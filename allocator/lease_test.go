@@ -136,7 +136,7 @@ func TestRegisterMoveAndUnregister(t *testing.T) {
 			t.Fatalf("after the move: %+v", got)
 		}
 		un, err := a.UnregisterPod(ctx, "", "p0")
-		if err != nil || un.Tier != "basic" || un.CallsEnded != 1 {
+		if err != nil || un.Tier != "basic" || un.CallsEnded != 1 || len(un.Calls) != 1 || un.Calls[0] != "CA2" {
 			t.Fatalf("unregister = %+v, %v", un, err)
 		}
 		if _, err := a.Release(ctx, "CA2"); !errors.Is(err, allocator.ErrCallNotFound) {
@@ -150,7 +150,7 @@ func TestRegisterMoveAndUnregister(t *testing.T) {
 				t.Errorf("tombstone %s has no TTL (%v)", key, ttl)
 			}
 		}
-		if got := rdb.Get(ctx, k.CallEnded("CA2")).Val(); got != "unregistered" {
+		if got := rdb.HGet(ctx, k.CallEnded("CA2"), "how").Val(); got != "unregistered" {
 			t.Errorf("tombstone of CA2 = %q, want unregistered", got)
 		}
 		if _, err := a.UnregisterPod(ctx, "", "p0"); !errors.Is(err, allocator.ErrPodNotFound) {

@@ -12,11 +12,14 @@ import (
 // the one adapter edge runs, and the one the proxy's tests use.
 type MediaLeases struct {
 	Alloc *Allocator
+	// Replica names this replica on the calls whose sockets it admits
+	// (the call's timeline).
+	Replica string
 }
 
-func (l MediaLeases) Claim(ctx context.Context, callID, pod, holder string) (string, error) {
-	at, err := l.Alloc.ClaimMedia(ctx, callID, pod, holder)
-	return at, noAllocation(err)
+func (l MediaLeases) Claim(ctx context.Context, callID, pod, holder string) (mediacontract.Claimed, error) {
+	c, err := l.Alloc.ClaimMediaOn(ctx, callID, pod, holder, l.Replica)
+	return c, noAllocation(err)
 }
 
 func (l MediaLeases) ClaimTraced(ctx context.Context, callID, pod, holder string) (string, string, error) {
@@ -71,8 +74,8 @@ func (l MediaLeases) Renew(ctx context.Context, ls []mediacontract.Lease) ([]boo
 	return l.Alloc.Renew(ctx, in)
 }
 
-func (l MediaLeases) Release(ctx context.Context, callID string) (string, error) {
-	r, err := l.Alloc.Release(ctx, callID)
+func (l MediaLeases) Release(ctx context.Context, callID string, end mediacontract.SocketEnd) (string, error) {
+	r, err := l.Alloc.ReleaseSocketEnd(ctx, callID, end)
 	switch {
 	case err != nil:
 		return "", noAllocation(err)

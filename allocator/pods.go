@@ -48,6 +48,8 @@ func (a *Allocator) RegisterPod(ctx context.Context, p Pod) (Registered, error) 
 type Unregistered struct {
 	Tier       string
 	CallsEnded int
+	// Calls are the calls ended (their tombstones say "unregistered").
+	Calls []string
 }
 
 // UnregisterPod forgets the pod: out of every pool, its keys deleted, its
@@ -71,5 +73,5 @@ func (a *Allocator) UnregisterPod(ctx context.Context, fence, pod string) (Unreg
 	case "fenced":
 		return Unregistered{}, fmt.Errorf("unregister %s: %w", pod, ErrFenced)
 	}
-	return Unregistered{Tier: rep.str(1), CallsEnded: int(rep.int(2))}, nil
+	return Unregistered{Tier: rep.str(1), CallsEnded: int(rep.int(2)), Calls: rep.strs(3)}, nil
 }

@@ -26,11 +26,22 @@ type Released struct {
 // leaves a tombstone for the call info TTL: a later Allocate of it returns
 // ErrCallEnded. Its media claim (ClaimMedia) ends with it.
 func (a *Allocator) Release(ctx context.Context, callID string) (Released, error) {
+	return a.release(ctx, callID, ReleasedByAPI, nil)
+}
+
+// ReleaseSocketEnd is Release by the end of the call's media socket: the
+// tombstone keeps the socket's close and counters (the call's timeline).
+func (a *Allocator) ReleaseSocketEnd(ctx context.Context, callID string, end SocketEnd) (Released, error) {
+	return a.release(ctx, callID, ReleasedBySocket, &end)
+}
+
+func (a *Allocator) release(ctx context.Context, callID, by string, end *SocketEnd) (Released, error) {
 	if err := ValidateID("call_sid", callID); err != nil {
 		return Released{}, err
 	}
 	s := a.current.Load()
 	args := append([]any{callID, s.cfg.CallInfoTTL.Milliseconds()}, s.poolsArgs...)
+	args = append(args, recordArgs(by, end)...)
 	r, err := a.run(ctx, "release", []string{a.keys.Call(callID), a.keys.CallEnded(callID)}, args...)
 	if err != nil {
 		a.metrics.releases.WithLabelValues("error").Inc()

@@ -18,6 +18,9 @@ type SweepResult struct {
 	SharedReadded int
 	// CallsExpired counts per-call leases dropped because they expired.
 	CallsExpired int
+	// CallsEnded are the calls ended because their lease ran out (their
+	// tombstones say "expired").
+	CallsEnded []string
 	// Skipped counts pods whose pool's Redis type contradicts the tier type.
 	Skipped int
 	// Batches is the number of script calls (round trips) made.
@@ -60,7 +63,10 @@ func (a *Allocator) SweepPods(ctx context.Context, fence string, pods []string) 
 		res.SharedReadded += int(rep.int(3))
 		res.CallsExpired += int(rep.int(4))
 		res.Skipped += int(rep.int(5))
-		res.Recovered = append(res.Recovered, rep.strs(6)...)
+		rest := rep.strs(6)
+		n := min(int(rep.int(1)), len(rest))
+		res.Recovered = append(res.Recovered, rest[:n]...)
+		res.CallsEnded = append(res.CallsEnded, rest[n:]...)
 	}
 	return res, nil
 }

@@ -3,6 +3,7 @@ package allocator_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -35,6 +36,10 @@ func TestSweepEndsDeadCalls(t *testing.T) {
 		if len(res.Recovered) != 1 || res.CallsExpired != 1 {
 			t.Fatalf("sweep = %+v, want g0 recovered and one shared call expired", res)
 		}
+		// Both ended calls are named, for the sweep's log line (issue 17).
+		if got := strings.Join(res.Recovered, ",") + " " + strings.Join(res.CallsEnded, ","); got != "g0 CA-sh,CA-ex" && got != "g0 CA-ex,CA-sh" {
+			t.Errorf("recovered pods and ended calls = %q, want g0 and CA-ex, CA-sh", got)
+		}
 		for _, call := range []string{"CA-ex", "CA-sh"} {
 			if _, err := a.Call(ctx, call); !errors.Is(err, allocator.ErrCallNotFound) {
 				t.Errorf("%s after the sweep: err = %v, want not found", call, err)
@@ -54,7 +59,7 @@ func TestSweepEndsDeadCalls(t *testing.T) {
 			if al, err := a.Allocate(ctx, allocator.Request{CallID: call}); !errors.Is(err, allocator.ErrCallEnded) {
 				t.Errorf("retry of swept %s: %+v, %v; want ErrCallEnded", call, al, err)
 			}
-			if got := rdb.Get(ctx, k.CallEnded(call)).Val(); got != "expired" {
+			if got := rdb.HGet(ctx, k.CallEnded(call), "how").Val(); got != "expired" {
 				t.Errorf("tombstone of %s = %q, want expired", call, got)
 			}
 		}

@@ -31,7 +31,7 @@ func TestSyncEndsTheDeadCallOfAPodItFrees(t *testing.T) {
 	if n := rdb.Exists(ctx, k.Call("CA-dead")).Val(); n != 0 {
 		t.Fatal("the dead call's info still names g0")
 	}
-	if got := rdb.Get(ctx, k.CallEnded("CA-dead")).Val(); got != "expired" {
+	if got := rdb.HGet(ctx, k.CallEnded("CA-dead"), "how").Val(); got != "expired" {
 		t.Errorf("tombstone = %q, want expired", got)
 	}
 	if _, err := a.Allocate(ctx, allocator.Request{CallID: "CA-dead"}); !errors.Is(err, allocator.ErrCallEnded) {

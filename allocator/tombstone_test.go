@@ -54,7 +54,7 @@ func TestEndedCallIsNotAllocatedAgain(t *testing.T) {
 			if ttl <= 0 || ttl > time.Hour || ttl < 59*time.Minute {
 				t.Errorf("tombstone of %s expires in %v, want the call info TTL (1h)", call, ttl)
 			}
-			if got := rdb.Get(ctx, k.CallEnded(call)).Val(); got != "released" {
+			if got := rdb.HGet(ctx, k.CallEnded(call), "how").Val(); got != "released" {
 				t.Errorf("tombstone of %s = %q, want released", call, got)
 			}
 		}

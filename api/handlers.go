@@ -32,6 +32,9 @@ type Pools interface {
 type Handlers struct {
 	Calls Calls
 	Pools Pools
+	// Records serves the call timeline (GET /api/v1/calls/...); nil: not
+	// served.
+	Records CallRecords
 	// Callers authenticates the generic allocate API; nil refuses every
 	// caller.
 	Callers *Callers

@@ -73,6 +73,12 @@ func (s *Surface) Admin() http.Handler {
 	guarded.Handle("POST /api/v1/drain", s.bounded(s.Handlers.drain))
 	guarded.Handle("GET /api/v1/status", s.bounded(s.Handlers.status))
 	guarded.Handle("GET /api/v1/pod/{name}", s.bounded(s.Handlers.podInfo))
+	// The call timeline is for operators: admin listener only (the
+	// internal one takes unauthenticated agents).
+	if s.Handlers.Records != nil {
+		guarded.Handle("GET /api/v1/calls/{call_sid}", s.bounded(s.Handlers.callTimeline))
+		guarded.Handle("GET /api/v1/calls", s.bounded(s.Handlers.podCalls))
+	}
 	if s.Metrics != nil {
 		guarded.Handle("GET /metrics", s.Metrics)
 	}

@@ -67,3 +67,49 @@ func goSource(t *testing.T, root string) string {
 	}
 	return b.String()
 }
+
+// The dashboard has the call-thread view (issue 17): refusals by reason,
+// failovers by outcome, ejections by reason and ejected pods per tier,
+// socket closes by initiator and code.
+func TestDashboardCallThread(t *testing.T) {
+	raw, err := os.ReadFile("dashboards/edge.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Type    string
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatal(err)
+	}
+	var exprs []string
+	row := false
+	for _, p := range dash.Panels {
+		if p.Type == "row" && strings.HasPrefix(p.Title, "Call thread") {
+			row = true
+			continue
+		}
+		if row {
+			for _, tgt := range p.Targets {
+				exprs = append(exprs, tgt.Expr)
+			}
+		}
+	}
+	if !row {
+		t.Fatal("no Call thread row")
+	}
+	all := strings.Join(exprs, "\n")
+	for _, want := range []string{
+		"sum by (result) (rate(allocations_total", "sum by (reason) (rate(edge_proxy_refused_total",
+		"sum by (outcome) (rate(edge_proxy_failovers_total", "sum by (reason) (increase(edge_proxy_pod_ejections_total",
+		"max by (tier) (pool_ejected_pods)", "sum by (initiator, code) (rate(edge_proxy_closes_total",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the call-thread row has no query %q", want)
+		}
+	}
+}

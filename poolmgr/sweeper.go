@@ -40,12 +40,20 @@ func (s *sweeper) sweep(ctx context.Context) error {
 	s.m.Metrics.Zombies.Add(float64(len(res.Recovered)))
 	s.m.Metrics.SlotsReclaimed.Add(float64(res.SlotsReclaimed))
 	s.m.Metrics.SharedReadded.Add(float64(res.SharedReadded))
-	if len(res.Recovered) > 0 || res.SlotsReclaimed > 0 || res.SharedReadded > 0 {
+	if len(res.Recovered) > 0 || res.SlotsReclaimed > 0 || res.SharedReadded > 0 || len(res.CallsEnded) > 0 {
+		// One line per sweep, however many calls it ended: each named (up
+		// to maxNamedCalls) so that a call's thread of logs ends here.
+		named := res.CallsEnded[:min(len(res.CallsEnded), maxNamedCalls)]
 		s.m.Log.Info("zombie sweep", "recovered", res.Recovered, "slots_reclaimed", res.SlotsReclaimed,
-			"shared_readded", res.SharedReadded, "calls_expired", res.CallsExpired)
+			"shared_readded", res.SharedReadded, "calls_expired", res.CallsExpired,
+			"calls_ended", len(res.CallsEnded), "call_sids", named)
 	}
 	if res.Skipped > 0 {
 		s.m.Log.Warn("zombie sweep: pods skipped, their pool's Redis type contradicts the tier type", "pods", res.Skipped)
 	}
 	return err
 }
+
+// maxNamedCalls bounds the call ids one sweep line names; the rest are
+// counted (calls_ended) and their timelines say "expired".
+const maxNamedCalls = 50

@@ -198,7 +198,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), cfg.ConnectBudget)
 	defer cancel()
 	holder := newHolder()
-	pod, webhook, err := p.claim(ctx, &callID, t.pod, holder)
+	claimed, err := p.claim(ctx, &callID, t.pod, holder)
 	if err != nil {
 		switch {
 		case errors.Is(err, ErrNoAllocation):
@@ -211,14 +211,16 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ctx, span := p.startSocketSpan(ctx, callID, pod, webhook)
-	up, pod, err := p.connect(ctx, r, t.uri, callID, pod, holder)
+	call := callOf(claimed)
+	pod := claimed.Pod
+	ctx, span := p.startSocketSpan(ctx, callID, pod, claimed.TraceParent)
+	up, pod, err := p.connect(ctx, r, t.uri, callID, pod, holder, &call)
 	if err != nil {
 		endRefusedSpan(span, pod, "upstream")
 		p.refuse(w, http.StatusBadGateway, "upstream", err, "pod", pod, "call_sid", callID)
 		return
 	}
-	p.relay(w, up, pod, callID, holder, span)
+	p.relay(w, up, pod, callID, holder, call, span)
 }
 
 func (p *Proxy) draining() bool {
@@ -229,21 +231,18 @@ func (p *Proxy) draining() bool {
 
 // claim confirms that *callID holds pod (or held it before a failover)
 // and claims its media for holder, finding the call first when the socket
-// came without a token. It returns the pod the call is on and, when
-// tracing, the traceparent of the webhook that allocated it.
-func (p *Proxy) claim(ctx context.Context, callID *string, pod, holder string) (at, webhook string, err error) {
+// came without a token. It returns the pod the call is on.
+func (p *Proxy) claim(ctx context.Context, callID *string, pod, holder string) (Claimed, error) {
 	if *callID == "" {
 		id, err := p.Leases.PodCall(ctx, pod)
 		if err != nil {
-			return "", "", err
+			return Claimed{}, err
 		}
 		*callID = id
 	}
-	if tl, ok := p.Leases.(TracedLeases); ok && p.Tracer != nil {
-		return tl.ClaimTraced(ctx, *callID, pod, holder)
-	}
-	at, err = p.Leases.Claim(ctx, *callID, pod, holder)
-	return at, "", err
+	// The claim's one round trip also brings the webhook's traceparent
+	// (kept only when tracing is on) and the call's log fields.
+	return p.Leases.Claim(ctx, *callID, pod, holder)
 }
 
 // unclaim drops the claim of a socket that ends before it is relayed: its
@@ -261,8 +260,8 @@ func (p *Proxy) unclaim(callID, holder string) {
 
 // relay hijacks the client, answers it the pod's 101 and runs the two pumps
 // until the socket ends, then releases the call.
-func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder string, span trace.Span) {
-	s := &socket{callID: callID, pod: pod, holder: holder, podConn: up.conn, started: time.Now(), span: span}
+func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder string, call callMeta, span trace.Span) {
+	s := &socket{callID: callID, pod: pod, holder: holder, podConn: up.conn, started: time.Now(), call: call, span: span}
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		up.conn.Close()
@@ -292,7 +291,7 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 		conn.Close()
 		up.conn.Close()
 		endRefusedSpan(span, pod, "client_gone")
-		p.release(s)
+		p.release(s, SocketEnd{Ended: "socket_close", ClosedBy: "client", CloseCode: "none", Closed: time.Now()})
 		p.forget(s)
 		p.handlers.Done()
 		return
@@ -305,7 +304,7 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 		early = append([]byte(nil), early...)
 	}
 	p.metrics.active.Inc()
-	p.Log.Debug("media socket open", "pod", pod, "call_sid", callID)
+	p.Log.Info("media socket opened", append(s.attrs(), "failovers", call.failovers)...)
 	// Either way this handler, and net/http's connection goroutine with its
 	// grown stack and buffers, return now.
 	if p.cfg().Relay != RelayGoroutines && p.loops.add(s, up, early) {

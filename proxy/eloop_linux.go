@@ -123,7 +123,7 @@ func (ls *loops) add(s *socket, up *upstream, early []byte) bool {
 		if pfd >= 0 {
 			unix.Close(pfd)
 		}
-		go l.p.finish(s, 0, 0)
+		go l.p.finish(s, nil)
 		return true
 	}
 	s.setInterrupt(func() { l.send(ecmd{e: e}) })

@@ -369,5 +369,6 @@ func (l *eloop) teardown(e *esock, by int32) {
 		unix.Close(fd)
 	}
 	e.dirs[0].pend, e.dirs[1].pend = nil, nil
-	go l.p.finish(e.s, e.pol.dirs[0].bytes, e.pol.dirs[1].bytes)
+	pol := e.pol // the socket's counts, as they are now
+	go l.p.finish(e.s, &pol)
 }

@@ -28,8 +28,10 @@ var errUnknownUpstream = errors.New("pod not in the pod registry")
 // most ConnectAttempts dials of DialTimeout each, all within ctx (the
 // ConnectBudget). When every attempt fails the call is ended at once (its
 // pods back, its tombstone written) rather than left to its lease: the
-// provider hangs up on a 502 anyway. It returns the pod dialled last.
-func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, holder string) (*upstream, string, error) {
+// provider hangs up on a 502 anyway. It returns the pod dialled last;
+// call.failovers counts the call's moves; its merchant and provider go on
+// the log lines.
+func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, holder string, call *callMeta) (*upstream, string, error) {
 	cfg := p.cfg()
 	ej := cfg.ejection()
 	for attempt := 1; ; attempt++ {
@@ -45,7 +47,7 @@ func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, 
 		reason := dialReason(err)
 		p.metrics.dialFailures.WithLabelValues(reason).Inc()
 		p.Log.Warn("media socket could not reach its pod", "pod", pod, "address", addr, "reason", reason,
-			"call_sid", callID, "attempt", attempt, "err", err)
+			"call_sid", callID, "merchant_id", call.merchant, "provider", call.provider, "attempt", attempt, "err", err)
 		if attempt >= cfg.ConnectAttempts || ctx.Err() != nil {
 			p.metrics.failovers.WithLabelValues("exhausted").Inc()
 			p.podFailed(pod, addr, reason)
@@ -69,8 +71,10 @@ func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, 
 			p.unclaim(callID, holder)
 			return nil, pod, errors.Join(err, merr)
 		}
-		p.Log.Info("media socket moved its call to another pod", "call_sid", callID, "from", pod, "to", next, "reason", reason)
+		p.Log.Info("media socket moved its call to another pod", "call_sid", callID, "merchant_id", call.merchant,
+			"provider", call.provider, "pod", next, "from", pod, "reason", reason)
 		p.metrics.failovers.WithLabelValues("moved").Inc()
+		call.failovers++
 		moveEvent(ctx, pod, next, reason)
 		pod = next
 	}
@@ -117,7 +121,7 @@ func dialReason(err error) string {
 func (p *Proxy) endCall(callID, pod string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	outcome, err := p.Leases.Release(ctx, callID)
+	outcome, err := p.Leases.Release(ctx, callID, SocketEnd{Ended: "failover", ClosedBy: "edge", Closed: time.Now()})
 	if err != nil {
 		if errors.Is(err, ErrNoAllocation) {
 			outcome = "not_found"
@@ -127,7 +131,7 @@ func (p *Proxy) endCall(callID, pod string) {
 		}
 	}
 	p.metrics.releases.WithLabelValues(outcome).Inc()
-	p.Log.Info("media socket reached no pod: call ended", "call_sid", callID, "pod", pod)
+	p.Log.Info("media socket reached no pod: call ended", "call_sid", callID, "pod", pod, "released", "failover", "release", outcome)
 }
 
 // podFailed records a failure of pod (a dial, a loss mid-call) toward its

@@ -183,6 +183,10 @@ func TestConnectFailureEndsTheCall(t *testing.T) {
 	if got := value(e.px.metrics.failovers.WithLabelValues("exhausted")); got != 1 {
 		t.Errorf("failovers{exhausted} = %v, want 1", got)
 	}
+	// The call's record says failover ended it (issue 17).
+	if tl, err := e.alloc.Timeline(ctx, callID); err != nil || tl.SocketEnd != "failover" || tl.ReleasedBy != "socket" {
+		t.Errorf("timeline = %+v, %v; want ended by failover", tl, err)
+	}
 }
 
 // healable is a pod that answers 500 until healed, then accepts media

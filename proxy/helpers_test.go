@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -41,6 +42,7 @@ type envOpt struct {
 	relay    Relay // "": the default
 	leaseTTL time.Duration
 	cfg      func(*Config)
+	log      *slog.Logger // nil: discarded
 }
 
 // newEnv starts Redis, two fake agents as exclusive pods "pod-a" and
@@ -98,7 +100,7 @@ func newEnv(t testing.TB, o envOpt) *env {
 		a, ok := e.addrs[pod]
 		return a, ok
 	}
-	e.px = New(cfg, lookup, allocator.MediaLeases{Alloc: e.alloc}, e.signer, nil, nil, e.reg)
+	e.px = New(cfg, lookup, allocator.MediaLeases{Alloc: e.alloc, Replica: "replica-t"}, e.signer, nil, o.log, e.reg)
 	runCtx, stop := context.WithCancel(context.Background())
 	e.cancel = stop
 	e.runErr = make(chan error, 1)

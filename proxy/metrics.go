@@ -11,6 +11,7 @@ type dirCounters struct {
 
 type metrics struct {
 	active       prometheus.Gauge
+	maxSockets   prometheus.Gauge
 	duration     prometheus.Histogram
 	dir          map[string]*dirCounters
 	closes       *prometheus.CounterVec
@@ -38,6 +39,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		active: f.NewGauge(prometheus.GaugeOpts{
 			Name: "edge_proxy_active_sockets",
 			Help: "Media sockets open on this replica.",
+		}),
+		maxSockets: f.NewGauge(prometheus.GaugeOpts{
+			Name: "edge_proxy_max_sockets",
+			Help: "The configured limit of media sockets on this replica (proxy.max_sockets; 0: none), for alerting on edge_proxy_active_sockets near it.",
 		}),
 		duration: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "edge_proxy_socket_duration_seconds",

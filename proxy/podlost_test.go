@@ -91,6 +91,10 @@ func TestPodLostMidCall(t *testing.T) {
 				if _, err := e.alloc.Call(context.Background(), callID); err == nil {
 					t.Error("call not released")
 				}
+				// The call's record says its pod was lost (issue 17).
+				if tl, err := e.alloc.Timeline(context.Background(), callID); err != nil || tl.SocketEnd != "pod_lost" {
+					t.Errorf("timeline = %+v, %v; want pod_lost", tl, err)
+				}
 				waitFor(t, "the pod ejected", func() bool {
 					pi, _ := e.alloc.PodInfo(context.Background(), "pod-x")
 					return pi.Ejection != nil && pi.Ejection.Reason == "lost"

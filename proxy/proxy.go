@@ -25,6 +25,13 @@ type (
 	EjectedPod = mediacontract.EjectedPod
 )
 
+// Claimed is an admitted socket's call (Leases.Claim); SocketEnd what its
+// end tells the call's release (Leases.Release), for the call's timeline.
+type (
+	Claimed   = mediacontract.Claimed
+	SocketEnd = mediacontract.SocketEnd
+)
+
 // Outcomes Leases implementations wrap (see mediacontract).
 var (
 	ErrNoAllocation = mediacontract.ErrNoAllocation
@@ -40,7 +47,9 @@ type Leases interface {
 	// pod (MoveCall), so that the URL the provider holds stays valid.
 	// ErrNoAllocation when the call is not live on pod, ErrClaimed when
 	// another socket holds it. The claim ends with the call (Release).
-	Claim(ctx context.Context, callID, pod, holder string) (string, error)
+	// The call's merchant, creator and earlier moves come with it, for the
+	// socket's log lines.
+	Claim(ctx context.Context, callID, pod, holder string) (Claimed, error)
 	// MoveCall moves the call off pod, which holder's socket could not
 	// reach for reason, to another pod of its chain in one Redis script
 	// (the pod's failure recorded and the pod ejected under ej, the
@@ -72,8 +81,10 @@ type Leases interface {
 	// call lost its pod or the socket its claim.
 	Renew(ctx context.Context, leases []Lease) (held []bool, err error)
 	// Release ends the call's allocation (fenced, idempotent) and returns an
-	// outcome label for metrics ("released", "not_found", "stale").
-	Release(ctx context.Context, callID string) (outcome string, err error)
+	// outcome label for metrics ("released", "not_found", "stale"). end is
+	// how the socket ended and what it carried, kept in the call's record
+	// (written once, at the end: nothing per message).
+	Release(ctx context.Context, callID string, end SocketEnd) (outcome string, err error)
 }
 
 // Proxy serves media sockets. It is an http.Handler for /ws/pod/ and a
@@ -163,6 +174,7 @@ func (p *Proxy) Apply(cfg Config) {
 		cfg.Relay = Relay(defaultRelay)
 	}
 	p.conf.Store(&cfg)
+	p.metrics.maxSockets.Set(float64(max(cfg.MaxSockets, 0)))
 }
 
 func (p *Proxy) cfg() *Config { return p.conf.Load() }
@@ -260,7 +272,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 		case <-deadline.C:
 			p.Log.Warn("drain deadline passed: closing media sockets", "open", len(open))
 			for _, s := range open {
-				s.stop(CloseGoingAway, "edge shutting down")
+				s.stop(CloseGoingAway, reasonShuttingDown)
 			}
 		}
 		p.handlers.Wait()

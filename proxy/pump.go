@@ -57,7 +57,7 @@ func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {
 	s.podConn.Close()
 	<-done
 
-	p.finish(s, pol.dirs[0].bytes, pol.dirs[1].bytes)
+	p.finish(s, &pol)
 }
 
 // clock is the goroutine relay's policy clock: monotonic nanoseconds since

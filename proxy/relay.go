@@ -57,6 +57,7 @@ type socket struct {
 	holder          string // the socket's media claim (Leases.Claim)
 	client, podConn net.Conn
 	started         time.Time
+	call            callMeta   // for the socket's log lines
 	span            trace.Span // the socket's span; nil when tracing is off
 
 	// stopCode, when set, asks the relay to end with a close frame carrying
@@ -122,18 +123,30 @@ func (s *socket) reason() string {
 
 // finish does what every socket's end owes, whichever relay carried it:
 // metrics, log, release of the call, and leaving the registry.
-func (p *Proxy) finish(s *socket, bytesIn, bytesOut int64) {
+// pol is the relay's policy, with the socket's counts (nil: none relayed).
+func (p *Proxy) finish(s *socket, pol *policy) {
 	defer p.handlers.Done()
 	p.metrics.active.Dec()
-	p.metrics.duration.Observe(time.Since(s.started).Seconds())
+	now := time.Now()
+	p.metrics.duration.Observe(now.Sub(s.started).Seconds())
 	initiator, code := closeOrigin(s)
 	p.metrics.closes.WithLabelValues(initiator, code).Inc()
-	endSocketSpan(s, initiator, code, bytesIn, bytesOut)
-	p.Log.Debug("media socket closed", "pod", s.pod, "call_sid", s.callID, "by", initiator, "code", code,
-		"duration", time.Since(s.started).Round(time.Millisecond), "bytes_in", bytesIn, "bytes_out", bytesOut)
+	end := SocketEnd{Ended: s.endedHow(), ClosedBy: initiator, CloseCode: code, Closed: now}
+	if pol != nil {
+		end.BytesIn, end.BytesOut = pol.dirs[0].bytes, pol.dirs[1].bytes
+		end.MessagesIn, end.MessagesOut = pol.dirs[0].sc.Messages, pol.dirs[1].sc.Messages
+	}
+	endSocketSpan(s, initiator, code, end.BytesIn, end.BytesOut)
 	// Release before forgetting the socket: a drain, or a test, that sees
 	// the socket gone knows its call is released.
-	p.release(s)
+	outcome := p.release(s, end)
+	// The socket's one line at its end (issue 17): nothing is logged per
+	// message, its counts are the relay's own.
+	p.Log.Info("media socket closed", append(s.attrs(), "by", initiator, "code", code,
+		"duration", now.Sub(s.started).Round(time.Millisecond),
+		"messages_in", end.MessagesIn, "messages_out", end.MessagesOut,
+		"bytes_in", end.BytesIn, "bytes_out", end.BytesOut,
+		"released", end.Ended, "release", outcome)...)
 	if s.lost.Load() {
 		addr, _ := p.Lookup(s.pod)
 		p.podFailed(s.pod, addr, "lost")
@@ -176,11 +189,12 @@ func sideName(side int32) string {
 	return "client"
 }
 
-// release ends the call: the socket is gone, so is the call's media.
-func (p *Proxy) release(s *socket) {
+// release ends the call: the socket is gone, so is the call's media. It
+// returns the release's outcome.
+func (p *Proxy) release(s *socket, end SocketEnd) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	outcome, err := p.Leases.Release(ctx, s.callID)
+	outcome, err := p.Leases.Release(ctx, s.callID, end)
 	if err != nil {
 		if errors.Is(err, ErrNoAllocation) {
 			outcome = "not_found"
@@ -190,4 +204,5 @@ func (p *Proxy) release(s *socket) {
 		}
 	}
 	p.metrics.releases.WithLabelValues(outcome).Inc()
+	return outcome
 }

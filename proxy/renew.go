@@ -46,8 +46,8 @@ func (p *Proxy) renewOnce(ctx context.Context) {
 			continue
 		}
 		lost++
-		p.Log.Info("call lost its pod: closing its media socket", "call_sid", s.callID, "pod", s.pod)
-		s.stop(ClosePolicy, "call released")
+		p.Log.Info("call lost its pod: closing its media socket", s.attrs()...)
+		s.stop(ClosePolicy, reasonCallReleased)
 	}
 	p.metrics.renewals.WithLabelValues("held").Add(float64(len(leases) - lost))
 	if lost > 0 {

@@ -16,12 +16,6 @@ import (
 // pod dial is a child span, each failover move an event. Nothing is traced
 // per message: the relay loops never see the span.
 
-// TracedLeases is optionally implemented by Leases: Claim that also returns
-// the traceparent the call's webhook was allocated under ("" when none).
-type TracedLeases interface {
-	ClaimTraced(ctx context.Context, callID, pod, holder string) (at, traceParent string, err error)
-}
-
 // traceHeaders are the client's trace context headers, never forwarded: a
 // pod must see only what edge vouches for, and a stranger must not place
 // the voice agent's spans in a trace of its choosing. Edge writes its own

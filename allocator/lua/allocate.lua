@@ -41,9 +41,13 @@ local existing = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_
 if existing[1] then
   return {'ok', existing[1], existing[2] or '', 1, existing[3] or '', '', existing[4] or ''}
 end
-local ended = redis.call('GET', KEYS[2])
-if ended then
-  return {'ended', ended}
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  -- The tombstone is the call's record (a HASH, its "how") since issue 17;
+  -- an older replica wrote the how as a STRING.
+  if redis.call('TYPE', KEYS[2])['ok'] == 'hash' then
+    return {'ended', redis.call('HGET', KEYS[2], 'how') or ''}
+  end
+  return {'ended', redis.call('GET', KEYS[2])}
 end
 
 local tiers, default_chain, rate_i = parse_tiers(6)

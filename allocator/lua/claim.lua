@@ -6,16 +6,18 @@
 -- KEYS[1] -> call info hash (K.call(call_id))
 -- ARGV[1] -> pod the socket asks for
 -- ARGV[2] -> holder: the socket's identity (replica and a per-socket nonce)
+-- ARGV[3] -> the replica's name, for the call's timeline
 --
 -- Returns:
---   {"claimed", pod, traceparent}
+--   {"claimed", pod, traceparent, merchant_id, creator, moved_from}
 --                        the socket holds the call (also if it already did);
 --                        pod is where the call is: ARGV[1], or the pod it
 --                        was moved to when ARGV[1] is one it left after a
 --                        failed connect (failover.lua's moved_from), so the
 --                        media URL the provider holds stays valid;
 --                        traceparent is the webhook's (allocate.lua), ""
---                        when none was kept
+--                        when none was kept; the rest is the call info's,
+--                        for the socket's log lines
 --   {"not_found", pod}   the call is not live on ARGV[1]; pod is where it
 --                        is ("" when it is live nowhere)
 --   {"held", holder}     another socket holds the call
@@ -25,7 +27,7 @@
 -- call ending drops it (unclaim.lua); one whose replica died (kill -9) holds
 -- it until the call's lease runs out and the sweep ends the call.
 
-local info = redis.call('HMGET', KEYS[1], 'pod_name', 'media_claim', 'moved_from', 'traceparent')
+local info = redis.call('HMGET', KEYS[1], 'pod_name', 'media_claim', 'moved_from', 'traceparent', 'merchant_id', 'creator')
 if info[1] ~= ARGV[1] and not (info[1] and info[3] and
     string.find(info[3], '|' .. ARGV[1] .. '|', 1, true)) then
   return {'not_found', info[1] or ''}
@@ -33,5 +35,10 @@ end
 if info[2] and info[2] ~= ARGV[2] then
   return {'held', info[2]}
 end
-redis.call('HSET', KEYS[1], 'media_claim', ARGV[2])
-return {'claimed', info[1], info[4] or ''}
+-- A new claim stamps the socket's opening on the call info (its timeline);
+-- a repeated one changes nothing.
+if not info[2] then
+  redis.call('HSET', KEYS[1], 'media_claim', ARGV[2], 'socket_opened_at', tostring(now_ms()),
+    'socket_replica', ARGV[3] or '')
+end
+return {'claimed', info[1], info[4] or '', info[5] or '', info[6] or '', info[3] or ''}

@@ -368,3 +368,28 @@ local function note_refused(chain, now)
   redis.call('INCR', key)
   redis.call('PEXPIRE', key, DEMAND_TTL_MS)
 end
+
+-- end_call_record ends a call's info: its tombstone (K.call_ended) becomes
+-- the call's record, the call info's fields but the media claim (a socket's
+-- identity, never shown), with how it ended, ended_at (unix ms) and extra,
+-- a flat list of field/value pairs; it lives ttl_ms. The caller has checked
+-- that the call info is the one to end. The old tombstone is deleted first:
+-- a replica of an older edge wrote it as a STRING. The call leaves its
+-- merchant's count (admission) in the same step.
+local function end_call_record(call_id, how, ttl_ms, extra)
+  local call_key, tomb = K.call(call_id), K.call_ended(call_id)
+  uncount_call(call_id)
+  local fields = redis.call('HGETALL', call_key)
+  redis.call('DEL', tomb, call_key)
+  for i = #fields - 1, 1, -2 do
+    if fields[i] == 'media_claim' then
+      table.remove(fields, i + 1)
+      table.remove(fields, i)
+    end
+  end
+  redis.call('HSET', tomb, 'how', how, 'ended_at', tostring(now_ms()), unpack(fields))
+  if extra and #extra > 0 then
+    redis.call('HSET', tomb, unpack(extra))
+  end
+  redis.call('PEXPIRE', tomb, ttl_ms)
+end

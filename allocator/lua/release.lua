@@ -6,6 +6,9 @@
 -- ARGV[2] -> call info TTL in ms (the tombstone's)
 -- ARGV[3] -> number of tiers N, then N pairs: tier name, pool type (to know
 --            a predecessor's call's pool type when its pool is absent)
+-- ARGV[4+2N] -> number of record fields M, then M field/value pairs the
+--            tombstone keeps beside the call info's (who released, and the
+--            media socket's close code and counters when its end released)
 --
 -- Returns:
 --   {"not_found"}                                      no live allocation
@@ -17,8 +20,9 @@
 --
 -- Runs once per allocation: the call info is deleted here, so a duplicate or
 -- late release answers "not_found" and changes nothing. The call info goes
--- with its media claim, and a tombstone takes its place ("released" or
--- "stale": either way the call is over), so a replayed webhook gets no pod.
+-- with its media claim, and a tombstone takes its place (how "released",
+-- stale or not: either way the call is over), so a replayed webhook gets no
+-- pod; the tombstone keeps the call's record for its timeline.
 
 local call_key, call_id = KEYS[1], ARGV[1]
 local info = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type')
@@ -26,9 +30,12 @@ local pod, source, kind = info[1], info[2] or '', info[3]
 if not pod then
   return {'not_found'}
 end
-uncount_call(call_id) -- admission (issue 10): the merchant's count
-redis.call('DEL', call_key)
-redis.call('SET', KEYS[2], 'released', 'PX', tonumber(ARGV[2]))
+local extra = {}
+local at = 4 + 2 * tonumber(ARGV[3] or 0)
+for i = at + 1, at + 2 * tonumber(ARGV[at] or 0) do
+  extra[#extra + 1] = ARGV[i]
+end
+end_call_record(call_id, 'released', tonumber(ARGV[2]), extra)
 
 local tier = tier_of_source(source)
 local avail = pools_of(tier)

@@ -58,11 +58,11 @@ end
 
 -- The call info of a call that lost its pod for good is deleted (only if it
 -- still names this pod), and its tombstone written: the call is over.
+local ended = {}
 local function end_call(call_id, pod)
   if call_id and call_id ~= '' and redis.call('HGET', K.call(call_id), 'pod_name') == pod then
-    uncount_call(call_id) -- admission (issue 10): the merchant's count
-    redis.call('DEL', K.call(call_id))
-    redis.call('SET', K.call_ended(call_id), 'expired', 'PX', info_ms)
+    end_call_record(call_id, 'expired', info_ms)
+    ended[#ended + 1] = call_id
   end
 end
 
@@ -157,5 +157,9 @@ end
 local out = {'ok', #recovered, reclaimed, readded, expired, skipped}
 for _, pod in ipairs(recovered) do
   out[#out + 1] = pod
+end
+-- Then the calls ended (their lease ran out), for the sweep's log line.
+for _, call_id in ipairs(ended) do
+  out[#out + 1] = call_id
 end
 return out

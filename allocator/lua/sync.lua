@@ -86,9 +86,7 @@ local function end_dead_call(call_id, pod)
   if ttl <= 0 then
     ttl = 3600000
   end
-  uncount_call(call_id) -- admission (issue 10): the merchant's count
-  redis.call('DEL', K.call(call_id))
-  redis.call('SET', K.call_ended(call_id), 'expired', 'PX', ttl)
+  end_call_record(call_id, 'expired', ttl)
 end
 
 local function place(pod, tier, addr, now, pinned)

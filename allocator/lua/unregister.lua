@@ -23,13 +23,12 @@ if tier then
   redis.call('SREM', assigned, pod)
 end
 
-local ended = 0
+local ended, ended_ids = 0, {}
 local function end_call(call_id)
   if call_id and call_id ~= '' and redis.call('HGET', K.call(call_id), 'pod_name') == pod then
-    uncount_call(call_id) -- admission (issue 10): the merchant's count
-    redis.call('DEL', K.call(call_id))
-    redis.call('SET', K.call_ended(call_id), 'unregistered', 'PX', tonumber(ARGV[3]))
+    end_call_record(call_id, 'unregistered', tonumber(ARGV[3]))
     ended = ended + 1
+    ended_ids[#ended_ids + 1] = call_id
   end
 end
 end_call(redis.call('HGET', K.pod_info(pod), 'allocated_call_sid'))
@@ -44,4 +43,5 @@ redis.call('ZREM', K.ejected(), pod)
 if not known then
   return {'not_found'}
 end
-return {'removed', tier or '', ended}
+-- Then the calls ended, for the log line that names them.
+return {'removed', tier or '', ended, unpack(ended_ids)}

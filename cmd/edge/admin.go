@@ -36,6 +36,10 @@ Reads and writes edge's tier and merchant config through the admin API
   pools set POOL TARGET          tier assignment fills merchant pools first
   log-level [LEVEL]              print the log level, or set it (debug, info,
                                  warn, error) at once, without a restart
+  call CALL_SID                  print the call's timeline: live or ended,
+                                 merchant, pod, socket opened/closed, close
+                                 code, messages and bytes, failovers
+  calls POD                      list the pod's live calls
 
 --url defaults to $EDGE_ADMIN_URL or http://127.0.0.1:9090; --token to
 $EDGE_ADMIN_TOKEN.
@@ -107,6 +111,12 @@ func adminRequest(args []string) (method, path string, body io.Reader, err error
 			return http.MethodPut, "/api/v1/log-level", bytes.NewReader(b), nil
 		}
 		return "", "", nil, usage
+	}
+	if len(args) == 2 && args[0] == "call" {
+		return http.MethodGet, "/api/v1/calls/" + url.PathEscape(args[1]), nil, nil
+	}
+	if len(args) == 2 && args[0] == "calls" {
+		return http.MethodGet, "/api/v1/calls?" + url.Values{"pod": {args[1]}}.Encode(), nil, nil
 	}
 	if len(args) < 2 {
 		return "", "", nil, usage

@@ -125,7 +125,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	}
 	surface := &api.Surface{
 		Handlers: &api.Handlers{
-			Calls: svc, Pools: alloc, Callers: acc.callers, Log: log,
+			Calls: svc, Pools: alloc, Records: alloc, Callers: acc.callers, Log: log,
 			MaxBody:  func() int64 { return current().HTTP.MaxBodyBytes },
 			IsLeader: pools.manager.IsLeader,
 			Tracer:   tr.provider(),

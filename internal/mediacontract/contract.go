@@ -45,3 +45,32 @@ var (
 	// pod.
 	ErrNoOtherPod = errors.New("no other pod for the call")
 )
+
+// Claimed is an admitted socket's call: the pod it is on and what its
+// call info says of it, for the socket's log lines.
+type Claimed struct {
+	Pod        string
+	MerchantID string
+	// Creator is who created the call ("provider:twilio", "token:<name>").
+	Creator string
+	// TraceParent is the W3C trace context of the webhook that allocated
+	// the call ("" when none was kept: tracing off).
+	TraceParent string
+	// MovedFrom lists the pods the call left after failed connects, in
+	// order (connect-time failovers before this socket).
+	MovedFrom []string
+}
+
+// SocketEnd is what a media socket's end tells its call's release, for the
+// call's record (its timeline): how the socket ended and what it carried.
+type SocketEnd struct {
+	// Ended is why the call was released: socket_close (a side closed),
+	// drain (edge shutting down), lease_lost or pod_lost.
+	Ended string
+	// ClosedBy is who closed first (client, pod, edge) and CloseCode the
+	// code ("none": the TCP connection ended without a close frame).
+	ClosedBy, CloseCode string
+	Closed              time.Time
+	// In is client to pod, Out pod to client.
+	MessagesIn, MessagesOut, BytesIn, BytesOut int64
+}

@@ -1,0 +1,55 @@
+package proxy
+
+import "strings"
+
+// callMeta is what a socket's log lines say of its call beside its id and
+// pod (issue 17: every line about a call carries call_sid, merchant_id,
+// provider and pod; the replica comes with the logger).
+type callMeta struct {
+	merchant, provider string
+	// failovers counts the call's moves to another pod after failed
+	// connects, earlier sockets' and this one's.
+	failovers int
+}
+
+// callOf reads the call's metadata off its claim. The provider is known
+// for calls a provider's webhook created ("provider:<name>"); a token's
+// name is not logged.
+func callOf(c Claimed) callMeta {
+	provider, _ := strings.CutPrefix(c.Creator, "provider:")
+	if provider == c.Creator {
+		provider = ""
+	}
+	return callMeta{merchant: c.MerchantID, provider: provider, failovers: len(c.MovedFrom)}
+}
+
+// attrs are the socket's call fields, for its log lines.
+func (s *socket) attrs() []any {
+	return []any{"call_sid", s.callID, "merchant_id", s.call.merchant, "provider", s.call.provider, "pod", s.pod}
+}
+
+// endedHow is why the socket's end released its call, for the log and the
+// call's record: pod_lost (its pod died mid-call), lease_lost (the call
+// lost its pod: swept, unregistered or released elsewhere), drain (edge
+// shutting down), or socket_close (a side closed, or edge's policy did).
+func (s *socket) endedHow() string {
+	switch {
+	case s.lost.Load():
+		return "pod_lost"
+	case s.stopCode.Load() == 0:
+		return "socket_close"
+	}
+	switch s.reason() {
+	case reasonCallReleased:
+		return "lease_lost"
+	case reasonShuttingDown:
+		return "drain"
+	}
+	return "socket_close"
+}
+
+// Stop reasons endedHow tells apart.
+const (
+	reasonCallReleased = "call released"
+	reasonShuttingDown = "edge shutting down"
+)
