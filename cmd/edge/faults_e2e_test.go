@@ -146,8 +146,10 @@ func (s *faultRig) fault(t *testing.T, name string, minCall, maxCall, loadFor ti
 		}
 		took := s.recovered(t, name)
 		t.Logf("recovered %s after the fault was injected (%s after the load stopped)", time.Since(injected).Round(100*time.Millisecond), took.Round(100*time.Millisecond))
-		s.restore(t)
 	})
+	// The replacements belong to the whole suite: started under the
+	// subtest, its cleanup would kill them as it ends.
+	s.restore(t)
 }
 
 // killReplica signals replica i and replaces it with a fresh one after the
