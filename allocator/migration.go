@@ -15,20 +15,38 @@ import (
 // lease would end them (issue 9): the caller warns when it finds any
 // while allocator.migration is off.
 func (a *Allocator) PredecessorCalls(ctx context.Context, limit int) (int, error) {
+	// One round trip per SCAN page (its HMGETs pipelined), not one per
+	// call: this runs at every replica's start.
 	count := func(ctx context.Context, c redis.UniversalClient) (int, error) {
 		n, seen := 0, 0
-		iter := c.Scan(ctx, 0, a.keys.Call("*"), 256).Iterator()
-		for iter.Next(ctx) && seen < limit {
-			seen++
-			f, err := c.HMGet(ctx, iter.Val(), "pod_name", "pool_type").Result()
+		var cursor uint64
+		for {
+			keys, next, err := c.Scan(ctx, cursor, a.keys.Call("*"), 256).Result()
 			if err != nil {
 				return n, err
 			}
-			if f[0] != nil && f[1] == nil {
-				n++
+			keys = keys[:min(len(keys), limit-seen)]
+			seen += len(keys)
+			if len(keys) > 0 {
+				pipe := c.Pipeline()
+				fields := make([]*redis.SliceCmd, len(keys))
+				for i, k := range keys {
+					fields[i] = pipe.HMGet(ctx, k, "pod_name", "pool_type")
+				}
+				if _, err := pipe.Exec(ctx); err != nil {
+					return n, err
+				}
+				for _, f := range fields {
+					if v := f.Val(); len(v) == 2 && v[0] != nil && v[1] == nil {
+						n++
+					}
+				}
+			}
+			cursor = next
+			if cursor == 0 || seen >= limit {
+				return n, nil
 			}
 		}
-		return n, iter.Err()
 	}
 	var (
 		n   int

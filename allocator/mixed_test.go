@@ -321,3 +321,26 @@ func TestSweepKeepsAPodWhoseLeaseThePredecessorDeleted(t *testing.T) {
 		t.Fatalf("a second call on g0: %v, want ErrNoCapacity", err)
 	}
 }
+
+// PredecessorCalls counts the call info the predecessor wrote (no
+// pool_type) across SCAN pages, up to its limit of keys looked at.
+func TestPredecessorCallsCountsAcrossPages(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	a := newAllocator(t, rdb, migration)
+	for i := range 600 {
+		fields := []any{"pod_name", "b0", "merchant_id", "m"}
+		if i%2 == 0 {
+			fields = append(fields, "pool_type", "shared") // edge's
+		}
+		if err := rdb.HSet(ctx, a.Keys().Call(fmt.Sprintf("CA-%03d", i)), fields...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := a.PredecessorCalls(ctx, 10000); err != nil || n != 300 {
+		t.Fatalf("PredecessorCalls = %d, %v; want 300", n, err)
+	}
+	if n, err := a.PredecessorCalls(ctx, 100); err != nil || n > 100 || n == 0 {
+		t.Fatalf("PredecessorCalls with limit 100 = %d, %v; want 1..100", n, err)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"github.com/redis/go-redis/v9"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -32,8 +33,12 @@ func TestPredecessorCallsAtStart(t *testing.T) {
 	os.WriteFile(migrating, []byte(base+"allocator:\n  migration: true\n"), 0o600)
 
 	// A call the predecessor allocated on p0 (seeds 000 §6, the five stores).
-	rdb.HSet(ctx, "voice:call:CA-pred", "pod_name", "p0", "source_pool", "pool:standard", "merchant_id", "", "allocated_at", time.Now().Unix())
-	rdb.Expire(ctx, "voice:call:CA-pred", 24*time.Hour)
+	seedCall := func(c redis.Cmdable) {
+		c.Del(ctx, "voice:call_ended:CA-pred")
+		c.HSet(ctx, "voice:call:CA-pred", "pod_name", "p0", "source_pool", "pool:standard", "merchant_id", "", "allocated_at", time.Now().Unix())
+		c.Expire(ctx, "voice:call:CA-pred", 24*time.Hour)
+	}
+	seedCall(rdb)
 
 	edge := edgetest.Start(t, []string{"--config", short})
 	if !strings.Contains(edge.Log(), predecessorWarning) {
@@ -53,9 +58,18 @@ func TestPredecessorCallsAtStart(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	rdb.SRem(ctx, "voice:pool:standard:available", "p0")
-	rdb.HSet(ctx, "voice:pod:p0", "status", "allocated", "allocated_call_sid", "CA-pred", "source_pool", "pool:standard")
-	rdb.Set(ctx, "voice:lease:p0", "CA-pred", 15*time.Minute)
+	// The predecessor's allocation, all its stores in one step: a call info
+	// naming a pod that does not name it back is a dead call, which edge's
+	// leader ends (the first edge may already have, before it was killed).
+	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		seedCall(p)
+		p.SRem(ctx, "voice:pool:standard:available", "p0")
+		p.HSet(ctx, "voice:pod:p0", "status", "allocated", "allocated_call_sid", "CA-pred", "source_pool", "pool:standard")
+		p.Set(ctx, "voice:lease:p0", "CA-pred", 15*time.Minute)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	status, body := getJSON(t, edge.InternalURL+"/api/v1/pod/p0")
 	if status != 200 || body["has_active_lease"] != true || body["lease_call_sid"] != "CA-pred" {
 		t.Fatalf("pod info of the predecessor's pod: %d %v", status, body)
