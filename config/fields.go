@@ -89,6 +89,13 @@ func entries(c *Config, redact bool) []entry {
 		}
 	}
 	add(leaves(reflect.ValueOf(c).Elem(), "", false))
+	// An unset generic_api.open means a default that depends on the Redis
+	// (loopback when embedded, else off): show what applies, not "".
+	for i := range out {
+		if out[i].path == "generic_api.open" {
+			out[i].value = c.OpenMode()
+		}
+	}
 	tiers, err := json.Marshal(c.Allocator.Tiers)
 	if err != nil {
 		tiers = []byte(err.Error())

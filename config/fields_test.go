@@ -111,3 +111,20 @@ func TestChangedKeys(t *testing.T) {
 		t.Errorf("changedKeys (-want +got):\n%s", diff)
 	}
 }
+
+// An unset generic_api.open is shown as the mode that applies, which depends
+// on the Redis: check-config printed "" and left the reader to guess.
+func TestOpenModeShownAsItApplies(t *testing.T) {
+	for redisURL, want := range map[string]string{"": "loopback", "redis://redis:6379/0": "off"} {
+		c := Default()
+		c.Redis.URL = redisURL
+		if !strings.Contains(c.String(), "generic_api.open: \""+want+"\"\n") {
+			t.Errorf("redis.url %q: String() does not show generic_api.open %q:\n%s", redisURL, want, c.String())
+		}
+	}
+	c := Default()
+	c.GenericAPI.Open = "anyone"
+	if !strings.Contains(c.String(), "generic_api.open: \"anyone\"\n") {
+		t.Errorf("a set mode is not shown as set:\n%s", c.String())
+	}
+}
