@@ -29,12 +29,15 @@ func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {
 	go func() {
 		defer close(done)
 		err := p.pump(s, toClient, upEarly)
-		if s.stopCode.Load() != 0 {
-			return
+		if errors.Is(err, errStopped) {
+			return // the pump wrote edge's close frame itself
 		}
 		if !errors.Is(err, errWrite) && !pol.dirs[1].closeSeen {
 			// The pod's side died (reset, FIN without a close frame):
-			// the client hears it at once, as a close frame.
+			// the client hears it at once, as a close frame; with the
+			// code of a stop that came first, if one did (the other
+			// pump's read may have been cut by it while this one saw
+			// the reset).
 			p.podLost(s, err)
 			p.injectClose(s, toClient)
 			closeWrite(conn)
@@ -44,13 +47,21 @@ func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {
 		// WebSocket), and the client pump's read returns.
 		conn.Close()
 	}()
-	p.pump(s, toPod, early)
-	if s.stopCode.Load() != 0 {
+	err := p.pump(s, toPod, early)
+	if s.stopCode.Load() != 0 || errors.Is(err, errWrite) {
 		// Let the other pump write its close frame and drain its peer
-		// too.
+		// too. A write to the pod that failed (a reset pod) is heard by
+		// that pump as its read fails: closing the pod's conn now
+		// would hide the reset from it, and closing the client's would
+		// reset the close frame it is about to write.
 		select {
 		case <-done:
 		case <-time.After(closeGrace + lingerTime):
+		}
+		if errors.Is(err, errWrite) {
+			// The client may still be sending, as this pump was:
+			// drain it while it reads the close frame.
+			linger(conn, newReader(conn))
 		}
 	}
 	conn.Close()
