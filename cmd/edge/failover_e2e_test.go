@@ -65,12 +65,15 @@ func TestBrokenPodsEndToEnd(t *testing.T) {
 		fmt.Fprintf(&static, "    - {name: %s, address: %q, tier: gold}\n", name, addr)
 	}
 	// Five of six pods fail here: max_ejection_percent 100 lets each be
-	// ejected (the bound itself is tested in allocator and proxy).
+	// ejected (the bound itself is tested in allocator and proxy). Every
+	// call is allocated first and its socket opened subtests later: the
+	// lease must outlive that wait on a loaded machine (1s did not: a call
+	// was swept before its socket came).
 	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
 listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
 log: {format: json, level: debug}
 redis: {url: %q}
-allocator: {lease_ttl: 1s, renew_interval: 300ms, call_info_ttl: 1h}
+allocator: {lease_ttl: 15s, renew_interval: 5s, call_info_ttl: 1h}
 tiers: {gold: {type: exclusive, target: 6}}
 default_chain: [gold]
 pods:
