@@ -6,6 +6,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// connBufferSize sizes each pooled connection's read and write buffers.
+// go-redis defaults to 32 KiB each, and 128 KiB each in a second pool kept
+// for pipelines: sized for bulk reads, while edge's commands and replies are
+// scripts' short arguments and JSON answers of a few hundred bytes. A
+// longer reply or command still works, read or written in several pieces
+// (TestSmallBuffersCarryLargeReplies). Measured: about 2.6 MB of a
+// replica's heap at 1000 media streams were these buffers
+// (docs/benchmarks.md, footprint).
+const connBufferSize = 4 << 10
+
+// noPipelinePool runs edge's few pipelines (status, timelines, the start-up
+// look for the predecessor's calls) on the main pool instead of a dedicated
+// one with its own connections and 128 KiB buffers.
+const noPipelinePool = -1
+
 // NewClient builds the client for a configured Redis: one server (URL), a
 // Sentinel master set (go-redis' failover client, which follows the
 // sentinels to the new primary after a failover) or a Cluster. All are one
@@ -25,6 +40,9 @@ func (r RedisConfig) NewClient() (redis.UniversalClient, error) {
 			DialTimeout:      r.DialTimeout,
 			ReadTimeout:      r.ReadTimeout,
 			WriteTimeout:     r.WriteTimeout,
+			ReadBufferSize:   connBufferSize,
+			WriteBufferSize:  connBufferSize,
+			PipelinePoolSize: noPipelinePool,
 			// A context deadline bounds each call too (request_timeout).
 			ContextTimeoutEnabled: true,
 		}), nil
@@ -37,6 +55,8 @@ func (r RedisConfig) NewClient() (redis.UniversalClient, error) {
 			DialTimeout:           r.DialTimeout,
 			ReadTimeout:           r.ReadTimeout,
 			WriteTimeout:          r.WriteTimeout,
+			ReadBufferSize:        connBufferSize,
+			WriteBufferSize:       connBufferSize,
 			ContextTimeoutEnabled: true,
 		}), nil
 	case "url":
@@ -56,6 +76,8 @@ func (r RedisConfig) tune(opts *redis.Options) *redis.Options {
 	opts.DialTimeout = r.DialTimeout
 	opts.ReadTimeout = r.ReadTimeout
 	opts.WriteTimeout = r.WriteTimeout
+	opts.ReadBufferSize, opts.WriteBufferSize = connBufferSize, connBufferSize
+	opts.PipelinePoolSize = noPipelinePool
 	// A context deadline bounds each call too (request_timeout).
 	opts.ContextTimeoutEnabled = true
 	return opts
