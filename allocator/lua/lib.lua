@@ -393,3 +393,19 @@ local function end_call_record(call_id, how, ttl_ms, extra)
   end
   redis.call('PEXPIRE', tomb, ttl_ms)
 end
+
+-- Writes a new call's allocation of pod: its call info, the pod's state and
+-- the merchant's count (allocate.lua, and waitlib.lua's hand-off to a
+-- waiting call).
+local function write_allocation(call_id, merchant, creator, traceparent, pod, source, kind, avail, lease_ms, info_ms, now)
+  local call_key = K.call(call_id)
+  redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'merchant_id', merchant,
+    'allocated_at', tostring(math.floor(now / 1000)), 'pool_type', kind, 'creator', creator)
+  if traceparent and traceparent ~= '' then
+    redis.call('HSET', call_key, 'traceparent', traceparent)
+  end
+  redis.call('HDEL', call_key, '_lock')
+  redis.call('PEXPIRE', call_key, info_ms)
+  assign(pod, call_id, source, kind, avail, lease_ms, now)
+  count_call(merchant, call_id, now + lease_ms, now)
+end
