@@ -186,6 +186,12 @@ func TestWaitFairAcrossMerchantsFIFOWithin(t *testing.T) {
 	}
 	outcomes["m1-only"] = goAllocate(ctx, a, "m1-only", "m1")
 	awaitWaiters(t, rdb, a, burst+1)
+	// The waiters gauge is read from Redis: any replica's scrape shows them.
+	gauges := prometheus.NewRegistry()
+	gauges.MustRegister(allocator.NewPoolCollector(newAllocator(t, rdb, onePodTiers)))
+	if ms := family(t, gauges, "edge_admission_waiters"); len(ms) != 1 || ms[0].GetGauge().GetValue() != burst+1 {
+		t.Errorf("edge_admission_waiters = %v, want %d", ms, burst+1)
+	}
 
 	// Free the pod five times; each time exactly one waiter gets it.
 	holder := "CA-hold"
@@ -571,4 +577,22 @@ func TestWaitEveryBackend(t *testing.T) {
 		}
 		checkNoWaitKeys(t, rdb, a.Keys())
 	})
+}
+
+// With waiting on, an allocation that does not wait is still one round
+// trip: the queue is looked at inside allocate.lua.
+func TestWaitKeepsOneRoundTrip(t *testing.T) {
+	srv := testredis.Start(t)
+	rdb := srv.Client()
+	trips := &testredis.RoundTrips{}
+	a := waitingAllocator(t, rdb, 5*time.Second, nil, onePodTiers)
+	register(t, a, "standard", "p0")
+	if err := a.Preload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rdb.AddHook(trips)
+	mustAllocate(t, a, "CA-1", "acme")
+	if n := trips.Load(); n != 1 {
+		t.Errorf("allocate with waiting on took %d round trips, want 1", n)
+	}
 }
