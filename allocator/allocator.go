@@ -151,6 +151,9 @@ type Allocation struct {
 	// Warning is a note for the log, e.g. an unreadable merchant config that
 	// made allocation fall back to the default chain.
 	Warning string
+	// Waited is how long the call waited for capacity (admission.wait)
+	// before it got its pod; 0 when it did not wait.
+	Waited time.Duration
 }
 
 // Allocate gives the call a pod in one Redis round trip. When every pod of

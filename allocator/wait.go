@@ -156,7 +156,8 @@ func (a *Allocator) allocateWaiting(ctx context.Context, req Request, s *setting
 			return al, err
 		case deadline.IsZero():
 			if waited {
-				a.metrics.waitSeconds.WithLabelValues(waitServed).Observe(time.Since(start).Seconds())
+				al.Waited = time.Since(start)
+				a.metrics.waitSeconds.WithLabelValues(waitServed).Observe(al.Waited.Seconds())
 			}
 			return al, nil
 		}
@@ -185,7 +186,8 @@ func (a *Allocator) waitTimedOut(ctx context.Context, req Request, s *settings, 
 		if err != nil {
 			result = waitError
 		}
-		a.metrics.waitSeconds.WithLabelValues(result).Observe(time.Since(start).Seconds())
+		al.Waited = time.Since(start)
+		a.metrics.waitSeconds.WithLabelValues(result).Observe(al.Waited.Seconds())
 		return al, err
 	}
 	a.metrics.allocations.WithLabelValues("", string(ReasonAtCapacity)).Inc()
