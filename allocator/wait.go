@@ -143,7 +143,7 @@ func (a *Allocator) allocateWaiting(ctx context.Context, req Request, s *setting
 		switch {
 		case err != nil && ctx.Err() != nil:
 			// The request may have queued the call before ctx ended.
-			return a.giveUp(ctx, req.CallID, start, waited)
+			return a.giveUp(ctx, req, start, waited)
 		case err != nil:
 			if waited {
 				result := waitError
@@ -167,7 +167,7 @@ func (a *Allocator) allocateWaiting(ctx context.Context, req Request, s *setting
 		case <-timer.C:
 			return a.waitTimedOut(ctx, req, s, start, al.Warning, chain)
 		case <-ctx.Done():
-			return a.giveUp(ctx, req.CallID, start, waited)
+			return a.giveUp(ctx, req, start, waited)
 		}
 	}
 }
@@ -175,13 +175,16 @@ func (a *Allocator) allocateWaiting(ctx context.Context, req Request, s *setting
 // waitTimedOut ends a wait whose budget ran out: refused at_capacity, or
 // the pod a script gave it just now.
 func (a *Allocator) waitTimedOut(ctx context.Context, req Request, s *settings, start time.Time, warning string, chain []string) (Allocation, error) {
-	how, err := a.unwait(ctx, req.CallID, false)
+	how, err := a.unwait(ctx, req.CallID, req.Creator, false)
 	if err != nil {
 		a.metrics.waitSeconds.WithLabelValues(waitError).Observe(time.Since(start).Seconds())
 		return Allocation{}, err
 	}
 	if how == waitServed {
 		al, _, err := a.allocateOnce(ctx, req, s, 0, nil)
+		if err != nil && ctx.Err() != nil {
+			return a.giveUp(ctx, req, start, true)
+		}
 		result := waitServed
 		if err != nil {
 			result = waitError
@@ -199,10 +202,11 @@ func (a *Allocator) waitTimedOut(ctx context.Context, req Request, s *settings, 
 // giveUp ends the wait of a caller that went away: its ticket goes, and a
 // pod a script gave it in the meantime goes back at once (released, so
 // the call is over: a later webhook of it gets a hangup).
-func (a *Allocator) giveUp(ctx context.Context, callID string, start time.Time, waited bool) (Allocation, error) {
+func (a *Allocator) giveUp(ctx context.Context, req Request, start time.Time, waited bool) (Allocation, error) {
+	callID := req.CallID
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	how, err := a.unwait(cctx, callID, true)
+	how, err := a.unwait(cctx, callID, req.Creator, true)
 	if err == nil && how == waitServed {
 		_, err = a.Release(cctx, callID)
 	}
@@ -216,13 +220,14 @@ func (a *Allocator) giveUp(ctx context.Context, callID string, start time.Time, 
 	return Allocation{}, fmt.Errorf("allocate %s: caller gave up waiting for capacity: %w", callID, cause)
 }
 
-// unwait runs unwait.lua: "waiting" (dequeued), "served" or "gone".
-func (a *Allocator) unwait(ctx context.Context, callID string, gaveUp bool) (string, error) {
+// unwait runs unwait.lua for the call's creator: "waiting" (dequeued),
+// "served" or "gone".
+func (a *Allocator) unwait(ctx context.Context, callID, creator string, gaveUp bool) (string, error) {
 	flag := "0"
 	if gaveUp {
 		flag = "1"
 	}
-	r, err := a.run(ctx, "unwait", []string{a.keys.WaitDeadline()}, callID, flag)
+	r, err := a.run(ctx, "unwait", []string{a.keys.WaitDeadline()}, callID, flag, creator)
 	if err != nil {
 		return "", fmt.Errorf("end wait of %s: %w", callID, err)
 	}

@@ -596,3 +596,45 @@ func TestWaitKeepsOneRoundTrip(t *testing.T) {
 		t.Errorf("allocate with waiting on took %d round trips, want 1", n)
 	}
 }
+
+// A stranger naming a waiting call's id (another creator) neither joins
+// nor ends its wait: it is refused at once, its giving up changes nothing,
+// and once the call is served the stranger sees it as another's live call.
+func TestWaitStrangerCannotTouchAWait(t *testing.T) {
+	srv := testredis.Start(t)
+	rdb := srv.Client()
+	a := waitingAllocator(t, rdb, 5*time.Second, nil, onePodTiers)
+	register(t, a, "standard", "p0")
+	mustAllocate(t, a, "CA-hold", "")
+	owner := allocator.Request{CallID: "CA-mine", Creator: "token:owner"}
+	mine := make(chan outcome, 1)
+	go func() {
+		al, err := a.Allocate(context.Background(), owner)
+		mine <- outcome{owner.CallID, al, err, 0}
+	}()
+	awaitWaiters(t, rdb, a, 1)
+
+	stranger := allocator.Request{CallID: "CA-mine", Creator: "token:stranger"}
+	ctx, cancel := context.WithCancel(context.Background())
+	start := time.Now()
+	_, err := a.Allocate(ctx, stranger)
+	cancel()
+	if !errors.Is(err, allocator.ErrNoCapacity) || time.Since(start) > time.Second {
+		t.Fatalf("stranger: %v after %v, want refused at once", err, time.Since(start))
+	}
+	if waiters(t, rdb, a) != 1 {
+		t.Fatal("the stranger's refusal ended the owner's wait")
+	}
+	if _, err := a.Release(context.Background(), "CA-hold"); err != nil {
+		t.Fatal(err)
+	}
+	o := <-mine
+	if o.err != nil || o.al.PodName != "p0" || o.al.WasExisting {
+		t.Fatalf("owner: %+v %v, want p0, new", o.al, o.err)
+	}
+	al, err := a.Allocate(context.Background(), stranger)
+	if err != nil || !al.WasExisting || al.Creator != "token:owner" {
+		t.Fatalf("stranger after the hand-off: %+v %v, want the owner's existing call", al, err)
+	}
+	checkNoWaitKeys(t, rdb, a.Keys())
+}

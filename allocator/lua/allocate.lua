@@ -52,7 +52,9 @@ local function answer_existing()
     return nil
   end
   local was = 1
-  if redis.call('HGET', K.wait_ticket(call_id), 'served') == '1' then
+  -- Only the call's creator picks the hand-off up: a stranger naming the
+  -- call sees it as existing (and its creator), as for any live call.
+  if (e[4] or '') == creator and redis.call('HGET', K.wait_ticket(call_id), 'served') == '1' then
     redis.call('DEL', K.wait_ticket(call_id))
     was = 0
   end
@@ -78,9 +80,17 @@ local budget_ms = tonumber(ARGV[rate_i + 4] or 0)
 local now = now_ms()
 
 -- A waiting call asking again (its replica was woken, polls, or its budget
--- ran out): room goes to the waiters in their order, this one maybe among
--- them. Its cap and rate were checked when it started waiting.
+-- ran out; or a duplicate webhook of it): room goes to the waiters in
+-- their order, this one maybe among them. Its cap and rate were checked
+-- when it started waiting.
 if redis.call('ZSCORE', K.wait_deadline(), call_id) then
+  if redis.call('HGET', K.wait_ticket(call_id), 'creator') ~= creator then
+    -- Another caller's waiting call: not this one's to join (nor, by
+    -- giving up, to end). It is told what that caller was.
+    local reply = {'none', 'at_capacity', warning}
+    for _, step in ipairs(chain) do reply[#reply + 1] = step end
+    return reply
+  end
   serve_waiters(now)
   existing = answer_existing()
   if existing then
