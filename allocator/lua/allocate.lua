@@ -107,7 +107,8 @@ end
 
 -- Admission (issue 10), in this step: a merchant at its max_calls gets no
 -- pod, whatever is free (counted from its live calls, K.merchant_calls);
--- then a token from the merchant's and the source's rate buckets.
+-- then a token from the merchant's and the source's rate buckets (the
+-- merchant's own rate_per_second, when its config has one).
 local cap, note
 if merchant ~= '' then
   cap, note = cap_of(merchant, mc)
@@ -118,8 +119,11 @@ if merchant ~= '' then
     return reply
   end
 end
-local limited, retry_ms = take_rate(merchant, creator, tonumber(ARGV[rate_i] or 0),
-  tonumber(ARGV[rate_i + 1] or 1), tonumber(ARGV[rate_i + 2] or 0), tonumber(ARGV[rate_i + 3] or 1), now)
+local m_rate, m_burst, rate_note = merchant_rate_of(merchant, mc, tonumber(ARGV[rate_i] or 0),
+  tonumber(ARGV[rate_i + 1] or 1))
+if warning == '' then warning = rate_note end
+local limited, retry_ms = take_rate(merchant, creator, m_rate, m_burst,
+  tonumber(ARGV[rate_i + 2] or 0), tonumber(ARGV[rate_i + 3] or 1), now)
 if limited then
   return {'limited', limited, retry_ms, warning}
 end

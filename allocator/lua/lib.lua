@@ -306,6 +306,24 @@ local function cap_of(merchant, mc)
   return n, ''
 end
 
+-- The merchant's own rate (rate_per_second, rate_burst in its config,
+-- issue 10) in place of the global one (rate, burst). A stored value that
+-- is not valid (written by hand: the admin API refuses it) keeps the
+-- global rate, with a note for the log.
+local function merchant_rate_of(merchant, mc, rate, burst)
+  if type(mc) ~= 'table' or mc.rate_per_second == nil then
+    return rate, burst, ''
+  end
+  local r, b = mc.rate_per_second, mc.rate_burst
+  if type(r) ~= 'number' or r <= 0 or r ~= r then
+    return rate, burst, 'merchant config of ' .. merchant .. ' has an invalid rate_per_second; using the global rate'
+  end
+  if type(b) ~= 'number' or b < 1 or b ~= math.floor(b) then
+    b = math.max(1, math.ceil(r))
+  end
+  return r, b, ''
+end
+
 -- Admission rate limits (issue 10): token buckets in Redis, so every
 -- replica takes from the same one. A bucket is a hash {tokens, at}; a
 -- missing one is full.
