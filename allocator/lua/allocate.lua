@@ -83,7 +83,13 @@ local now = now_ms()
 -- ran out; or a duplicate webhook of it): room goes to the waiters in
 -- their order, this one maybe among them. Its cap and rate were checked
 -- when it started waiting.
-if redis.call('ZSCORE', K.wait_deadline(), call_id) then
+local queued = redis.call('ZSCORE', K.wait_deadline(), call_id)
+if queued and tonumber(queued) < now then
+  -- Past its deadline (its waiter gave up on it): it asks as a new call.
+  end_wait(call_id, false)
+  queued = nil
+end
+if queued then
   if redis.call('HGET', K.wait_ticket(call_id), 'creator') ~= creator then
     -- Another caller's waiting call: not this one's to join (nor, by
     -- giving up, to end). It is told what that caller was.
@@ -96,13 +102,9 @@ if redis.call('ZSCORE', K.wait_deadline(), call_id) then
   if existing then
     return existing
   end
-  local deadline = redis.call('ZSCORE', K.wait_deadline(), call_id)
-  if deadline then
-    local reply = {'wait', tonumber(deadline), warning}
-    for _, step in ipairs(chain) do reply[#reply + 1] = step end
-    return reply
-  end
-  -- Its deadline passed: it asks as a new call.
+  local reply = {'wait', tonumber(queued), warning}
+  for _, step in ipairs(chain) do reply[#reply + 1] = step end
+  return reply
 end
 
 -- Admission (issue 10), in this step: a merchant at its max_calls gets no

@@ -75,14 +75,16 @@ local function serve_head(merchant, now)
       return nil, 'empty'
     end
     local ticket = K.wait_ticket(call_id)
-    local t = redis.call('HMGET', ticket, 'plan', 'cap', 'creator', 'traceparent', 'lease_ms', 'info_ms')
+    local t = redis.call('HMGET', ticket, 'plan', 'cap', 'creator', 'traceparent', 'lease_ms', 'info_ms', 'served')
     local deadline = tonumber(redis.call('ZSCORE', K.wait_deadline(), call_id) or '-1')
     if not t[1] or deadline < now or redis.call('EXISTS', K.call(call_id)) == 1 then
+      -- Not a head to serve: gone, past its deadline, or its call holds a
+      -- pod already (it is marked served, so its allocate answers that).
       redis.call('LPOP', q)
       redis.call('ZREM', K.wait_deadline(), call_id)
       if t[1] and deadline >= now then
-        redis.call('HSET', ticket, 'served', '1') -- its call holds a pod already
-      else
+        redis.call('HSET', ticket, 'served', '1')
+      elseif t[7] ~= '1' then
         redis.call('DEL', ticket)
       end
     else
