@@ -41,6 +41,9 @@ const answerMargin = 250 * time.Millisecond
 // minWait: a budget shorter than this is not worth a queue entry.
 const minWait = 50 * time.Millisecond
 
+// selfPoll is how often a wait asks again when no Waker runs any more.
+const selfPoll = 250 * time.Millisecond
+
 // waiter is one waiting Allocate; wake holds at most one pending wake-up.
 type waiter struct{ wake chan struct{} }
 
@@ -91,6 +94,20 @@ func (r *waitRegistry) wake(callID string) {
 		select {
 		case w.wake <- struct{}{}:
 		default:
+		}
+	}
+}
+
+// wakeAll tells every waiter to ask again.
+func (r *waitRegistry) wakeAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ws := range r.m {
+		for _, w := range ws {
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
@@ -162,8 +179,15 @@ func (a *Allocator) allocateWaiting(ctx context.Context, req Request, s *setting
 			return al, nil
 		}
 		waited = true
+		// Without a Waker (edge is stopping: its Run ended) this wait
+		// asks again by itself, as the Waker's poll would.
+		var poll <-chan time.Time
+		if a.wakers.Load() == 0 {
+			poll = time.After(selfPoll)
+		}
 		select {
 		case <-w.wake:
+		case <-poll:
 		case <-timer.C:
 			return a.waitTimedOut(ctx, req, s, start, al.Warning, chain)
 		case <-ctx.Done():
@@ -273,7 +297,12 @@ func (w *Waker) Run(ctx context.Context) error {
 	// reaches this replica. Without Redis now, polls stand in.
 	_, _ = sub.Receive(ctx)
 	w.a.wakers.Add(1)
-	defer w.a.wakers.Add(-1)
+	defer func() {
+		// The calls still waiting (edge is stopping) ask again now and
+		// then by themselves, so a pod given to one is answered at once.
+		w.a.wakers.Add(-1)
+		w.a.waits.wakeAll()
+	}()
 	close(w.started)
 	msgs := sub.Channel()
 	tick := time.NewTicker(w.PollInterval)

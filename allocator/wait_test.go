@@ -639,3 +639,40 @@ func TestWaitStrangerCannotTouchAWait(t *testing.T) {
 	}
 	checkNoWaitKeys(t, rdb, a.Keys())
 }
+
+// When edge stops, its Waker's Run ends first; calls still waiting are not
+// left to their budget: a pod given to one is answered at once (each asks
+// again by itself every 250ms), and no new call waits.
+func TestWaitAfterWakerStops(t *testing.T) {
+	srv := testredis.Start(t)
+	rdb := srv.Client()
+	a := newAllocator(t, rdb, onePodTiers, func(c *allocator.Config) { c.Admission.Wait.Budget = 5 * time.Second })
+	ctx, stop := context.WithCancel(context.Background())
+	waker := a.Waker()
+	done := make(chan error, 1)
+	go func() { done <- waker.Run(ctx) }()
+	<-waker.Started()
+	register(t, a, "standard", "p0")
+	mustAllocate(t, a, "CA-hold", "")
+	w := goAllocate(context.Background(), a, "CA-waiting", "")
+	awaitWaiters(t, rdb, a, 1)
+
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if o := <-goAllocate(context.Background(), a, "CA-late", ""); !errors.Is(o.err, allocator.ErrNoCapacity) || o.took > time.Second {
+		t.Errorf("a new call after the Waker stopped: %v after %v, want refused at once", o.err, o.took)
+	}
+	released := time.Now()
+	if _, err := a.Release(context.Background(), "CA-hold"); err != nil {
+		t.Fatal(err)
+	}
+	o := <-w
+	if o.err != nil || o.al.PodName != "p0" {
+		t.Fatalf("waiter: %+v %v", o.al, o.err)
+	}
+	if d := time.Since(released); d > 2*time.Second {
+		t.Errorf("the waiter was answered %v after the release, want about one 250ms poll", d)
+	}
+}
