@@ -15,6 +15,44 @@ import (
 // not here: they differ per merchant and change through the admin API.
 type AdmissionConfig struct {
 	Rate RateConfig `koanf:"rate"`
+	Wait WaitConfig `koanf:"wait"`
+}
+
+// WaitConfig lets a call that finds every pod of its chain busy wait a
+// little for one to be released (admission.wait.*, issue 10; wait.go),
+// served fairly across merchants and in order within one. Only
+// at_capacity waits: no_pods and all_draining cannot be helped by a
+// release, merchant_at_cap and rate_limited are policy.
+type WaitConfig struct {
+	// Budget is how long a call may wait, within the provider's webhook
+	// budget (Twilio's is 15 s) and the request's own deadline
+	// (http.request_timeout). 0: no waiting. DefaultAdmissionConfig: 3s.
+	Budget time.Duration `koanf:"budget"`
+	// MaxWaiters bounds the calls waiting on this replica at once; a call
+	// beyond it is refused at once. 0: DefaultMaxWaiters.
+	MaxWaiters int `koanf:"max_waiters"`
+}
+
+// Bounds of admission.wait: past them a wait no provider would sit through,
+// or more goroutines than a replica should hold for it.
+const (
+	MaxWaitBudget     = 10 * time.Second
+	DefaultMaxWaiters = 1000
+	maxMaxWaiters     = 100_000
+)
+
+// DefaultAdmissionConfig is admission's defaults: no rate limits, a 3 s
+// wait for capacity.
+func DefaultAdmissionConfig() AdmissionConfig {
+	return AdmissionConfig{Wait: WaitConfig{Budget: 3 * time.Second, MaxWaiters: DefaultMaxWaiters}}
+}
+
+// maxWaiters is MaxWaiters in effect.
+func (w WaitConfig) maxWaiters() int {
+	if w.MaxWaiters <= 0 {
+		return DefaultMaxWaiters
+	}
+	return w.MaxWaiters
 }
 
 // RateConfig limits how fast new calls are admitted, per merchant and per
@@ -59,6 +97,14 @@ func (c AdmissionConfig) Validate() error {
 	}
 	check("merchant", c.Rate.MerchantPerSecond, c.Rate.MerchantBurst)
 	check("source", c.Rate.SourcePerSecond, c.Rate.SourceBurst)
+	if b := c.Wait.Budget; b < 0 || b > MaxWaitBudget {
+		errs = append(errs, confcheck.Invalid("admission.wait.budget", b,
+			fmt.Sprintf("must be between 0 (no waiting) and %s", MaxWaitBudget)))
+	}
+	if n := c.Wait.MaxWaiters; n < 0 || n > maxMaxWaiters {
+		errs = append(errs, confcheck.Invalid("admission.wait.max_waiters", n,
+			fmt.Sprintf("must be between 0 (the default, %d) and %d", DefaultMaxWaiters, maxMaxWaiters)))
+	}
 	return errors.Join(errs...)
 }
 

@@ -28,6 +28,11 @@ type Allocator struct {
 	applyMu sync.Mutex
 	// merchantTiers are the tier config's merchant pools (merchanttiers.go).
 	merchantTiers atomic.Pointer[map[string]int]
+	// waits are the calls waiting for capacity on this replica, woken by
+	// the Waker (wait.go); wakers counts the Wakers running: without
+	// one nobody would wake a waiter, so nobody waits.
+	waits  waitRegistry
+	wakers atomic.Int32
 }
 
 // settings is the run-time part of Config with the tier table already laid
@@ -48,6 +53,7 @@ func New(rdb redis.UniversalClient, cfg Config, reg prometheus.Registerer) (*All
 		return nil, fmt.Errorf("load allocator scripts: %w", err)
 	}
 	a := &Allocator{rdb: rdb, keys: keys, scripts: scripts, metrics: newMetrics(reg)}
+	a.waits.m = map[string][]*waiter{}
 	a.Apply(cfg)
 	return a, nil
 }
@@ -145,9 +151,15 @@ type Allocation struct {
 	// Warning is a note for the log, e.g. an unreadable merchant config that
 	// made allocation fall back to the default chain.
 	Warning string
+	// Waited is how long the call waited for capacity (admission.wait)
+	// before it got its pod; 0 when it did not wait.
+	Waited time.Duration
 }
 
-// Allocate gives the call a pod in one Redis round trip. It returns a
+// Allocate gives the call a pod in one Redis round trip. When every pod of
+// the chain is busy and admission.wait.budget is set (and a Waker runs), it
+// waits up to the budget for one (wait.go), within ctx: a caller who gives
+// up (ctx ends) takes no pod. It returns a
 // *NoCapacityError (errors.Is ErrNoCapacity) when the chain has no room
 // (or the merchant is at its max_calls), a *RateLimitedError (errors.Is
 // ErrRateLimited) when the merchant or the source is over its rate,
@@ -174,19 +186,47 @@ func (a *Allocator) Allocate(ctx context.Context, req Request) (Allocation, erro
 		return Allocation{}, fmt.Errorf("%w: traceparent is %d bytes long, the limit is %d", ErrInvalidID, len(req.TraceParent), MaxTraceParentLength)
 	}
 	s := a.current.Load()
-	args := make([]any, 0, 6+len(s.tierArgs)+len(s.rateArgs))
+	if budget := a.waitBudget(ctx, s); budget > 0 {
+		if w := a.waits.add(req.CallID, s.cfg.Admission.Wait.maxWaiters()); w != nil {
+			defer a.waits.remove(req.CallID, w)
+			return a.allocateWaiting(ctx, req, s, w, budget)
+		}
+	}
+	al, _, err := a.allocateOnce(ctx, req, s, 0, nil)
+	return al, err
+}
+
+// allocateOnce runs allocate.lua once. With budget > 0 a call that finds
+// every pod busy starts (or keeps) waiting: it returns its deadline, and
+// no error and no allocation, and sets *chain (when not nil) to the chain
+// it waits for. Outcomes are counted in allocations_total, except a wait,
+// whose outcome comes later.
+func (a *Allocator) allocateOnce(ctx context.Context, req Request, s *settings, budget time.Duration, chain *[]string) (Allocation, time.Time, error) {
+	args := make([]any, 0, 7+len(s.tierArgs)+len(s.rateArgs))
 	args = append(args, req.CallID, req.MerchantID, s.cfg.EffectiveLeaseTTL().Milliseconds(), s.cfg.CallInfoTTL.Milliseconds(), req.Creator)
 	args = append(args, s.tierArgs...)
 	args = append(args, s.rateArgs...)
+	args = append(args, budget.Milliseconds())
 	// Last, whatever comes before it (allocate.lua reads ARGV[#ARGV]).
 	args = append(args, req.TraceParent)
 	keys := []string{a.keys.Call(req.CallID), a.keys.CallEnded(req.CallID)}
 	r, err := a.run(ctx, "allocate", keys, args...)
 	if err != nil {
 		a.metrics.allocations.WithLabelValues("", "error").Inc()
-		return Allocation{}, fmt.Errorf("allocate %s: %w", req.CallID, err)
+		return Allocation{}, time.Time{}, fmt.Errorf("allocate %s: %w", req.CallID, err)
 	}
-	rep := reply(r)
+	al, err := a.decodeAllocate(req, reply(r))
+	if errors.Is(err, errWaiting) {
+		if chain != nil {
+			*chain = reply(r).strs(3)
+		}
+		return al, time.UnixMilli(reply(r).int(1)), nil
+	}
+	return al, time.Time{}, err
+}
+
+// decodeAllocate turns allocate.lua's reply into the outcome, counting it.
+func (a *Allocator) decodeAllocate(req Request, rep reply) (Allocation, error) {
 	switch rep.str(0) {
 	case "ok":
 		al := Allocation{
@@ -214,8 +254,10 @@ func (a *Allocator) Allocate(ctx context.Context, req Request) (Allocation, erro
 		reason := Reason(rep.str(1))
 		a.metrics.allocations.WithLabelValues("", string(reason)).Inc()
 		return Allocation{Warning: rep.str(2)}, &NoCapacityError{Reason: reason, Chain: rep.strs(3)}
+	case "wait":
+		return Allocation{Warning: rep.str(2)}, errWaiting
 	default:
-		return Allocation{}, fmt.Errorf("allocate %s: unexpected script reply %v", req.CallID, r)
+		return Allocation{}, fmt.Errorf("allocate %s: unexpected script reply %v", req.CallID, []any(rep))
 	}
 }
 

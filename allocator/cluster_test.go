@@ -71,6 +71,24 @@ func TestCluster(t *testing.T) {
 	t.Run("sweep", func(t *testing.T) {
 		clusterSweep(t, rdb, func(c *allocator.Config) { c.KeyPrefix = "{voice}:sweep:" })
 	})
+	// Waiting for capacity: the scripts' PUBLISH reaches the Waker's
+	// subscription through the cluster client (issue 10).
+	t.Run("wait", func(t *testing.T) {
+		wait := func(c *allocator.Config) { c.KeyPrefix = "{voice}:wait:" }
+		a := waitingAllocator(t, rdb, 5*time.Second, nil, onePodTiers, wait)
+		b := waitingAllocator(t, rdb, 5*time.Second, nil, onePodTiers, wait)
+		register(t, a, "standard", "cw0")
+		mustAllocate(t, a, "CW-1", "")
+		second := goAllocate(ctx, b, "CW-2", "")
+		awaitWaiters(t, rdb, a, 1)
+		if _, err := a.Release(ctx, "CW-1"); err != nil {
+			t.Fatal(err)
+		}
+		if o := <-second; o.err != nil || o.al.PodName != "cw0" || o.took > 2*time.Second {
+			t.Fatalf("waiter on Cluster: %+v %v after %v", o.al, o.err, o.took)
+		}
+		checkNoWaitKeys(t, rdb, a.Keys())
+	})
 	t.Run("status", func(t *testing.T) {
 		a := newAllocator(t, rdb, prefix)
 		if _, err := a.Status(ctx); err != nil {

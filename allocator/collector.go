@@ -14,9 +14,10 @@ import (
 // pool_assigned_pods{tier}, pool_draining_pods{tier},
 // pool_calls_in_progress{tier} and pool_ejected_pods{tier}, and the demand
 // signal for autoscalers (issue 10): edge_tier_demand_pods{tier},
-// edge_tier_demand_calls{tier} and edge_tier_refused_recent{tier}. Two
-// round trips (Status, the refusal buckets) per scrape at most every
-// MinInterval.
+// edge_tier_demand_calls{tier} and edge_tier_refused_recent{tier}, and
+// edge_admission_waiters (calls waiting for capacity on every replica).
+// Three round trips (Status, the refusal buckets, the waiters) per scrape
+// at most every MinInterval.
 type PoolCollector struct {
 	a           *Allocator
 	MinInterval time.Duration
@@ -25,10 +26,11 @@ type PoolCollector struct {
 	at         time.Time
 	last       []PoolStatus
 	lastDemand []TierDemand
+	lastWait   int64
 	lastErr    error
 
 	active, available, assigned, draining, calls, ejected, up *prometheus.Desc
-	demandPods, demandCalls, refused                          *prometheus.Desc
+	demandPods, demandCalls, refused, waiters                 *prometheus.Desc
 }
 
 // NewPoolCollector returns a collector over a's pools.
@@ -46,20 +48,22 @@ func NewPoolCollector(a *Allocator) *PoolCollector {
 		demandPods: prometheus.NewDesc("edge_tier_demand_pods",
 			"Pods a pool's calls need: ceil((calls in progress + calls refused for want of a pod in the last 60s) / calls per pod). The autoscaling signal.", []string{"tier"}, nil),
 		demandCalls: prometheus.NewDesc("edge_tier_demand_calls", "Calls in progress plus calls refused for want of a pod in the last 60s.", []string{"tier"}, nil),
-		refused:     prometheus.NewDesc("edge_tier_refused_recent", "Calls refused for want of a pod in the last 60s whose chain ends in the pool, counted in Redis.", []string{"tier"}, nil),
+		waiters: prometheus.NewDesc("edge_admission_waiters",
+			"Calls waiting for capacity (admission.wait) on every replica, counted in Redis.", nil, nil),
+		refused: prometheus.NewDesc("edge_tier_refused_recent", "Calls refused for want of a pod in the last 60s whose chain ends in the pool, counted in Redis.", []string{"tier"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *PoolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.active, c.available, c.assigned, c.draining, c.calls, c.ejected, c.up, c.demandPods, c.demandCalls, c.refused} {
+	for _, d := range []*prometheus.Desc{c.active, c.available, c.assigned, c.draining, c.calls, c.ejected, c.up, c.demandPods, c.demandCalls, c.refused, c.waiters} {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector.
 func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
-	pools, demand, err := c.read()
+	pools, demand, waiting, err := c.read()
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
 		return
@@ -75,6 +79,7 @@ func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.ejected, prometheus.GaugeValue, float64(p.Ejected), p.Tier)
 	}
 	ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(total))
+	ch <- prometheus.MustNewConstMetric(c.waiters, prometheus.GaugeValue, float64(waiting))
 	for _, d := range demand {
 		ch <- prometheus.MustNewConstMetric(c.demandPods, prometheus.GaugeValue, float64(d.Pods), d.Tier)
 		ch <- prometheus.MustNewConstMetric(c.demandCalls, prometheus.GaugeValue, float64(d.Calls+d.Refused), d.Tier)
@@ -82,11 +87,11 @@ func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (c *PoolCollector) read() ([]PoolStatus, []TierDemand, error) {
+func (c *PoolCollector) read() ([]PoolStatus, []TierDemand, int64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.at.IsZero() && time.Since(c.at) < c.MinInterval {
-		return c.last, c.lastDemand, c.lastErr
+		return c.last, c.lastDemand, c.lastWait, c.lastErr
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -95,6 +100,9 @@ func (c *PoolCollector) read() ([]PoolStatus, []TierDemand, error) {
 	if c.lastErr == nil {
 		c.lastDemand, c.lastErr = c.a.demandOf(ctx, c.last)
 	}
+	if c.lastErr == nil {
+		c.lastWait, c.lastErr = c.a.Waiters(ctx)
+	}
 	c.at = time.Now()
-	return c.last, c.lastDemand, c.lastErr
+	return c.last, c.lastDemand, c.lastWait, c.lastErr
 }

@@ -109,6 +109,35 @@ func (k Keys) demandRefused(tierBucket string) string {
 	return k.prefix + "demand:refused:" + tierBucket
 }
 
+// WaitQueue (edge) LIST of the call ids (tickets) of a merchant's calls
+// waiting for capacity (admission.wait, issue 10), oldest first: FIFO
+// within the merchant. Merchant "" (calls without one) has its own queue.
+// A queue is never empty while it exists and its merchant is in WaitRing.
+func (k Keys) WaitQueue(merchant string) string { return k.prefix + "wait:q:" + merchant }
+
+// WaitRing (edge) LIST of the merchants that have waiting calls, in the
+// order they are served: a merchant served moves to the tail, so one
+// merchant's burst of waiters and another's single call alternate.
+func (k Keys) WaitRing() string { return k.prefix + "wait:ring" }
+
+// WaitDeadline (edge) ZSET of waiting call id -> its deadline (unix ms,
+// Redis' clock): every waiter in one place, so that a waiter whose replica
+// died is dropped once its deadline passes, by whichever script looks next.
+func (k Keys) WaitDeadline() string { return k.prefix + "wait:deadline" }
+
+// WaitTicket (edge) HASH of one waiting call: merchant, creator,
+// traceparent, lease_ms and info_ms (what its allocation writes), cap (the
+// merchant's max_calls when it started waiting, "" for none), plan (JSON
+// {"c":[chain steps],"t":{step:{type,max,pack}}}: the chain and tiers it
+// waits for) and deadline; served ("1") once a script gave it a pod, until
+// its allocate picks the pod up. Expires a minute after its deadline.
+func (k Keys) WaitTicket(callID string) string { return k.prefix + "wait:ticket:" + callID }
+
+// WaitWake (edge) Pub/Sub channel, not a key: the scripts that give pods
+// to waiters publish the served call ids on it (space-separated), so that
+// the replica where each one waits answers it at once.
+func (k Keys) WaitWake() string { return k.prefix + "wait:wake" }
+
 // MerchantPools (edge) SET of merchant ids that have a dedicated pool, so
 // status and sweeps can find every merchant pool without scanning keys.
 func (k Keys) MerchantPools() string { return k.prefix + "merchant:pools" }
@@ -250,6 +279,8 @@ func (k Keys) luaKeyBuilders() string {
 		{"pod_calls", k.PodCalls},
 		{"call", k.Call},
 		{"call_ended", k.CallEnded},
+		{"wait_queue", k.WaitQueue},
+		{"wait_ticket", k.WaitTicket},
 	}
 	noArg := []struct {
 		name string
@@ -263,6 +294,9 @@ func (k Keys) luaKeyBuilders() string {
 		{"leader_lock", k.LeaderLock},
 		{"lease_fence", k.LeaseFence},
 		{"ejected", k.Ejected},
+		{"wait_ring", k.WaitRing},
+		{"wait_deadline", k.WaitDeadline},
+		{"wait_wake", k.WaitWake},
 	}
 	var b strings.Builder
 	b.WriteString("local K = {}\n")

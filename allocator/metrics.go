@@ -15,6 +15,9 @@ type metrics struct {
 	drains        prometheus.Counter
 	scriptSeconds *prometheus.HistogramVec // script
 	scriptErrors  *prometheus.CounterVec   // script
+	// Waiting for capacity (issue 10, wait.go).
+	waitSeconds  *prometheus.HistogramVec // result: served, timeout, gave_up, error
+	waitTimeouts prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -41,6 +44,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edge_redis_script_errors_total",
 			Help: "Allocator Redis scripts that failed (Redis unreachable, timeout, script error).",
 		}, []string{"script"}),
+		waitSeconds: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "edge_admission_wait_seconds",
+			Help:    "How long calls waited for capacity (admission.wait), by result: served (got a pod), timeout (the budget ran out: at_capacity), gave_up (the caller went away), error.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2, 3, 5, 10},
+		}, []string{"result"}),
+		waitTimeouts: f.NewCounter(prometheus.CounterOpts{
+			Name: "edge_admission_wait_timeouts_total",
+			Help: "Calls whose wait for capacity ran out of budget and were refused at_capacity.",
+		}),
 	}
 }
 

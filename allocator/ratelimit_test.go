@@ -110,3 +110,77 @@ func TestAdmissionConfigValidation(t *testing.T) {
 		})
 	}
 }
+
+// A merchant's config may set its own rate (rate_per_second, rate_burst)
+// in place of admission.rate.merchant_*: tighter or looser than the global
+// one, or a limit where the global one is off; other merchants keep the
+// global rate.
+func TestMerchantRateOverride(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	a := newAllocator(t, rdb, func(c *allocator.Config) {
+		c.Admission.Rate = allocator.RateConfig{MerchantPerSecond: 0.01, MerchantBurst: 2}
+	})
+	register(t, a, "standard", "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9")
+	rate, burst, one := 0.01, 4, 1
+	setMerchant(t, a, "loose", allocator.MerchantConfig{RatePerSecond: &rate, RateBurst: &burst})
+	setMerchant(t, a, "tight", allocator.MerchantConfig{RatePerSecond: &rate, RateBurst: &one})
+	started := map[string]int{}
+	for _, m := range []string{"loose", "tight", "global"} {
+		for i := range 5 {
+			_, err := a.Allocate(ctx, allocator.Request{CallID: m + "-" + string(rune('0'+i)), MerchantID: m})
+			if err == nil {
+				started[m]++
+				continue
+			}
+			wantLimited(t, err, "merchant")
+		}
+	}
+	if started["loose"] != 4 || started["tight"] != 1 || started["global"] != 2 {
+		t.Errorf("calls started %v, want loose 4 (its burst), tight 1, global 2 (admission.rate)", started)
+	}
+
+	// Global rate off: the override alone limits.
+	b := newAllocator(t, rdb)
+	setMerchant(t, b, "solo", allocator.MerchantConfig{RatePerSecond: &rate})
+	if _, err := b.Allocate(ctx, allocator.Request{CallID: "solo-1", MerchantID: "solo"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.Allocate(ctx, allocator.Request{CallID: "solo-2", MerchantID: "solo"})
+	wantLimited(t, err, "merchant")
+
+	// A value written by hand that the admin API would refuse keeps the
+	// global rate, with a note in the allocation's warning.
+	rdb.HSet(ctx, a.Keys().MerchantConfig(), "typo", `{"rate_per_second":"fast"}`)
+	al, err := a.Allocate(ctx, allocator.Request{CallID: "typo-1", MerchantID: "typo"})
+	if err != nil || !strings.Contains(al.Warning, "rate_per_second") {
+		t.Errorf("hand-written bad rate: %+v %v, want allocated with a warning", al, err)
+	}
+}
+
+func TestMerchantRateOverrideValidation(t *testing.T) {
+	rdb := testredis.Start(t).Client()
+	a := newAllocator(t, rdb)
+	f := func(v float64) *float64 { return &v }
+	for name, tc := range map[string]struct {
+		mc   allocator.MerchantConfig
+		want string
+	}{
+		"zero rate":          {allocator.MerchantConfig{RatePerSecond: f(0)}, "rate_per_second"},
+		"negative rate":      {allocator.MerchantConfig{RatePerSecond: f(-1)}, "rate_per_second"},
+		"absurd rate":        {allocator.MerchantConfig{RatePerSecond: f(1e9)}, "rate_per_second"},
+		"zero burst":         {allocator.MerchantConfig{RatePerSecond: f(1), RateBurst: capOf(0)}, "rate_burst"},
+		"absurd burst":       {allocator.MerchantConfig{RatePerSecond: f(1), RateBurst: capOf(1 << 30)}, "rate_burst"},
+		"burst without rate": {allocator.MerchantConfig{RateBurst: capOf(5)}, "rate_burst: needs rate_per_second"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := a.SetMerchantConfig(context.Background(), "acme", tc.mc)
+			if !errors.Is(err, allocator.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrInvalidConfig naming %s", err, tc.want)
+			}
+		})
+	}
+	if err := a.SetMerchantConfig(context.Background(), "acme", allocator.MerchantConfig{RatePerSecond: f(2.5), RateBurst: capOf(10)}); err != nil {
+		t.Fatalf("valid override refused: %v", err)
+	}
+}

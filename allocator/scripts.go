@@ -17,6 +17,7 @@ var scriptNames = []string{
 	"allocate", "release", "renew", "drain", "unregister", "status",
 	"sync", "sweep", "rebalance", "leader_acquire", "leader_renew", "leader_release", "leader_lease_fence",
 	"claim", "unclaim", "failover", "pod_failure", "reinstate",
+	"wait_poll", "unwait",
 }
 
 // script is one Lua state change, run with EVALSHA (EVAL on NOSCRIPT, e.g.
@@ -27,13 +28,17 @@ type script struct {
 }
 
 // loadScripts builds every script as: the key builders generated from keys,
-// then lib.lua, then the script's own file.
+// then lib.lua and waitlib.lua, then the script's own file.
 func loadScripts(keys Keys) (map[string]*script, error) {
 	lib, err := luaFiles.ReadFile("lua/lib.lua")
 	if err != nil {
 		return nil, err
 	}
-	prelude := keys.luaKeyBuilders() + string(lib)
+	waitLib, err := luaFiles.ReadFile("lua/waitlib.lua")
+	if err != nil {
+		return nil, err
+	}
+	prelude := keys.luaKeyBuilders() + string(lib) + "\n" + string(waitLib)
 	out := make(map[string]*script, len(scriptNames))
 	for _, name := range scriptNames {
 		body, err := luaFiles.ReadFile("lua/" + name + ".lua")

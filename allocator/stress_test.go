@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
@@ -35,6 +38,23 @@ func TestConcurrentDuplicatesKeepInvariantsWithCaps(t *testing.T) {
 	concurrentDuplicatesFor(t, testredis.Start(t).Client(), caps, func(w int) string { return fmt.Sprintf("m%d", w%4) })
 }
 
+// The same with waiting for capacity in play (issue 10): two replicas on
+// one Redis (each with its Waker, calls waiting up to 150ms), merchants
+// capped as above, and the zombie sweep running throughout. Besides every
+// invariant above, no wait is left behind (queue, ring, deadline, ticket).
+func TestConcurrentDuplicatesKeepInvariantsWithWaiting(t *testing.T) {
+	caps := map[string]int{"m0": 2, "m1": 3, "m2": 1}
+	srv := testredis.Start(t)
+	runStress(t, srv.Client(), stressOptions{
+		caps:       caps,
+		merchantOf: func(w int) string { return fmt.Sprintf("m%d", w%4) },
+		wait:       150 * time.Millisecond,
+		second:     srv.Client(),
+		sweep:      true,
+	})
+	checkNoWaitKeys(t, srv.Client(), allocator.NewKeys(""))
+}
+
 // concurrentDuplicates is the test on any Redis (one server, a Cluster).
 func concurrentDuplicates(t *testing.T, rdb redis.UniversalClient, mutate ...func(*allocator.Config)) {
 	concurrentDuplicatesFor(t, rdb, nil, func(int) string { return "" }, mutate...)
@@ -43,8 +63,38 @@ func concurrentDuplicates(t *testing.T, rdb redis.UniversalClient, mutate ...fun
 // concurrentDuplicatesFor runs the test with worker w calling for
 // merchantOf(w), merchants capped by caps.
 func concurrentDuplicatesFor(t *testing.T, rdb redis.UniversalClient, caps map[string]int, merchantOf func(w int) string, mutate ...func(*allocator.Config)) {
+	runStress(t, rdb, stressOptions{caps: caps, merchantOf: merchantOf, mutate: mutate})
+}
+
+// stressOptions vary the invariant test.
+type stressOptions struct {
+	caps       map[string]int
+	merchantOf func(w int) string
+	mutate     []func(*allocator.Config)
+	// wait > 0: calls may wait that long for capacity; odd workers call
+	// through a second allocator (another replica) on the client second.
+	wait   time.Duration
+	second redis.UniversalClient
+	// sweep runs the zombie sweep over the pods throughout.
+	sweep bool
+}
+
+func runStress(t *testing.T, rdb redis.UniversalClient, o stressOptions) {
 	ctx := context.Background()
-	a := newAllocator(t, rdb, mutate...)
+	caps, merchantOf := o.caps, o.merchantOf
+	a := newAllocator(t, rdb, o.mutate...)
+	replicaOf := func(int) *allocator.Allocator { return a }
+	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
+	if o.wait > 0 {
+		a = waitingAllocator(t, rdb, o.wait, regA, o.mutate...)
+		b := waitingAllocator(t, o.second, o.wait, regB, o.mutate...)
+		replicaOf = func(w int) *allocator.Allocator {
+			if w%2 == 1 {
+				return b
+			}
+			return a
+		}
+	}
 	for m, c := range caps {
 		setMerchant(t, a, m, allocator.MerchantConfig{MaxCalls: capOf(c)})
 	}
@@ -85,6 +135,7 @@ func concurrentDuplicatesFor(t *testing.T, rdb redis.UniversalClient, caps map[s
 	for w := range workers {
 		wg.Add(1)
 		merchant := merchantOf(w)
+		a := replicaOf(w)
 		go func() {
 			defer wg.Done()
 			for c := range cycles {
@@ -171,6 +222,25 @@ func concurrentDuplicatesFor(t *testing.T, rdb redis.UniversalClient, caps map[s
 	}
 	// Check the live invariants over all keys while the workers run.
 	stop := make(chan struct{})
+	sweeps := make(chan int)
+	if o.sweep {
+		names := slices.Collect(maps.Keys(pods))
+		go func() {
+			n := 0
+			for {
+				select {
+				case <-stop:
+					sweeps <- n
+					return
+				default:
+				}
+				if _, err := a.SweepPods(ctx, "", names); err != nil {
+					report("sweep: %v", err)
+				}
+				n++
+			}
+		}()
+	}
 	checked := make(chan int)
 	go func() {
 		n := 0
@@ -193,6 +263,20 @@ func concurrentDuplicatesFor(t *testing.T, rdb redis.UniversalClient, caps map[s
 	wg.Wait()
 	close(stop)
 	snapshots := <-checked
+	if o.sweep {
+		t.Logf("%d sweeps ran alongside", <-sweeps)
+	}
+	if o.wait > 0 {
+		var served, timedOut uint64
+		for _, reg := range []*prometheus.Registry{regA, regB} {
+			served += histogramCount(t, reg, "edge_admission_wait_seconds", "served")
+			timedOut += histogramCount(t, reg, "edge_admission_wait_seconds", "timeout")
+		}
+		t.Logf("waits: %d served, %d timed out", served, timedOut)
+		if served == 0 {
+			t.Error("no call was served after waiting: the test exercised no hand-off")
+		}
+	}
 	close(violations)
 	for v := range violations {
 		t.Error(v)

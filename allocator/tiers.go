@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -227,6 +228,12 @@ type MerchantConfig struct {
 	// MaxCalls caps the merchant's live calls (issue 10): an allocation
 	// beyond it is refused with ReasonMerchantAtCap. nil: no cap.
 	MaxCalls *int `json:"max_calls,omitempty"`
+	// RatePerSecond and RateBurst override admission.rate.merchant_* for
+	// this merchant (issue 10): the new calls it may start per second on
+	// average, and at once after a quiet spell (default: the rate, at
+	// least 1). nil: the global merchant rate, off when that is 0.
+	RatePerSecond *float64 `json:"rate_per_second,omitempty"`
+	RateBurst     *int     `json:"rate_burst,omitempty"`
 }
 
 // MaxMerchantCalls bounds max_calls: a larger cap is a typo, not a plan
@@ -250,6 +257,18 @@ func (tc TierConfig) ValidateMerchantConfig(id string, mc MerchantConfig) error 
 	if mc.MaxCalls != nil && (*mc.MaxCalls < 1 || *mc.MaxCalls > MaxMerchantCalls) {
 		errs = append(errs, fmt.Errorf("%w: max_calls: must be between 1 and %d (got %d); leave it out for no cap",
 			ErrInvalidConfig, MaxMerchantCalls, *mc.MaxCalls))
+	}
+	if r := mc.RatePerSecond; r != nil && (math.IsNaN(*r) || *r <= 0 || *r > maxRatePerSecond) {
+		errs = append(errs, fmt.Errorf("%w: rate_per_second: must be above 0 and at most %d (got %v); leave it out for admission.rate.merchant_per_second",
+			ErrInvalidConfig, maxRatePerSecond, *r))
+	}
+	if b := mc.RateBurst; b != nil {
+		switch {
+		case *b < 1 || *b > maxRateBurst:
+			errs = append(errs, fmt.Errorf("%w: rate_burst: must be between 1 and %d (got %d)", ErrInvalidConfig, maxRateBurst, *b))
+		case mc.RatePerSecond == nil:
+			errs = append(errs, fmt.Errorf("%w: rate_burst: needs rate_per_second", ErrInvalidConfig))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -81,8 +81,14 @@ func (s *Service) Allocate(ctx context.Context, req Request) (Call, error) {
 	}
 	// One line per answered call at info, the first of the call's thread
 	// (the media proxy logs the socket, the release logs its end).
-	s.log.Info("call allocated", "call_sid", al.CallID, "merchant_id", req.MerchantID, "provider", req.Provider,
-		"pod", al.PodName, "source_pool", al.SourcePool, "was_existing", al.WasExisting)
+	attrs := []any{"call_sid", al.CallID, "merchant_id", req.MerchantID, "provider", req.Provider,
+		"pod", al.PodName, "source_pool", al.SourcePool, "was_existing", al.WasExisting}
+	if al.Waited > 0 {
+		// It waited for capacity (admission.wait): how long, for whoever
+		// wonders why the answer was late.
+		attrs = append(attrs, "waited_ms", al.Waited.Milliseconds())
+	}
+	s.log.Info("call allocated", attrs...)
 	return Call{
 		ID: al.CallID, Pod: al.PodName, SourcePool: al.SourcePool, WasExisting: al.WasExisting,
 		WSURL: s.media.URL(s.baseURL(), al.CallID, al.PodName, req.agentPath()),

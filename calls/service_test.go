@@ -170,3 +170,42 @@ func TestCallThreadIsLoggedAtInfo(t *testing.T) {
 		t.Errorf("%d info lines for one call, want 2:\n%s", n, log)
 	}
 }
+
+// A call that waited for capacity (admission.wait) is answered like any
+// other, and its answered line says how long it waited.
+func TestWaitedCallIsAnsweredAndLogged(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	cfg := e.alloc.Config()
+	cfg.Admission.Wait.Budget = 5 * time.Second
+	e.alloc.Apply(cfg)
+	wctx, stop := context.WithCancel(ctx)
+	waker := e.alloc.Waker()
+	done := make(chan struct{})
+	go func() { waker.Run(wctx); close(done) }()
+	defer func() { stop(); <-done }()
+	<-waker.Started()
+
+	if _, err := e.svc.Allocate(ctx, calls.Request{CallID: "CA10", Creator: "provider:twilio"}); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	var second calls.Call
+	go func() {
+		var err error
+		second, err = e.svc.Allocate(ctx, calls.Request{CallID: "CA11", Creator: "provider:twilio"})
+		waited <- err
+	}()
+	for e.rdb.ZCard(ctx, e.alloc.Keys().WaitDeadline()).Val() != 1 {
+		time.Sleep(time.Millisecond) // CA11's allocate queues it
+	}
+	if _, err := e.svc.Release(ctx, "CA10"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; err != nil || second.Pod != "agent-0" || second.WSURL == "" || second.WasExisting {
+		t.Fatalf("waiting call: %+v, %v", second, err)
+	}
+	if log := e.logs.String(); !strings.Contains(log, `msg="call allocated" call_sid=CA11`) || !strings.Contains(log, "waited_ms=") {
+		t.Errorf("the waited call's answered line lacks waited_ms:\n%s", log)
+	}
+}

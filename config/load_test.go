@@ -209,6 +209,14 @@ func TestLoadErrors(t *testing.T) {
 			args: []string{"--set", "allocator.lease_ttl"},
 			want: []string{`--set "allocator.lease_ttl": want key.path=value`},
 		},
+		"wait budget beyond a webhook's patience": {
+			file: "admission:\n  wait:\n    budget: 30s\n    max_waiters: -1\n",
+			want: []string{"admission.wait.budget", "30s", "admission.wait.max_waiters"},
+		},
+		"negative wait budget": {
+			args: []string{"--set", "admission.wait.budget=-1s"},
+			want: []string{"admission.wait.budget"},
+		},
 		"unknown flag": {
 			args: []string{"--redis", "x"},
 			want: []string{"unknown flag: --redis"},

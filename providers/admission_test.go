@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edge-voice/edge/allocator"
 )
@@ -50,5 +51,52 @@ func TestWebhookRateLimited(t *testing.T) {
 	}
 	if n := metric(t, e, "edge_provider_webhooks_total", "provider", "twilio", "outcome", "rate_limited"); n != 1 {
 		t.Errorf("rate_limited outcomes = %v, want 1", n)
+	}
+}
+
+// A webhook that finds every pod busy waits for one (admission.wait, issue
+// 10): answered with the pod a release freed within the budget, and with
+// the same hangup as today's at_capacity when the budget runs out.
+func TestWebhookWaitsForCapacity(t *testing.T) {
+	e := twilioEnv(t)
+	ctx := context.Background()
+	// acme's chain is the one exclusive pod.
+	if err := e.alloc.SetMerchantConfig(ctx, "acme", allocator.MerchantConfig{Fallback: []string{"gold"}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.alloc.Config()
+	cfg.Admission.Wait.Budget = 5 * time.Second
+	e.alloc.Apply(cfg)
+	wctx, stop := context.WithCancel(ctx)
+	waker := e.alloc.Waker()
+	done := make(chan struct{})
+	go func() { waker.Run(wctx); close(done) }()
+	t.Cleanup(func() { stop(); <-done })
+	<-waker.Started()
+
+	if got := signedTwilio(t, e, "CA00000000000000000000000000000030"); !strings.Contains(got.body, "<Stream") {
+		t.Fatalf("first call: %+v", got)
+	}
+	second := make(chan answer, 1)
+	go func() { second <- signedTwilio(t, e, "CA00000000000000000000000000000031") }()
+	for e.rdb.ZCard(ctx, e.alloc.Keys().WaitDeadline()).Val() != 1 {
+		time.Sleep(time.Millisecond) // the second webhook's allocate queues it
+	}
+	if _, err := e.alloc.Release(ctx, "CA00000000000000000000000000000030"); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-second; got.status != 200 || !strings.Contains(got.body, `<Stream url="wss://edge.example.com/ws/pod/voice-agent-0/`) {
+		t.Fatalf("waiting webhook after the release: %+v, want the freed pod", got)
+	}
+
+	cfg.Admission.Wait.Budget = 300 * time.Millisecond
+	e.alloc.Apply(cfg)
+	start := time.Now()
+	got := signedTwilio(t, e, "CA00000000000000000000000000000032")
+	if got.status != 200 || !strings.Contains(got.body, "<Hangup") || strings.Contains(got.body, "<Stream") || time.Since(start) < 300*time.Millisecond {
+		t.Fatalf("webhook whose wait ran out: %+v after %v, want a hangup after the budget", got, time.Since(start))
+	}
+	if n := metric(t, e, "edge_provider_webhooks_total", "provider", "twilio", "outcome", "at_capacity"); n != 1 {
+		t.Errorf("at_capacity outcomes = %v, want 1", n)
 	}
 }

@@ -12,6 +12,8 @@
 -- then    -> number of default chain steps M, then M step names
 -- then    -> admission rates (issue 10): merchant per second, merchant
 --            burst, source per second, source burst (0 per second: off)
+-- then    -> wait budget in ms (admission.wait, issue 10): a call that finds
+--            every pod of its chain busy waits this long (0: refused at once)
 -- last    -> traceparent: the W3C trace context of the webhook that asks, or
 --            "" (tracing off); kept with a new call so that its media
 --            socket's span links to the webhook's trace. It is read as
@@ -20,6 +22,11 @@
 -- Returns:
 --   {"ok", pod, source_pool, was_existing (0|1), pool_type, warning, creator}
 --   {"none", reason ("no_pods"|"all_draining"|"at_capacity"|"merchant_at_cap"), warning, chain...}
+--   {"wait", deadline (unix ms), warning, chain...}
+--                    every pod of the chain is busy: the call waits in its
+--                    merchant's queue (waitlib.lua) until a script gives it
+--                    a pod or the deadline passes; asking again (same call
+--                    id) answers "ok" once it was served, "wait" until then
 --   {"limited", scope ("merchant"|"source"), retry_after_ms, warning}
 --                    the merchant or the creator (the source) started calls
 --                    faster than its admission rate; nothing is written
@@ -37,9 +44,26 @@
 local call_key, call_id, merchant = KEYS[1], ARGV[1], ARGV[2]
 local lease_ms, info_ms, creator = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 
-local existing = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type', 'creator')
-if existing[1] then
-  return {'ok', existing[1], existing[2] or '', 1, existing[3] or '', '', existing[4] or ''}
+-- The call's allocation, if it has one: was_existing, unless a waiter's
+-- hand-off wrote it and this is the waiter picking it up.
+local function answer_existing()
+  local e = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type', 'creator')
+  if not e[1] then
+    return nil
+  end
+  local was = 1
+  -- Only the call's creator picks the hand-off up: a stranger naming the
+  -- call sees it as existing (and its creator), as for any live call.
+  if (e[4] or '') == creator and redis.call('HGET', K.wait_ticket(call_id), 'served') == '1' then
+    redis.call('DEL', K.wait_ticket(call_id))
+    was = 0
+  end
+  return {'ok', e[1], e[2] or '', was, e[3] or '', '', e[4] or ''}
+end
+
+local existing = answer_existing()
+if existing then
+  return existing
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then
   -- The tombstone is the call's record (a HASH, its "how") since issue 17;
@@ -52,13 +76,44 @@ end
 
 local tiers, default_chain, rate_i = parse_tiers(6)
 local chain, warning, mc = chain_of(merchant, default_chain)
+local budget_ms = tonumber(ARGV[rate_i + 4] or 0)
+local now = now_ms()
+
+-- A waiting call asking again (its replica was woken, polls, or its budget
+-- ran out; or a duplicate webhook of it): room goes to the waiters in
+-- their order, this one maybe among them. Its cap and rate were checked
+-- when it started waiting.
+local queued = redis.call('ZSCORE', K.wait_deadline(), call_id)
+if queued and tonumber(queued) < now then
+  -- Past its deadline (its waiter gave up on it): it asks as a new call.
+  end_wait(call_id, false)
+  queued = nil
+end
+if queued then
+  if redis.call('HGET', K.wait_ticket(call_id), 'creator') ~= creator then
+    -- Another caller's waiting call: not this one's to join (nor, by
+    -- giving up, to end). It is told what that caller was.
+    local reply = {'none', 'at_capacity', warning}
+    for _, step in ipairs(chain) do reply[#reply + 1] = step end
+    return reply
+  end
+  serve_waiters(now)
+  existing = answer_existing()
+  if existing then
+    return existing
+  end
+  local reply = {'wait', tonumber(queued), warning}
+  for _, step in ipairs(chain) do reply[#reply + 1] = step end
+  return reply
+end
 
 -- Admission (issue 10), in this step: a merchant at its max_calls gets no
 -- pod, whatever is free (counted from its live calls, K.merchant_calls);
--- then a token from the merchant's and the source's rate buckets.
-local now = now_ms()
+-- then a token from the merchant's and the source's rate buckets (the
+-- merchant's own rate_per_second, when its config has one).
+local cap, note
 if merchant ~= '' then
-  local cap, note = cap_of(merchant, mc)
+  cap, note = cap_of(merchant, mc)
   if warning == '' then warning = note end
   if cap and merchant_live(merchant, now) >= cap then
     local reply = {'none', 'merchant_at_cap', warning}
@@ -66,12 +121,18 @@ if merchant ~= '' then
     return reply
   end
 end
-local limited, retry_ms = take_rate(merchant, creator, tonumber(ARGV[rate_i] or 0),
-  tonumber(ARGV[rate_i + 1] or 1), tonumber(ARGV[rate_i + 2] or 0), tonumber(ARGV[rate_i + 3] or 1), now)
+local m_rate, m_burst, rate_note = merchant_rate_of(merchant, mc, tonumber(ARGV[rate_i] or 0),
+  tonumber(ARGV[rate_i + 1] or 1))
+if warning == '' then warning = rate_note end
+local limited, retry_ms = take_rate(merchant, creator, m_rate, m_burst,
+  tonumber(ARGV[rate_i + 2] or 0), tonumber(ARGV[rate_i + 3] or 1), now)
 if limited then
   return {'limited', limited, retry_ms, warning}
 end
 
+-- Calls waiting for capacity are served before this one may look (no
+-- arrival overtakes them); what room they cannot use, it may take.
+serve_waiters(now)
 local pod, source, kind, avail = take_from_chain(chain, tiers, nil)
 
 if not pod then
@@ -93,18 +154,19 @@ if not pod then
     reason = 'all_draining'
   end
   note_refused(chain, now) -- the demand signal (issue 10)
+  -- Only busy pods can free up within a webhook's budget: no_pods and
+  -- all_draining are refused at once.
+  if reason == 'at_capacity' and budget_ms > 0 then
+    local deadline = start_wait(call_id, merchant, creator, ARGV[#ARGV], chain, tiers, cap,
+      lease_ms, info_ms, budget_ms, now)
+    local reply = {'wait', deadline, warning}
+    for _, step in ipairs(chain) do reply[#reply + 1] = step end
+    return reply
+  end
   local reply = {'none', reason, warning}
   for _, step in ipairs(chain) do reply[#reply + 1] = step end
   return reply
 end
 
-redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'merchant_id', merchant,
-  'allocated_at', tostring(math.floor(now / 1000)), 'pool_type', kind, 'creator', creator)
-if ARGV[#ARGV] ~= '' then
-  redis.call('HSET', call_key, 'traceparent', ARGV[#ARGV])
-end
-redis.call('HDEL', call_key, '_lock')
-redis.call('PEXPIRE', call_key, info_ms)
-assign(pod, call_id, source, kind, avail, lease_ms, now)
-count_call(merchant, call_id, now + lease_ms, now)
+write_allocation(call_id, merchant, creator, ARGV[#ARGV], pod, source, kind, avail, lease_ms, info_ms, now)
 return {'ok', pod, source, 0, kind, warning, creator}

@@ -306,6 +306,24 @@ local function cap_of(merchant, mc)
   return n, ''
 end
 
+-- The merchant's own rate (rate_per_second, rate_burst in its config,
+-- issue 10) in place of the global one (rate, burst). A stored value that
+-- is not valid (written by hand: the admin API refuses it) keeps the
+-- global rate, with a note for the log.
+local function merchant_rate_of(merchant, mc, rate, burst)
+  if type(mc) ~= 'table' or mc.rate_per_second == nil then
+    return rate, burst, ''
+  end
+  local r, b = mc.rate_per_second, mc.rate_burst
+  if type(r) ~= 'number' or r <= 0 or r ~= r then
+    return rate, burst, 'merchant config of ' .. merchant .. ' has an invalid rate_per_second; using the global rate'
+  end
+  if type(b) ~= 'number' or b < 1 or b ~= math.floor(b) then
+    b = math.max(1, math.ceil(r))
+  end
+  return r, b, ''
+end
+
 -- Admission rate limits (issue 10): token buckets in Redis, so every
 -- replica takes from the same one. A bucket is a hash {tokens, at}; a
 -- missing one is full.
@@ -392,4 +410,20 @@ local function end_call_record(call_id, how, ttl_ms, extra)
     redis.call('HSET', tomb, unpack(extra))
   end
   redis.call('PEXPIRE', tomb, ttl_ms)
+end
+
+-- Writes a new call's allocation of pod: its call info, the pod's state and
+-- the merchant's count (allocate.lua, and waitlib.lua's hand-off to a
+-- waiting call).
+local function write_allocation(call_id, merchant, creator, traceparent, pod, source, kind, avail, lease_ms, info_ms, now)
+  local call_key = K.call(call_id)
+  redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'merchant_id', merchant,
+    'allocated_at', tostring(math.floor(now / 1000)), 'pool_type', kind, 'creator', creator)
+  if traceparent and traceparent ~= '' then
+    redis.call('HSET', call_key, 'traceparent', traceparent)
+  end
+  redis.call('HDEL', call_key, '_lock')
+  redis.call('PEXPIRE', call_key, info_ms)
+  assign(pod, call_id, source, kind, avail, lease_ms, now)
+  count_call(merchant, call_id, now + lease_ms, now)
 end

@@ -22,7 +22,9 @@
 -- late release answers "not_found" and changes nothing. The call info goes
 -- with its media claim, and a tombstone takes its place (how "released",
 -- stale or not: either way the call is over), so a replayed webhook gets no
--- pod; the tombstone keeps the call's record for its timeline.
+-- pod; the tombstone keeps the call's record for its timeline. A pod or
+-- slot back in its pool goes to calls waiting for capacity first
+-- (waitlib.lua's serve_waiters), in this same step.
 
 local call_key, call_id = KEYS[1], ARGV[1]
 local info = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type')
@@ -80,6 +82,7 @@ if kind == 'shared' then
       'allocated_at', '', 'released_at', tostring(math.floor(now / 1000)))
   end
   local to_pool = (score and not draining) and 1 or 0
+  serve_waiters(now) -- the slot goes to a waiting call first (issue 10)
   return {'released', pod, to_pool, draining and 1 or 0, source}
 end
 
@@ -99,4 +102,7 @@ if not draining and not is_unready(pod) and redis.call('GET', K.pod_tier(pod)) =
 end
 redis.call('HSET', K.pod_info(pod), 'status', state, 'allocated_call_sid', '',
   'allocated_at', '', 'released_at', tostring(math.floor(now / 1000)))
+-- The pod goes to a waiting call first, on whichever replica it waits
+-- (issue 10: the hand-off is here, not a race of retries).
+serve_waiters(now)
 return {'released', pod, to_pool, draining and 1 or 0, source}

@@ -154,6 +154,10 @@ for i = 5 + 2 * n, #ARGV do
     end
   end
 end
+-- Pods and slots recovered go to calls waiting for capacity first (issue 10).
+if #recovered + reclaimed + readded > 0 then
+  serve_waiters(now)
+end
 local out = {'ok', #recovered, reclaimed, readded, expired, skipped}
 for _, pod in ipairs(recovered) do
   out[#out + 1] = pod

@@ -39,7 +39,7 @@ func TestAdminConfigCLI(t *testing.T) {
 		t.Fatalf("tiers get = %s, %v", out, err)
 	}
 	// Applied at once on this replica: a merchant may name the new tier.
-	if _, err := admin("merchants", "set", "acme", `{"pool":"acme","fallback":["vip"],"max_calls":3}`); err != nil {
+	if _, err := admin("merchants", "set", "acme", `{"pool":"acme","fallback":["vip"],"max_calls":3,"rate_per_second":2.5}`); err != nil {
 		t.Fatalf("merchant naming the new tier: %v", err)
 	}
 	for name, args := range map[string][]string{
@@ -50,6 +50,8 @@ func TestAdminConfigCLI(t *testing.T) {
 		"zero max_calls":           {"merchants", "set", "acme", `{"max_calls":0}`},
 		"absurd max_calls":         {"merchants", "set", "acme", `{"max_calls":1000000000}`},
 		"fractional max_calls":     {"merchants", "set", "acme", `{"max_calls":2.5}`},
+		"zero rate_per_second":     {"merchants", "set", "acme", `{"rate_per_second":0}`},
+		"rate_burst without rate":  {"merchants", "set", "acme", `{"rate_burst":5}`},
 	} {
 		if _, err := admin(args...); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -60,7 +62,7 @@ func TestAdminConfigCLI(t *testing.T) {
 	if _, err := admin("tiers", "set", bad); err == nil {
 		t.Fatal("invalid tier config accepted")
 	}
-	if out, _ := admin("merchants", "get", "acme"); !strings.Contains(out, `"vip"`) || !strings.Contains(out, `"max_calls": 3`) {
+	if out, _ := admin("merchants", "get", "acme"); !strings.Contains(out, `"vip"`) || !strings.Contains(out, `"max_calls": 3`) || !strings.Contains(out, `"rate_per_second": 2.5`) {
 		t.Fatalf("merchant config changed by refused writes: %s", out)
 	}
 	if _, err := admin("pools", "set", "acme", "2"); err != nil {

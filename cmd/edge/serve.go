@@ -164,7 +164,9 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	}
 	printQuickStart(stderr, log, pub.URL(), adm.URL(), cfg.OpenMode(), slices.Contains(provs.Names(), "twilio"))
 
-	components := []component{watcher, pools.source, pools.manager, pools.refresher, px, provs, pub, adm}
+	// The Waker wakes this replica's calls waiting for capacity
+	// (admission.wait); without it no call waits.
+	components := []component{watcher, alloc.Waker(), pools.source, pools.manager, pools.refresher, px, provs, pub, adm}
 	internal, err := newInternalListener(cfg, current, surface, reg, log)
 	if err != nil {
 		pub.Close()
