@@ -4,6 +4,7 @@ package edgetest
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -174,9 +175,19 @@ func (p *Process) ExitCode() int { return p.cmd.ProcessState.ExitCode() }
 
 // CPU returns the process's user+system CPU time so far, from /proc.
 func (p *Process) CPU() time.Duration {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pid()) + "/stat")
+	d, err := ProcessCPU(p.Pid())
 	if err != nil {
-		p.tb.Fatalf("read /proc stat: %v", err)
+		p.tb.Fatal(err)
+	}
+	return d
+}
+
+// ProcessCPU returns the user+system CPU time of any process so far, from
+// /proc (benchmarks measure other servers beside edge with it).
+func ProcessCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, fmt.Errorf("read /proc stat: %w", err)
 	}
 	// Fields after the command name (which may hold spaces) are space
 	// separated: utime and stime are fields 14 and 15 of the whole line.
@@ -185,5 +196,5 @@ func (p *Process) CPU() time.Duration {
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	const ticks = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticks
+	return time.Duration(utime+stime) * time.Second / ticks, nil
 }
