@@ -28,8 +28,13 @@ var (
 )
 
 // Binary builds ./cmd/edge (once per test process) and returns its path.
+// EDGE_BINARY names a prebuilt edge to run instead (a benchmark comparing
+// commits runs each one's binary in turn).
 func Binary(tb testing.TB) string {
 	tb.Helper()
+	if bin := os.Getenv("EDGE_BINARY"); bin != "" {
+		return bin
+	}
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "edge-bin-")
 		if err != nil {

@@ -23,8 +23,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// script stands in for allocate.lua and release.lua: one round trip that
-// returns a short array, as they do.
+// script stands in for the allocator's allocate and release scripts: one
+// round trip that returns a short array, as they do.
 var script = redis.NewScript(`return {'ok', ARGV[1], 'agent-1'}`)
 
 func main() {
