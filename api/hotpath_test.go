@@ -54,4 +54,3 @@ func BenchmarkReleaseAnswer(b *testing.B) {
 		}
 	})
 }
-
