@@ -81,8 +81,15 @@ var listening = regexp.MustCompile(`msg=listening (?:\S+ )*?listener=(\w+) addr=
 // so the log level must stay at info or below). The test's cleanup kills it.
 func Start(tb testing.TB, args []string, env ...string) *Process {
 	tb.Helper()
+	return StartBinary(tb, Binary(tb), args, env...)
+}
+
+// StartBinary is Start with a given edge binary (e.g. another commit's,
+// run beside this one's by a benchmark).
+func StartBinary(tb testing.TB, bin string, args []string, env ...string) *Process {
+	tb.Helper()
 	args = append([]string{"--listen-public", "127.0.0.1:0", "--listen-admin", "127.0.0.1:0", "--listen-internal", "127.0.0.1:0"}, args...)
-	cmd := exec.Command(Binary(tb), args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
