@@ -14,43 +14,47 @@ const maxPendingLog = 1 << 20
 const logBatchDelay = 2 * time.Millisecond
 
 // logWriter takes edge's stderr off the request path: Write appends the
-// line to a buffer and one goroutine writes the buffer out, so that under
-// load many lines leave in one write system call instead of one each.
+// line to a buffer and arms a timer; when it fires, one goroutine writes
+// everything buffered, so that under load many lines leave in one write
+// system call instead of one each.
 //
 // Why: every answered call logs two lines (allocated, released), and a
-// write to stderr (a pipe to the container runtime) is a system call that
-// also wakes the reader. At 16 clients that cost 25-40 us of edge's
-// 260 us of CPU per allocate+release cycle (docs/benchmarks.md, issue 12).
+// write to stderr (a pipe to the container runtime) is a system call, made
+// under slog's lock. At 16 clients logging was 10 % of edge's CPU per
+// allocate+release cycle, 3.5 % with this writer (docs/benchmarks.md,
+// issue 12). A timer, not a goroutine woken per line: arming one wakes
+// nobody, and a wake-up per line cost about what the write did.
 //
-// Lines keep their order. What is given up: lines accepted in the
-// microseconds before a crash (a panic, SIGKILL) may not reach stderr;
+// Lines keep their order. What is given up: lines accepted in the last
+// logBatchDelay before a crash (a panic, SIGKILL) may not reach stderr;
 // Close writes everything on a clean stop, and lines written after Close
 // go straight out.
 type logWriter struct {
-	out  io.Writer
-	wake chan struct{} // one pending wake-up at most
-	stop chan struct{}
-	done chan struct{}
+	out   io.Writer
+	timer *time.Timer // runs flush
 
-	// outMu orders the writes to out: whoever takes lines from pending
-	// holds it until they are written, so that two batches never cross.
+	// outMu orders flush and the writes after Close.
 	outMu sync.Mutex
 
 	mu      sync.Mutex
-	room    *sync.Cond // pending was written out
+	room    *sync.Cond // a flush made room in pending
 	pending []byte
-	closed  bool
+	spare   []byte // the buffer of the last batch, for the next one
+	// armed: the timer will flush pending. It stays set while a flush
+	// writes, so that one flush runs at a time.
+	armed  bool
+	closed bool
 }
 
 func newLogWriter(out io.Writer) *logWriter {
-	w := &logWriter{out: out, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	w := &logWriter{out: out}
 	w.room = sync.NewCond(&w.mu)
-	go w.run()
+	w.timer = time.AfterFunc(time.Hour, w.flush)
+	w.timer.Stop()
 	return w
 }
 
-// Write accepts p (slog's handlers do not keep p after Write returns, and
-// neither does anyone else: it is copied).
+// Write accepts p (copied: slog reuses its buffer).
 func (w *logWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	for !w.closed && len(w.pending) > 0 && len(w.pending)+len(p) > maxPendingLog {
@@ -61,16 +65,42 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		return w.writeThrough(p)
 	}
 	w.pending = append(w.pending, p...)
-	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default: // a wake-up is pending already; it will take p too
+	if !w.armed {
+		w.armed = true
+		w.timer.Reset(logBatchDelay)
 	}
+	w.mu.Unlock()
 	return len(p), nil
 }
 
-// writeThrough writes what is pending, then p, in order with any batch the
-// goroutine is writing.
+// flush writes what is pending, and arms the timer again if lines came
+// meanwhile.
+func (w *logWriter) flush() {
+	w.outMu.Lock()
+	defer w.outMu.Unlock()
+	w.mu.Lock()
+	lines := w.pending
+	w.pending = w.spare[:0]
+	w.spare = nil
+	w.mu.Unlock()
+	if len(lines) > 0 {
+		// A write error has nowhere to go: stderr is where errors go.
+		w.out.Write(lines)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if cap(lines) <= 64<<10 { // keep the buffer unless a burst grew it
+		w.spare = lines
+	}
+	w.armed = len(w.pending) > 0 && !w.closed
+	if w.armed {
+		w.timer.Reset(logBatchDelay)
+	}
+	w.room.Broadcast()
+}
+
+// writeThrough writes what is pending, then p, in order with a flush that
+// is writing.
 func (w *logWriter) writeThrough(p []byte) (int, error) {
 	w.outMu.Lock()
 	defer w.outMu.Unlock()
@@ -87,45 +117,6 @@ func (w *logWriter) writeThrough(p []byte) (int, error) {
 	return w.out.Write(p)
 }
 
-func (w *logWriter) run() {
-	defer close(w.done)
-	var spare []byte
-	delay := time.NewTimer(logBatchDelay)
-	delay.Stop()
-	for {
-		select {
-		case <-w.wake:
-		case <-w.stop:
-			return
-		}
-		// Let the lines of the next moment join this one's: without the
-		// wait, the goroutine wakes for nearly every line and the wake-up
-		// costs what the write did.
-		delay.Reset(logBatchDelay)
-		select {
-		case <-delay.C:
-		case <-w.stop:
-			return
-		}
-		w.outMu.Lock()
-		w.mu.Lock()
-		lines := w.pending
-		w.pending = spare[:0]
-		w.mu.Unlock()
-		// A write error has nowhere to go: stderr is where errors go.
-		w.out.Write(lines)
-		w.outMu.Unlock()
-		// Keep the buffer for the next batch unless a burst grew it large.
-		spare = nil
-		if cap(lines) <= 64<<10 {
-			spare = lines
-		}
-		w.mu.Lock()
-		w.room.Broadcast()
-		w.mu.Unlock()
-	}
-}
-
 // Close writes out what is pending and makes later writes synchronous.
 func (w *logWriter) Close() error {
 	w.mu.Lock()
@@ -136,8 +127,7 @@ func (w *logWriter) Close() error {
 	w.closed = true
 	w.room.Broadcast() // a writer waiting for room writes through now
 	w.mu.Unlock()
-	close(w.stop)
-	<-w.done
+	w.timer.Stop()
 	_, err := w.writeThrough(nil)
 	return err
 }
