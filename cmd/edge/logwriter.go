@@ -7,7 +7,7 @@ import (
 )
 
 // maxPendingLog bounds the bytes a logWriter holds: past it, a line waits
-// for the writer goroutine (back-pressure, never a dropped line).
+// for the next flush (back-pressure, never a dropped line).
 const maxPendingLog = 1 << 20
 
 // logBatchDelay is the longest a line waits for others to leave with it.
@@ -21,7 +21,7 @@ const logBatchDelay = 2 * time.Millisecond
 // Why: every answered call logs two lines (allocated, released), and a
 // write to stderr (a pipe to the container runtime) is a system call, made
 // under slog's lock. At 16 clients logging was 10 % of edge's CPU per
-// allocate+release cycle, 3.5 % with this writer (docs/benchmarks.md,
+// allocate+release cycle, 4 % with this writer (docs/benchmarks.md,
 // issue 12). A timer, not a goroutine woken per line: arming one wakes
 // nobody, and a wake-up per line cost about what the write did.
 //

@@ -50,8 +50,8 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)
 	}
-	// Log lines leave through one goroutine (logwriter.go); everything
-	// this function writes to stderr goes the same way, in order.
+	// Log lines leave in batches (logwriter.go); everything this
+	// function writes to stderr goes the same way, in order.
 	lw := newLogWriter(stderr)
 	defer lw.Close()
 	stderr = lw
