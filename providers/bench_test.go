@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,9 @@ import (
 var (
 	benchRate     = flag.Int("webhook-rate", 200, "webhooks per second on each path (BenchmarkWebhookVsGeneric)")
 	benchDuration = flag.Duration("webhook-duration", 10*time.Second, "how long BenchmarkWebhookVsGeneric sends")
+	// The remedies tried for the p99 tail (issue 12, docs/bench-plugins.md).
+	benchPluginEnv  = flag.String("webhook-plugin-env", "", "extra environment of the plugin process, comma separated (e.g. GOMAXPROCS=1)")
+	benchPluginNice = flag.Int("webhook-plugin-nice", 0, "run the plugin process under nice -n N (negative: before other work; needs root)")
 )
 
 // BenchmarkWebhookVsGeneric measures, side by side in one run, the latency
@@ -27,7 +32,22 @@ var (
 //
 //	go test -run '^$' -bench WebhookVsGeneric -benchtime 1x ./providers/
 func BenchmarkWebhookVsGeneric(b *testing.B) {
-	e := newEnv(b, spec("twilio", plugins.Settings{"auth_tokens": twilioToken}))
+	s := spec("twilio", plugins.Settings{"auth_tokens": twilioToken})
+	if *benchPluginEnv != "" || *benchPluginNice != 0 {
+		command := s.Command
+		s.Command = func() *exec.Cmd {
+			cmd := command()
+			if *benchPluginEnv != "" {
+				cmd.Env = append(cmd.Env, strings.Split(*benchPluginEnv, ",")...)
+			}
+			if *benchPluginNice != 0 {
+				cmd.Args = append([]string{"nice", "-n", strconv.Itoa(*benchPluginNice)}, cmd.Args...)
+				cmd.Path, _ = exec.LookPath("nice")
+			}
+			return cmd
+		}
+	}
+	e := newEnv(b, s)
 	for i := range 8 {
 		e.register(b, "basic", fmt.Sprintf("shared-%d", i))
 	}

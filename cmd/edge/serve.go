@@ -50,6 +50,11 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)
 	}
+	// Log lines leave in batches (logwriter.go); everything this
+	// function writes to stderr goes the same way, in order.
+	lw := newLogWriter(stderr)
+	defer lw.Close()
+	stderr = lw
 	level := new(slog.LevelVar)
 	level.Set(cfg.Log.SlogLevel())
 	// Every line names this replica: a call's thread crosses replicas

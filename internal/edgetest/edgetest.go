@@ -4,6 +4,7 @@ package edgetest
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -27,8 +28,13 @@ var (
 )
 
 // Binary builds ./cmd/edge (once per test process) and returns its path.
+// EDGE_BINARY names a prebuilt edge to run instead (a benchmark comparing
+// commits runs each one's binary in turn).
 func Binary(tb testing.TB) string {
 	tb.Helper()
+	if bin := os.Getenv("EDGE_BINARY"); bin != "" {
+		return bin
+	}
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "edge-bin-")
 		if err != nil {
@@ -75,8 +81,15 @@ var listening = regexp.MustCompile(`msg=listening (?:\S+ )*?listener=(\w+) addr=
 // so the log level must stay at info or below). The test's cleanup kills it.
 func Start(tb testing.TB, args []string, env ...string) *Process {
 	tb.Helper()
+	return StartBinary(tb, Binary(tb), args, env...)
+}
+
+// StartBinary is Start with a given edge binary (e.g. another commit's,
+// run beside this one's by a benchmark).
+func StartBinary(tb testing.TB, bin string, args []string, env ...string) *Process {
+	tb.Helper()
 	args = append([]string{"--listen-public", "127.0.0.1:0", "--listen-admin", "127.0.0.1:0", "--listen-internal", "127.0.0.1:0"}, args...)
-	cmd := exec.Command(Binary(tb), args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -174,9 +187,19 @@ func (p *Process) ExitCode() int { return p.cmd.ProcessState.ExitCode() }
 
 // CPU returns the process's user+system CPU time so far, from /proc.
 func (p *Process) CPU() time.Duration {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pid()) + "/stat")
+	d, err := ProcessCPU(p.Pid())
 	if err != nil {
-		p.tb.Fatalf("read /proc stat: %v", err)
+		p.tb.Fatal(err)
+	}
+	return d
+}
+
+// ProcessCPU returns the user+system CPU time of any process so far, from
+// /proc (benchmarks measure other servers beside edge with it).
+func ProcessCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, fmt.Errorf("read /proc stat: %w", err)
 	}
 	// Fields after the command name (which may hold spaces) are space
 	// separated: utime and stime are fields 14 and 15 of the whole line.
@@ -185,5 +208,5 @@ func (p *Process) CPU() time.Duration {
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	const ticks = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticks
+	return time.Duration(utime+stime) * time.Second / ticks, nil
 }
