@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -307,8 +308,19 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 	p.Log.Info("media socket opened", append(s.attrs(), "failovers", call.failovers)...)
 	// Either way this handler, and net/http's connection goroutine with its
 	// grown stack and buffers, return now.
-	if p.cfg().Relay != RelayGoroutines && p.loops.add(s, up, early) {
-		return
+	if p.cfg().Relay != RelayGoroutines && p.loops.running() {
+		var t *tlsTakeover
+		if tc, ok := conn.(*tls.Conn); ok {
+			// A TLS client's records go to the loop when crypto/tls
+			// gives them up cleanly (tlshandoff.go); what tc held is
+			// the client's next bytes either way.
+			var held []byte
+			t, held = takeTLS(tc)
+			early = append(early, held...)
+		}
+		if p.loops.add(s, up, early, t) {
+			return
+		}
 	}
 	s.setInterrupt(func() {
 		// A write blocked on a peer that does not read would never see
