@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -204,4 +205,24 @@ func TestTLSEdgeKeyUpdateReadByCryptoTLS(t *testing.T) {
 	}
 	c.Close(websocket.StatusNormalClosure, "")
 	e.waitSockets(0)
+}
+
+// A client that offers resumption gets edge's session tickets under the
+// application key before the 101 (crypto/tls sends none to a client
+// without a session cache); a resumed handshake (PSK) derives the traffic
+// secrets the same way. Both sockets still go to the loops.
+func TestTLSResumingClientTakesTheEpollRelay(t *testing.T) {
+	e := newEnv(t, envOpt{relay: RelayEpoll})
+	f := e.serveTLS(t)
+	cache := tls.NewLRUClientSessionCache(4)
+	for i := range 2 {
+		_, url := e.allocate(fmt.Sprintf("CA-res%d", i), "")
+		c := f.dial(t, f.wss(e, url), func(c *tls.Config) { c.ClientSessionCache = cache }, nil)
+		echo(t, c, "with tickets")
+		c.Close(websocket.StatusNormalClosure, "")
+		e.waitSockets(0)
+	}
+	if got := e.px.loops.carriedTLS.Load(); got != 2 {
+		t.Errorf("TLS sockets on the epoll loops = %d, want 2", got)
+	}
 }

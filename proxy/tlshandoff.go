@@ -21,8 +21,9 @@ import (
 //     a log line);
 //   - sequence numbers: the raw connection under the tls.Conn watches the
 //     records that pass and trial-opens them with those secrets, counting
-//     the ones under the application keys (the server's session tickets
-//     and the 101 going out; the client's upgrade request coming in);
+//     the ones under the application keys (the server's session tickets,
+//     sent only to a client that offers resumption, and the 101 going
+//     out; the client's upgrade request coming in);
 //   - bytes held: after the hijack, the tls.Conn is read until it would
 //     need the network (the raw connection then answers "not now"): what
 //     it returns is plaintext for the pod, and what stays in it is the
@@ -247,13 +248,17 @@ func (rc *tlsRaw) record(w *recordWatch, rec []byte) bool {
 	buf := append([]byte(nil), rec...)
 	for _, k := range w.keys {
 		k.seq = w.seq
-		_, typ, err := k.openRecord(buf)
+		content, typ, err := k.openRecord(buf)
 		if err != nil {
 			copy(buf, rec)
 			continue
 		}
-		if typ != recordTypeAppl {
-			return false // a KeyUpdate, an alert: crypto/tls keeps it
+		// Edge's session tickets come first under its application key
+		// (to a client that offers resumption); anything else but data
+		// (a KeyUpdate, an alert) leaves the connection to crypto/tls.
+		ticket := w.dir == 1 && typ == recordTypeHShake && len(content) > 0 && content[0] == msgNewSessionTicket
+		if typ != recordTypeAppl && !ticket {
+			return false
 		}
 		w.keys, w.found = []*trafficKeys{k}, true
 		w.seq++

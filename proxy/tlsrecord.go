@@ -8,7 +8,6 @@ import (
 	"crypto/sha512"
 	"crypto/tls"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash"
 	"slices"
@@ -223,10 +222,12 @@ type tlsAlert struct {
 
 func (a tlsAlert) Error() string { return "tls: " + a.msg }
 
-var (
-	errBadRecordMAC = tlsAlert{alertBadRecordMAC, "record authentication failed"}
-	errPeerAlert    = errors.New("tls: the client sent a fatal alert")
-)
+var errBadRecordMAC = tlsAlert{alertBadRecordMAC, "record authentication failed"}
+
+// peerAlert is a fatal alert from the peer (its description).
+type peerAlert byte
+
+func (a peerAlert) Error() string { return fmt.Sprintf("tls: the peer sent fatal alert %d", byte(a)) }
 
 // tlsRecords is a relayed client's record layer: both directions' keys,
 // a partial inbound record carried across reads, and the events that the
@@ -346,7 +347,7 @@ func (r *tlsRecords) alert(b []byte) error {
 	case b[1] == alertUserCanceled && b[0] == 1:
 		return nil // a warning; close_notify follows
 	}
-	return errPeerAlert
+	return peerAlert(b[1])
 }
 
 // seal appends plain to dst as records of at most maxPlaintext bytes,
