@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -319,9 +320,11 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 			early = append(early, held...)
 		}
 		if p.loops.add(s, up, early, t) {
+			p.countRelayed(RelayEpoll, conn)
 			return
 		}
 	}
+	p.countRelayed(RelayGoroutines, conn)
 	s.setInterrupt(func() {
 		// A write blocked on a peer that does not read would never see
 		// the read deadlines: bound it, as the loops' close grace does.
@@ -332,4 +335,15 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 		s.podConn.SetReadDeadline(aLongTimeAgo)
 	})
 	go p.bridge(s, up, early)
+}
+
+// countRelayed counts a socket by the relay that carries it and whether its
+// client speaks TLS: the share of TLS sockets on the goroutine relay shows
+// clients that the loops cannot serve (TLS 1.2).
+func (p *Proxy) countRelayed(r Relay, client net.Conn) {
+	transport := "tcp"
+	if _, ok := client.(*tls.Conn); ok {
+		transport = "tls"
+	}
+	p.metrics.relayed.WithLabelValues(string(r), transport).Inc()
 }
