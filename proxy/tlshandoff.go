@@ -126,7 +126,7 @@ func (pausedError) Timeout() bool   { return true }
 func (pausedError) Temporary() bool { return true }
 
 // keyLog is the KeyLogWriter of one connection's config: lines "LABEL
-// <client random> <secret>" (crypto/tls common.go writeKeyLog). Only the
+// <client random> <secret>" (crypto/tls Config.writeKeyLog). Only the
 // TLS 1.3 application traffic secrets are kept, in memory; a TLS 1.2
 // connection (CLIENT_RANDOM) is never taken over.
 type keyLog struct{ rc *tlsRaw }
