@@ -274,6 +274,11 @@ func (e *esock) wire(i int, dst, plain []byte) []byte {
 // of anything sealed later. False when the socket ended.
 func (l *eloop) answerKeyUpdate(e *esock) bool {
 	d := &e.dirs[1]
+	if e.tls.closeSent {
+		// Nothing follows edge's close_notify.
+		e.tls.owedUpdate = false
+		return true
+	}
 	idle := d.pend == nil
 	d.pend = e.tls.keyUpdate(d.pend)
 	if !idle {
@@ -398,7 +403,13 @@ func (l *eloop) settle(e *esock) bool {
 		// 6.1), as crypto/tls's CloseWrite does it.
 		t.closeSent = true
 		e.dirs[1].pend = t.alertRecord(alertCloseNotify)
-		return l.flush(e, &e.dirs[1])
+		if !l.flush(e, &e.dirs[1]) {
+			return false
+		}
+		if e.dirs[1].pend != nil && !e.done {
+			l.update(e) // the rest when the client can take it
+		}
+		return !e.done
 	}
 	if !e.shut {
 		e.shut = true
