@@ -324,6 +324,10 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 			return
 		}
 	}
+	if tc, ok := conn.(*tls.Conn); ok {
+		// crypto/tls keeps this socket: its record watch ends.
+		stopTLSWatch(tc)
+	}
 	p.countRelayed(RelayGoroutines, conn)
 	s.setInterrupt(func() {
 		// A write blocked on a peer that does not read would never see

@@ -283,6 +283,14 @@ func (rc *tlsRaw) giveUp() {
 	rc.mu.Unlock()
 }
 
+// stopTLSWatch ends the record watch of a connection that crypto/tls
+// keeps (the goroutine relay carries it).
+func stopTLSWatch(tc *tls.Conn) {
+	if rc, ok := tc.NetConn().(*tlsRaw); ok {
+		rc.giveUp()
+	}
+}
+
 // tlsTakeover is a TLS media socket's state taken from crypto/tls: its TCP
 // connection and the record layer to drive it with.
 type tlsTakeover struct {
