@@ -22,7 +22,7 @@ func recordPair(t testing.TB, s *tlsSuite) *tlsRecords {
 // returns the application data.
 func openSplit(r *tlsRecords, wire []byte, cut int) ([]byte, error) {
 	var plain []byte
-	buf := make([]byte, readSize)
+	buf := make([]byte, 32<<10) // the loops' read buffer
 	for _, chunk := range [][]byte{wire[:cut], wire[cut:]} {
 		for len(chunk) > 0 {
 			m := copy(buf, r.part)
