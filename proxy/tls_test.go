@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -224,5 +225,57 @@ func TestTLSResumingClientTakesTheEpollRelay(t *testing.T) {
 	}
 	if got := e.px.loops.carriedTLS.Load(); got != 2 {
 		t.Errorf("TLS sockets on the epoll loops = %d, want 2", got)
+	}
+}
+
+// The loop's idle clock counts a TLS client's records as it counts plain
+// bytes: a client that falls silent gets edge's 4000 close, sealed, and its
+// call is released.
+func TestTLSIdleClientClosed4000(t *testing.T) {
+	e := newEnv(t, envOpt{relay: RelayEpoll, cfg: func(c *Config) { c.IdleTimeout = 300 * time.Millisecond }})
+	f := e.serveTLS(t)
+	pod, url := e.allocate("CA-idle", "")
+	c := f.dial(t, f.wss(e, url), nil, nil)
+	echo(t, c, "then silence")
+	if got := readClose(t, c); got != CloseIdleTimeout {
+		t.Errorf("close status = %d, want %d", got, CloseIdleTimeout)
+	}
+	e.waitSockets(0)
+	if owner := e.podOwner(pod); owner != "" {
+		t.Errorf("pod %s still leased to %q", pod, owner)
+	}
+	if got := e.px.loops.carriedTLS.Load(); got != 1 {
+		t.Errorf("TLS sockets on the epoll loops = %d, want 1", got)
+	}
+}
+
+// A drain that reaches its deadline closes a TLS socket on the loops with
+// 1001, sealed, then close_notify, and Run returns after its release.
+func TestTLSDrainDeadlineClosesWith1001(t *testing.T) {
+	e := newEnv(t, envOpt{relay: RelayEpoll, cfg: func(c *Config) { c.DrainTimeout = 200 * time.Millisecond }})
+	f := e.serveTLS(t)
+	pod, url := e.allocate("CA-drain", "")
+	c := f.rawClient(t, e, url)
+	c.echo("hi")
+	e.cancel()
+	var got []byte
+	var err error
+	for err == nil {
+		var b []byte
+		b, err = c.read()
+		got = append(got, b...)
+	}
+	// A close frame (0x88, unmasked) carrying 1001, whatever its reason.
+	if len(got) < 4 || got[0] != 0x88 || int(got[2])<<8|int(got[3]) != CloseGoingAway || err != io.EOF || !c.rec.peerClosed {
+		t.Errorf("client got % x then %v (close_notify %v), want close 1001 then close_notify", got, err, c.rec.peerClosed)
+	}
+	select {
+	case <-e.runErr:
+		e.runErr <- nil
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the drain deadline")
+	}
+	if owner := e.podOwner(pod); owner != "" {
+		t.Errorf("pod still leased to %q after the drain closed its socket", owner)
 	}
 }
