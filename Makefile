@@ -12,7 +12,8 @@ PKGS    := ./...
 FUZZTIME ?= 5s
 FUZZ := ./allocator:FuzzParseTierConfig ./allocator:FuzzValidateID \
 	./plugins:FuzzParseForm ./plugins/twilio:FuzzWebhook ./plugins/plivo:FuzzWebhook ./plugins/exotel:FuzzWebhook \
-	./plugins/twilio:FuzzVerifyAgainstSDK ./plugins/plivo:FuzzVerifyAgainstPlivoGo
+	./plugins/twilio:FuzzVerifyAgainstSDK ./plugins/plivo:FuzzVerifyAgainstPlivoGo \
+	./proxy:FuzzTLSRecordOpen
 
 run:
 	$(GO) run ./cmd/edge
@@ -26,14 +27,16 @@ test: deps lint unit fuzz kube-e2e faults-short
 
 # deps installs what the tests run for real: redis-server (also run as a
 # sentinel: redis-server --sentinel), redis-cli (creates the test Redis
-# Cluster), etcd for the kube-e2e tier, and promtool (Debian's prometheus
-# package) for the alert rules' unit tests.
+# Cluster), etcd for the kube-e2e tier, promtool (Debian's prometheus
+# package) for the alert rules' unit tests, and openssl (s_client, the
+# second TLS implementation the proxy's TLS record layer is tested against).
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
 	command -v etcd >/dev/null 2>&1 || missing="$$missing etcd-server"; \
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing (Debian packages)"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \

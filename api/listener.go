@@ -34,6 +34,11 @@ type ListenerConfig struct {
 	// a plain-HTTP request gets net/http's 400 "Client sent an HTTP
 	// request to an HTTPS server".
 	TLS *tls.Config
+	// TLSListener, when set, serves TLS on the bound listener in place of
+	// tls.NewListener: the public listener's is the media proxy's
+	// (proxy.TLSListener), which can take a media socket's TLS records
+	// over for its epoll relay. It must return *tls.Conn connections.
+	TLSListener func(inner net.Listener, cfg *tls.Config) net.Listener
 }
 
 // Listener is one HTTP listener as a component: Run serves until ctx ends,
@@ -60,7 +65,11 @@ func NewListener(name, addr string, h http.Handler, cfg ListenerConfig, log *slo
 		// Under the connection table, so that the table, the server's
 		// ConnState and a hijacking handler all see the same *tls.Conn
 		// (net/http answers plain HTTP only on a *tls.Conn it can see).
-		ln = tls.NewListener(ln, cfg.TLS)
+		if cfg.TLSListener != nil {
+			ln = cfg.TLSListener(ln, cfg.TLS)
+		} else {
+			ln = tls.NewListener(ln, cfg.TLS)
+		}
 	}
 	m := listenerMetrics(reg, name)
 	ct := newConnTable(name, cfg.MaxConns, log, m)

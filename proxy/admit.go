@@ -3,9 +3,11 @@ package proxy
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -307,9 +309,26 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 	p.Log.Info("media socket opened", append(s.attrs(), "failovers", call.failovers)...)
 	// Either way this handler, and net/http's connection goroutine with its
 	// grown stack and buffers, return now.
-	if p.cfg().Relay != RelayGoroutines && p.loops.add(s, up, early) {
-		return
+	if p.cfg().Relay != RelayGoroutines && p.loops.running() {
+		var t *tlsTakeover
+		if tc, ok := conn.(*tls.Conn); ok {
+			// A TLS client's records go to the loop when crypto/tls
+			// gives them up cleanly (tlshandoff.go); what tc held is
+			// the client's next bytes either way.
+			var held []byte
+			t, held = takeTLS(tc)
+			early = append(early, held...)
+		}
+		if p.loops.add(s, up, early, t) {
+			p.countRelayed(RelayEpoll, conn)
+			return
+		}
 	}
+	if tc, ok := conn.(*tls.Conn); ok {
+		// crypto/tls keeps this socket: its record watch ends.
+		stopTLSWatch(tc)
+	}
+	p.countRelayed(RelayGoroutines, conn)
 	s.setInterrupt(func() {
 		// A write blocked on a peer that does not read would never see
 		// the read deadlines: bound it, as the loops' close grace does.
@@ -320,4 +339,15 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 		s.podConn.SetReadDeadline(aLongTimeAgo)
 	})
 	go p.bridge(s, up, early)
+}
+
+// countRelayed counts a socket by the relay that carries it and whether its
+// client speaks TLS: the share of TLS sockets on the goroutine relay shows
+// clients that the loops cannot serve (TLS 1.2).
+func (p *Proxy) countRelayed(r Relay, client net.Conn) {
+	transport := "tcp"
+	if _, ok := client.(*tls.Conn); ok {
+		transport = "tls"
+	}
+	p.metrics.relayed.WithLabelValues(string(r), transport).Inc()
 }

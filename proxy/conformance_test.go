@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -154,8 +155,8 @@ type gorillaClient struct {
 	pong atomic.Int64
 }
 
-func dialGorilla(url string, compress bool) (confClient, error) {
-	d := gorilla.Dialer{EnableCompression: compress, Subprotocols: []string{confProtocol}, WriteBufferSize: 512, HandshakeTimeout: 5 * time.Second}
+func dialGorilla(url string, compress bool, tc *tls.Config) (confClient, error) {
+	d := gorilla.Dialer{EnableCompression: compress, Subprotocols: []string{confProtocol}, WriteBufferSize: 512, HandshakeTimeout: 5 * time.Second, TLSClientConfig: tc}
 	if !compress {
 		d.WriteBufferSize = 4 << 20
 	}
@@ -222,14 +223,18 @@ type coderClient struct {
 	ext string
 }
 
-func dialCoder(url string, compress bool) (confClient, error) {
+func dialCoder(url string, compress bool, tc *tls.Config) (confClient, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	mode := websocket.CompressionDisabled
 	if compress {
 		mode = websocket.CompressionNoContextTakeover
 	}
-	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: []string{confProtocol}, CompressionMode: mode})
+	opts := &websocket.DialOptions{Subprotocols: []string{confProtocol}, CompressionMode: mode}
+	if tc != nil {
+		opts.HTTPClient = &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+	}
+	c, resp, err := websocket.Dial(ctx, url, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +299,7 @@ func (e *env) confCall(pod string, n *int) string {
 
 func TestWebSocketConformanceThroughTheHop(t *testing.T) {
 	pairs := map[string]struct {
-		dial func(string, bool) (confClient, error)
+		dial func(string, bool, *tls.Config) (confClient, error)
 		pod  func(*confPod) http.Handler
 	}{
 		"gorilla provider, coder pod": {dialGorilla, coderPod},
@@ -302,75 +307,97 @@ func TestWebSocketConformanceThroughTheHop(t *testing.T) {
 	}
 	for name, pair := range pairs {
 		t.Run(name, func(t *testing.T) {
-			eachRelay(t, func(t *testing.T, relay Relay) {
-				const limit = 1 << 20
-				e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.MaxMessageBytes = limit }})
-				rec := &confPod{}
-				srv := httptest.NewServer(pair.pod(rec))
-				t.Cleanup(srv.Close)
-				e.addPod("conf-pod", "gold", strings.TrimPrefix(srv.URL, "http://"))
-				var n int
+			// Both relays, and the epoll relay with edge terminating TLS
+			// (its records opened and sealed by the loop).
+			variants := []struct {
+				relay Relay
+				tls   bool
+			}{{RelayEpoll, false}, {RelayGoroutines, false}, {RelayEpoll, true}}
+			for _, v := range variants {
+				label := string(v.relay)
+				if v.tls {
+					label += "-tls"
+				}
+				t.Run(label, func(t *testing.T) {
+					relay := v.relay
+					const limit = 1 << 20
+					e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.MaxMessageBytes = limit }})
+					var tc *tls.Config
+					wrap := func(u string) string { return u }
+					if v.tls {
+						f := e.serveTLS(t)
+						tc, wrap = f.client, func(u string) string { return f.wss(e, u) }
+					}
+					rec := &confPod{}
+					srv := httptest.NewServer(pair.pod(rec))
+					t.Cleanup(srv.Close)
+					e.addPod("conf-pod", "gold", strings.TrimPrefix(srv.URL, "http://"))
+					var n int
 
-				c, err := pair.dial(e.confCall("conf-pod", &n), true)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if sp, ext := c.negotiated(); sp != confProtocol || !strings.Contains(ext, "permessage-deflate") {
-					t.Errorf("negotiated subprotocol %q, extensions %q; want %s and permessage-deflate end to end", sp, ext, confProtocol)
-				}
-				confEcho(t, c, false, []byte("hello through edge"))
-				big := make([]byte, 500<<10)
-				rand.Read(big)
-				confEcho(t, c, true, big)
-				parts := make([][]byte, 3)
-				for i := range parts {
-					parts[i] = make([]byte, 8<<10)
-					rand.Read(parts[i])
-				}
-				if err := c.writeFragments(parts); err != nil {
-					t.Fatal(err)
-				}
-				if got, err := c.read(); err != nil || !bytes.Equal(got, bytes.Join(parts, nil)) {
-					t.Fatalf("fragmented echo: %d bytes, %v", len(got), err)
-				}
-				if p := c.pongs(); p == 0 {
-					t.Error("the ping between fragments got no pong")
-				}
-				c.close(4001, "agent done")
-				waitFor(t, "the pod's close", func() bool { return rec.last() != "" })
-				if got := rec.last(); got != "4001 agent done" {
-					t.Errorf("pod saw close %q, want 4001 agent done", got)
-				}
-				e.waitSockets(0) // the call released, its pod free again
+					c, err := pair.dial(wrap(e.confCall("conf-pod", &n)), true, tc)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if sp, ext := c.negotiated(); sp != confProtocol || !strings.Contains(ext, "permessage-deflate") {
+						t.Errorf("negotiated subprotocol %q, extensions %q; want %s and permessage-deflate end to end", sp, ext, confProtocol)
+					}
+					confEcho(t, c, false, []byte("hello through edge"))
+					big := make([]byte, 500<<10)
+					rand.Read(big)
+					confEcho(t, c, true, big)
+					parts := make([][]byte, 3)
+					for i := range parts {
+						parts[i] = make([]byte, 8<<10)
+						rand.Read(parts[i])
+					}
+					if err := c.writeFragments(parts); err != nil {
+						t.Fatal(err)
+					}
+					if got, err := c.read(); err != nil || !bytes.Equal(got, bytes.Join(parts, nil)) {
+						t.Fatalf("fragmented echo: %d bytes, %v", len(got), err)
+					}
+					if p := c.pongs(); p == 0 {
+						t.Error("the ping between fragments got no pong")
+					}
+					c.close(4001, "agent done")
+					waitFor(t, "the pod's close", func() bool { return rec.last() != "" })
+					if got := rec.last(); got != "4001 agent done" {
+						t.Errorf("pod saw close %q, want 4001 agent done", got)
+					}
+					e.waitSockets(0) // the call released, its pod free again
 
-				c, err = pair.dial(e.confCall("conf-pod", &n), true)
-				if err != nil {
-					t.Fatal(err)
-				}
-				c.write(false, []byte("close:4002:bye now"))
-				if _, err := c.read(); !errors.Is(err, closeErr{4002, "bye now"}) {
-					t.Errorf("pod's close reached the provider as %v, want close 4002 \"bye now\"", err)
-				}
-				e.waitSockets(0)
+					c, err = pair.dial(wrap(e.confCall("conf-pod", &n)), true, tc)
+					if err != nil {
+						t.Fatal(err)
+					}
+					c.write(false, []byte("close:4002:bye now"))
+					if _, err := c.read(); !errors.Is(err, closeErr{4002, "bye now"}) {
+						t.Errorf("pod's close reached the provider as %v, want close 4002 \"bye now\"", err)
+					}
+					e.waitSockets(0)
 
-				// One frame over the limit: 1009 to both.
-				c, err = pair.dial(e.confCall("conf-pod", &n), false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				before := len(rec.closes)
-				go c.write(true, make([]byte, limit+1))
-				// The code, not the reason: a library still writing when
-				// the close arrives may report its own reply's.
-				if _, err := c.read(); !errors.As(err, new(closeErr)) || err.(closeErr).code != CloseTooBig {
-					t.Errorf("oversized message: provider got %v, want close 1009", err)
-				}
-				waitFor(t, "the pod's close", func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return len(rec.closes) > before })
-				if got := rec.last(); !strings.HasPrefix(got, "1009 ") {
-					t.Errorf("oversized message: pod saw %q, want 1009", got)
-				}
-				e.waitSockets(0)
-			})
+					// One frame over the limit: 1009 to both.
+					c, err = pair.dial(wrap(e.confCall("conf-pod", &n)), false, tc)
+					if err != nil {
+						t.Fatal(err)
+					}
+					before := len(rec.closes)
+					go c.write(true, make([]byte, limit+1))
+					// The code, not the reason: a library still writing when
+					// the close arrives may report its own reply's.
+					if _, err := c.read(); !errors.As(err, new(closeErr)) || err.(closeErr).code != CloseTooBig {
+						t.Errorf("oversized message: provider got %v, want close 1009", err)
+					}
+					waitFor(t, "the pod's close", func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return len(rec.closes) > before })
+					if got := rec.last(); !strings.HasPrefix(got, "1009 ") {
+						t.Errorf("oversized message: pod saw %q, want 1009", got)
+					}
+					e.waitSockets(0)
+					if v.tls && e.px.loops.carriedTLS.Load() != 3 {
+						t.Errorf("TLS sockets on the epoll loops = %d, want 3", e.px.loops.carriedTLS.Load())
+					}
+				})
+			}
 		})
 	}
 }

@@ -8,8 +8,10 @@
 // count messages, see close codes, bound message size and inject close
 // frames at a frame boundary) served by a few epoll event loops outside Go's
 // netpoller (eloop_linux.go, esock_linux.go; two goroutines per socket in
-// pump.go where epoll cannot be used), one batched lease renewal per interval for
-// every socket of the replica, release of the call when its socket ends, and
+// pump.go where epoll cannot be used), the TLS 1.3 records of clients whose
+// TLS edge terminates, opened and sealed by those loops (tlshandoff.go
+// takes them over from crypto/tls after the upgrade; tlsrecord.go is the
+// record layer), one batched lease renewal per interval for every socket of the replica, release of the call when its socket ends, and
 // the drain of hijacked sockets on shutdown, which http.Server.Shutdown does
 // not track.
 //

@@ -48,8 +48,9 @@ type loops struct {
 	set  atomic.Pointer[[]*eloop]
 	next atomic.Uint32
 	// carried counts the sockets handed to the loops (tests check that
-	// the epoll relay, not its fallback, carried a socket).
-	carried atomic.Int64
+	// the epoll relay, not its fallback, carried a socket), carriedTLS
+	// those of them whose client speaks TLS.
+	carried, carriedTLS atomic.Int64
 }
 
 func (ls *loops) start(p *Proxy) error {
@@ -83,14 +84,18 @@ func (ls *loops) stop() {
 
 // add hands s to a loop, round robin. It reports false, leaving the
 // connections untouched, when the epoll relay cannot carry them (no loops,
-// or a connection that is not plain TCP, e.g. TLS): the caller then uses
-// the goroutine relay.
-func (ls *loops) add(s *socket, up *upstream, early []byte) bool {
+// or a connection that is not plain TCP): the caller then uses the
+// goroutine relay. t, when not nil, is the client's TLS record layer taken
+// from crypto/tls (tlshandoff.go), and its TCP connection the client's.
+func (ls *loops) add(s *socket, up *upstream, early []byte, t *tlsTakeover) bool {
 	set := ls.set.Load()
 	if set == nil {
 		return false
 	}
 	cc, ok1 := s.client.(*net.TCPConn)
+	if t != nil {
+		cc, ok1 = t.conn, true
+	}
 	pc, ok2 := up.conn.(*net.TCPConn)
 	if !ok1 || !ok2 {
 		return false
@@ -109,6 +114,10 @@ func (ls *loops) add(s *socket, up *upstream, early []byte) bool {
 		pfd = -1
 	}
 	e := &esock{s: s, fds: [2]int{cfd, pfd}}
+	if t != nil {
+		e.tls = t.rec
+		ls.carriedTLS.Add(1)
+	}
 	e.dirs[0] = edir{src: 0, pend: early}
 	e.dirs[1] = edir{src: 1, pend: up.early}
 	s.client, s.podConn = nil, nil
@@ -129,6 +138,9 @@ func (ls *loops) add(s *socket, up *upstream, early []byte) bool {
 	s.setInterrupt(func() { l.send(ecmd{e: e}) })
 	return true
 }
+
+// running reports whether the loops take sockets.
+func (ls *loops) running() bool { return ls.set.Load() != nil }
 
 // detach takes c out of Go's netpoller and returns a non-blocking fd of
 // the same socket: a duplicate, then the Go conn's close (which removes
@@ -174,8 +186,11 @@ type eloop struct {
 	done    chan struct{}
 
 	// Owned by the loop goroutine.
-	socks    map[int32]*esock // by fd, client and pod
-	buf      []byte
+	socks map[int32]*esock // by fd, client and pod
+	buf   []byte
+	// sealBuf is where records for a TLS client are sealed before their
+	// write; it grows to one read's worth of records once.
+	sealBuf  []byte
 	events   [256]unix.EpollEvent
 	base     time.Time
 	now      int64 // nanoseconds since base, read once per batch

@@ -9,8 +9,9 @@ import (
 
 // loops: the epoll relay exists on Linux only; elsewhere every socket takes
 // the goroutine relay.
-type loops struct{ carried atomic.Int64 }
+type loops struct{ carried, carriedTLS atomic.Int64 }
 
-func (*loops) start(*Proxy) error                  { return errors.New("epoll relay: Linux only") }
-func (*loops) stop()                               {}
-func (*loops) add(*socket, *upstream, []byte) bool { return false }
+func (*loops) start(*Proxy) error                                { return errors.New("epoll relay: Linux only") }
+func (*loops) stop()                                             {}
+func (*loops) add(*socket, *upstream, []byte, *tlsTakeover) bool { return false }
+func (*loops) running() bool                                     { return false }

@@ -25,6 +25,10 @@ type esock struct {
 	// close) until both end their streams or closeBy passes.
 	shut bool
 	done bool
+	// tls is the client's TLS record layer (nil: plain TCP). Bytes from
+	// the client are opened as they are read; bytes to it are sealed as
+	// they are queued, so dirs[1].pend holds ciphertext.
+	tls *tlsRecords
 }
 
 // edir is one direction of an esock.
@@ -65,7 +69,7 @@ func (l *eloop) register(e *esock) {
 			continue
 		}
 		n, v := e.pol.dirs[i].relayed(e.s, d.pend)
-		if d.pend = d.pend[:n]; n == 0 {
+		if d.pend = e.wire(i, nil, d.pend[:n]); len(d.pend) == 0 {
 			d.pend = nil
 		}
 		if v.code != 0 {
@@ -153,17 +157,48 @@ func (l *eloop) handle(e *esock, fd int, ev uint32) {
 // read moves one read of d's source to its destination; false when the
 // socket ended.
 func (l *eloop) read(e *esock, d *edir) bool {
-	n, errno := rawRead(e.fds[d.src], l.buf)
-	switch {
-	case again(errno):
+	t := e.tls
+	if d.src != 0 {
+		t = nil
+	}
+	buf := l.buf
+	if t != nil {
+		// Room in front for the start of a record read before.
+		buf = l.buf[len(t.part):]
+	}
+	n, errno := rawRead(e.fds[d.src], buf)
+	if again(errno) {
 		return true
+	}
+	ended := errno != 0 || n == 0
+	var b []byte
+	switch {
+	case ended:
+	case t != nil && e.closing && !d.owed:
+		return true // lingering: dropped unread, not even opened
+	case t != nil:
+		m := copy(l.buf, t.part)
+		p, err := t.open(l.buf[:m+n])
+		if err != nil {
+			return l.tlsFailed(e, err)
+		}
+		b = l.buf[:p]
+		if t.owedUpdate && !l.answerKeyUpdate(e) {
+			return false
+		}
+	default:
+		b = l.buf[:n]
+	}
+	// The client's close_notify ends its stream after b, as a FIN would.
+	peerEnd := t != nil && t.peerClosed
+	switch {
 	case e.closing:
-		if errno != 0 || n == 0 {
+		if !ended && d.owed && len(b) > 0 && !l.finishFrame(e, d, b) {
+			return false
+		}
+		if ended || peerEnd {
 			d.eof, d.owed = true, false
 			return l.settle(e)
-		}
-		if d.owed {
-			return l.finishFrame(e, d, l.buf[:n])
 		}
 		// Lingering: what a peer still sends is dropped.
 		return true
@@ -177,15 +212,18 @@ func (l *eloop) read(e *esock, d *edir) bool {
 	case n == 0:
 		return l.eof(e, d)
 	}
-	b := l.buf[:n]
 	if d.src == 0 {
 		e.pol.clientSent(l.now)
 	}
 	n, v := e.pol.dirs[d.src].relayed(e.s, b)
-	b = b[:n]
+	out := b[:n]
+	if d.src == 1 && e.tls != nil && n > 0 {
+		out = e.tls.seal(l.sealBuf[:0], recordTypeAppl, out)
+		l.sealBuf = out[:0]
+	}
 	w := 0
-	if n > 0 {
-		w, errno = rawWrite(e.fds[1-d.src], b)
+	if len(out) > 0 {
+		w, errno = rawWrite(e.fds[1-d.src], out)
 	}
 	if w < 0 {
 		w = 0
@@ -198,16 +236,19 @@ func (l *eloop) read(e *esock, d *edir) bool {
 		l.teardown(e, side(1-d.src))
 		return false
 	}
-	if w < n {
+	if w < len(out) {
 		// The destination is full: keep the rest, stop reading the source
 		// until it is out (backpressure through TCP, nothing queues).
-		d.pend = append(make([]byte, 0, n-w), b[w:]...)
+		d.pend = append(make([]byte, 0, len(out)-w), out[w:]...)
 		d.since = l.now
 		l.update(e)
 	}
 	if v.code != 0 && e.s.markStop(v.code, v.reason) {
 		l.beginClose(e)
 		return !e.done
+	}
+	if peerEnd {
+		return l.eof(e, d)
 	}
 	return true
 }
@@ -276,11 +317,12 @@ func (l *eloop) finishFrame(e *esock, d *edir, b []byte) bool {
 	pol := &e.pol.dirs[d.src]
 	n := pol.untilBoundary(b)
 	pol.relayed(e.s, b[:n])
-	d.pend = append(d.pend, b[:n]...)
+	i := d.src
+	d.pend = e.wire(i, d.pend, b[:n])
 	if !pol.finishing() {
 		d.owed = false
 		if f := pol.closeFrame(e.s); f != nil {
-			d.pend = append(d.pend, f...)
+			d.pend = e.wire(i, d.pend, f)
 		}
 	}
 	if len(d.pend) == 0 {
@@ -300,6 +342,19 @@ func (l *eloop) settle(e *esock) bool {
 	if e.dirs[0].pend != nil || e.dirs[1].pend != nil || e.dirs[0].owed || e.dirs[1].owed {
 		l.update(e)
 		return true
+	}
+	if t := e.tls; t != nil && !t.closeSent {
+		// A TLS client hears close_notify before the TCP FIN (RFC 8446
+		// 6.1), as crypto/tls's CloseWrite does it.
+		t.closeSent = true
+		e.dirs[1].pend = t.alertRecord(alertCloseNotify)
+		if !l.flush(e, &e.dirs[1]) {
+			return false
+		}
+		if e.dirs[1].pend != nil && !e.done {
+			l.update(e) // the rest when the client can take it
+		}
+		return !e.done
 	}
 	if !e.shut {
 		e.shut = true
@@ -336,7 +391,7 @@ func (l *eloop) beginClose(e *esock) {
 			continue
 		}
 		if f := e.pol.dirs[i].closeFrame(e.s); f != nil {
-			d.pend = append(d.pend, f...)
+			d.pend = e.wire(i, d.pend, f)
 		}
 	}
 	for i := range e.dirs {
@@ -369,6 +424,9 @@ func (l *eloop) teardown(e *esock, by int32) {
 		unix.Close(fd)
 	}
 	e.dirs[0].pend, e.dirs[1].pend = nil, nil
+	if e.tls != nil {
+		e.tls.wipe()
+	}
 	pol := e.pol // the socket's counts, as they are now
 	go l.p.finish(e.s, &pol)
 }

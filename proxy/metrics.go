@@ -22,6 +22,7 @@ type metrics struct {
 	probes       *prometheus.CounterVec
 	renewals     *prometheus.CounterVec
 	releases     *prometheus.CounterVec
+	relayed      *prometheus.CounterVec
 }
 
 // newMetrics registers the proxy's metrics on reg (nil: unregistered).
@@ -82,6 +83,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edge_proxy_releases_total",
 			Help: "Calls released when their media socket ended, by outcome (released, stale, not_found, error).",
 		}, []string{"outcome"}),
+		relayed: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_proxy_relayed_sockets_total",
+			Help: "Media sockets relayed, by relay (epoll, goroutines: the fallback) and client transport (tcp, tls: terminated in edge).",
+		}, []string{"relay", "client"}),
 	}
 	for _, d := range []string{"client_to_pod", "pod_to_client"} {
 		m.dir[d] = &dirCounters{bytes: bytes.WithLabelValues(d), messages: msgs.WithLabelValues(d)}

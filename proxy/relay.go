@@ -25,12 +25,16 @@ type Relay string
 const (
 	// RelayEpoll serves every relayed pair from a few event loops, one
 	// epoll set each, outside Go's netpoller (eloop_linux.go,
-	// esock_linux.go): no goroutine wake-up per message. The default on
+	// esock_linux.go): no goroutine wake-up per message. It carries plain
+	// TCP clients and the TLS 1.3 clients of edge's own listener, whose
+	// records the loop opens and seals (tlsrecord.go). The default on
 	// Linux, measured in docs/bench-media.md.
 	RelayEpoll Relay = "epoll"
 	// RelayGoroutines runs two copy goroutines per socket on Go's netpoller
-	// (pump.go). Used where epoll cannot be: other systems, a client
-	// connection that is not plain TCP (TLS), or Run not started.
+	// (pump.go). Used where epoll cannot be: other systems, a TLS client
+	// whose records the loops cannot take over (TLS 1.2, or a state
+	// tlshandoff.go cannot account for), another kind of client connection,
+	// or Run not started.
 	RelayGoroutines Relay = "goroutines"
 )
 

@@ -8,7 +8,10 @@
 #   TLS=1 bench/media/run.sh 200 1000      adds edge and nginx terminating TLS
 #                                          (same certificate, same suites), and
 #                                          full handshakes per second per core
-#   TLS=only ...                           direct and the two TLS paths only
+#                                          and the second edge (goroutine relay,
+#                                          or BASE) terminating TLS too: the
+#                                          TLS relay's before and after
+#   TLS=only ...                           direct and the TLS paths only
 #   BASE=main ...                          the second edge is the epoll relay
 #                                          built from that commit (label
 #                                          edge-base) instead of the goroutine
@@ -82,6 +85,13 @@ if [ "$TLS" != 0 ]; then
 		"$work/edge" --config bench/media/edge.yaml 2>"$work/edge-tls.log" &
 	edget_pid=$!
 	pids+=($edget_pid)
+	# The second edge terminating TLS too: TLS on the goroutine relay (or
+	# on BASE), the TLS path before the loops took TLS records over.
+	GOMAXPROCS=${EDGE_GOMAXPROCS:-} EDGE_LISTEN__PUBLIC=127.0.0.1:18083 EDGE_LISTEN__ADMIN=127.0.0.1:19083 \
+		EDGE_TLS__CERT_FILE="$work/tls/edge.crt" EDGE_TLS__KEY_FILE="$work/tls/edge.key" \
+		"$work/edge-goroutines" --config bench/media/edge.yaml 2>"$work/edge-tls2.log" &
+	edget2_pid=$!
+	pids+=($edget2_pid)
 fi
 sleep 1
 # edge twice, same config but the relay: the default (epoll) and the
@@ -97,11 +107,11 @@ pids+=($edgeg_pid)
 # machine) must stop the run: the load would otherwise measure whatever
 # answers on that port.
 ports="19080 19081"
-[ "$TLS" != 0 ] && ports="$ports 19082"
+[ "$TLS" != 0 ] && ports="$ports 19082 19083"
 for port in $ports; do
 	for i in $(seq 50); do curl -sf http://127.0.0.1:$port/readyz >/dev/null && break; sleep 0.2; done
 done
-for pid in $edge_pid $edgeg_pid ${edget_pid:-}; do
+for pid in $edge_pid $edgeg_pid ${edget_pid:-} ${edget2_pid:-}; do
 	kill -0 "$pid" 2>/dev/null || { echo "an edge exited at start:" >&2; cat "$work"/edge*.log >&2; exit 1; }
 done
 nginx_all=$(echo $nginx_pid $(pgrep -P $nginx_pid) | tr ' ' ',')
@@ -153,11 +163,13 @@ for n in $STREAMS; do
 				"http://127.0.0.1:19082/debug/pprof/profile?seconds=$(( ${MEASURE%s} - 2 ))") &
 		fi
 		"$work/wsload" run -mode edge -label edge-tls -streams "$n" -pods $PODS -target https://127.0.0.1:18082 -ca "$work/tls/ca.crt" -pids $edget_pid -warmup "$WARMUP" -measure "$MEASURE"
+		"$work/wsload" run -mode edge -label "$second-tls" -streams "$n" -pods $PODS -target https://127.0.0.1:18083 -ca "$work/tls/ca.crt" -pids $edget2_pid -warmup "$WARMUP" -measure "$MEASURE"
 		"$work/wsload" run -mode nginx -label nginx-tls -streams "$n" -pods $PODS -target https://127.0.0.1:18443 -ca "$work/tls/ca.crt" -pids "$nginxt_all" -warmup "$WARMUP" -measure "$MEASURE"
 	fi
 done
 if [ "$TLS" != 0 ]; then
 	# Full handshakes (no resumption) from 8 dialers; per core = per CPU-second of the server.
 	"$work/wsload" handshakes -label edge-tls -addr 127.0.0.1:18082 -ca "$work/tls/ca.crt" -pids $edget_pid -measure "$MEASURE"
+	"$work/wsload" handshakes -label "$second-tls" -addr 127.0.0.1:18083 -ca "$work/tls/ca.crt" -pids $edget2_pid -measure "$MEASURE"
 	"$work/wsload" handshakes -label nginx-tls -addr 127.0.0.1:18443 -ca "$work/tls/ca.crt" -pids "$nginxt_all" -measure "$MEASURE"
 fi

@@ -20,6 +20,7 @@ import (
 	"github.com/edge-voice/edge/api"
 	"github.com/edge-voice/edge/calls"
 	"github.com/edge-voice/edge/config"
+	"github.com/edge-voice/edge/proxy"
 )
 
 // component is anything that runs until its context ends.
@@ -210,11 +211,14 @@ func newListeners(cfg *config.Config, current func() *config.Config, s *api.Surf
 		Grace:    func() time.Duration { return current().HTTP.ShutdownTimeout },
 	}
 	lc.TLS = serverConfig(certs.public, certs.acme)
+	// Media sockets arrive on the public listener: its TLS records can go
+	// to the proxy's epoll relay (proxy/tlshandoff.go).
+	lc.TLSListener = proxy.TLSListener
 	pub, err = api.NewListener("public", cfg.Listen.Public, s.Public(), lc, log, reg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listen.public: %w", err)
 	}
-	lc.TLS = serverConfig(certs.admin, nil)
+	lc.TLS, lc.TLSListener = serverConfig(certs.admin, nil), nil
 	adm, err = api.NewListener("admin", cfg.Listen.Admin, s.Admin(), lc, log, reg)
 	if err != nil {
 		pub.Close()

@@ -28,7 +28,8 @@ import (
 // socket relays through edge to a plain fake agent; SNI picks the extra
 // pair; a symlink-swap rotation reaches new handshakes while the open
 // socket keeps flowing; a bad pair at reload keeps the last good one and
-// is counted.
+// is counted. The socket is relayed by the epoll loops, which took its
+// TLS records over from crypto/tls.
 func TestEdgeTerminatesTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs edge processes")
@@ -124,6 +125,9 @@ tls:
 		`edge_tls_reload_errors_total{key="tls",listener="tls"} 1`,
 		`edge_tls_reloads_total{listener="tls"} 1`,
 		`edge_tls_certificate_expiry_seconds{key="tls.certificates[0]",listener="tls",name="media.test"}`,
+		// The wss socket's TLS 1.3 records are the epoll loop's
+		// (proxy/tlshandoff.go), across the rotation too.
+		`edge_proxy_relayed_sockets_total{client="tls",relay="epoll"} 1`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s", want)

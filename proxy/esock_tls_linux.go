@@ -1,0 +1,60 @@
+//go:build linux
+
+package proxy
+
+import "errors"
+
+// The loop's side of a TLS client (esock.tls): what goes to it is sealed,
+// a KeyUpdate it asks for is answered at once, and a broken record ends
+// it. The records themselves are tlsrecord.go's.
+
+// wire is plain as it goes to direction i's destination, appended to dst:
+// sealed into records toward a TLS client, else as it is.
+func (e *esock) wire(i int, dst, plain []byte) []byte {
+	if i == 1 && e.tls != nil {
+		if len(plain) == 0 {
+			return dst
+		}
+		return e.tls.seal(dst, recordTypeAppl, plain)
+	}
+	return append(dst, plain...)
+}
+
+// answerKeyUpdate sends edge's KeyUpdate at once when the client asked for
+// one (update_requested): behind what already waits for the client, ahead
+// of anything sealed later. False when the socket ended.
+func (l *eloop) answerKeyUpdate(e *esock) bool {
+	d := &e.dirs[1]
+	if e.tls.closeSent {
+		// Nothing follows edge's close_notify.
+		e.tls.owedUpdate = false
+		return true
+	}
+	idle := d.pend == nil
+	d.pend = e.tls.keyUpdate(d.pend)
+	if !idle {
+		return true
+	}
+	if !l.flush(e, d) {
+		return false
+	}
+	if d.pend != nil && !e.done {
+		l.update(e)
+	}
+	return !e.done
+}
+
+// tlsFailed ends a socket whose client broke the TLS record protocol (a
+// record that does not authenticate, is oversized or malformed, a
+// forbidden message, its fatal alert): as a reset of the client would, with
+// the alert sent first where the stream toward the client is between
+// records.
+func (l *eloop) tlsFailed(e *esock, err error) bool {
+	l.p.Log.Debug("tls record failure", "err", err, "call_sid", e.s.callID)
+	var a tlsAlert
+	if errors.As(err, &a) && e.dirs[1].pend == nil {
+		rawWrite(e.fds[0], e.tls.alertRecord(a.desc))
+	}
+	l.teardown(e, sideClient)
+	return false
+}

@@ -1,0 +1,358 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+)
+
+// How a TLS media socket reaches the epoll relay. crypto/tls does the
+// handshake and serves the HTTP upgrade; once the socket is relayed, its
+// records are the loop's (tlsrecord.go). To take them over, edge needs the
+// connection's TLS 1.3 application traffic secrets and the sequence number
+// of each direction at that moment, and every byte crypto/tls read but
+// did not hand on:
+//   - secrets: the listener's tls.Config gives each connection a clone
+//     whose KeyLogWriter fills that connection's slot (never a file, never
+//     a log line);
+//   - sequence numbers: the raw connection under the tls.Conn watches the
+//     records that pass and trial-opens them with those secrets, counting
+//     the ones under the application keys (the server's session tickets,
+//     sent only to a client that offers resumption, and the 101 going
+//     out; the client's upgrade request coming in);
+//   - bytes held: after the hijack, the tls.Conn is read until it would
+//     need the network (the raw connection then answers "not now"): what
+//     it returns is plaintext for the pod, and what stays in it is the
+//     start of an incomplete record, the same bytes the watcher holds.
+// Anything unexpected (TLS 1.2, another suite, a record the watcher cannot
+// open, a KeyUpdate before the hand-off, more records than a media socket's
+// upgrade needs) leaves the socket to crypto/tls on the goroutine relay.
+
+// TLSListener serves TLS on inner with cfg, as tls.NewListener does, and
+// lets the media proxy take over the records of the sockets it relays on
+// its epoll loops. Connections other than TCP are served as by
+// tls.NewListener.
+func TLSListener(inner net.Listener, cfg *tls.Config) net.Listener {
+	base := cfg.Clone()
+	c := cfg.Clone()
+	c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		chosen := base
+		if base.GetConfigForClient != nil {
+			cc, err := base.GetConfigForClient(hello)
+			if err != nil {
+				return nil, err
+			}
+			if cc != nil {
+				chosen = cc
+			}
+		}
+		rc, ok := hello.Conn.(*tlsRaw)
+		if !ok {
+			return chosen, nil
+		}
+		// A clone per connection: its KeyLogWriter is this connection's
+		// slot. Session ticket keys stay the listener config's (crypto/tls
+		// uses the original config's unless the clone set its own).
+		per := chosen.Clone()
+		per.GetConfigForClient = nil
+		per.KeyLogWriter = keyLog{rc}
+		return per, nil
+	}
+	return &tlsListener{Listener: inner, cfg: c}
+}
+
+type tlsListener struct {
+	net.Listener
+	cfg *tls.Config
+}
+
+func (l *tlsListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		c = &tlsRaw{TCPConn: tc, out: recordWatch{dir: 1}}
+	}
+	return tls.Server(c, l.cfg), nil
+}
+
+// watchRecords bounds how many application records of each direction the
+// watcher opens before it gives up (then the connection stays crypto/tls's
+// for good): a media socket's upgrade is one request, one 101 and the
+// server's session tickets; a keep-alive connection of webhooks must not
+// pay a second decryption per request.
+const watchRecords = 16
+
+// tlsRaw is the TCP connection under a tls.Conn of TLSListener.
+type tlsRaw struct {
+	*net.TCPConn
+	mu sync.Mutex
+	// secrets: the client's and the server's application traffic
+	// secrets, from the key log.
+	secrets [2][]byte
+	in, out recordWatch
+	// gaveUp: the hand-off is impossible; watching stopped.
+	gaveUp atomic.Bool
+	// paused: the hand-off reads what the tls.Conn holds; a Read must not
+	// touch the socket.
+	paused atomic.Bool
+}
+
+// recordWatch follows one direction's records.
+type recordWatch struct {
+	dir  int // 0: from the client (its secret), 1: to it
+	part []byte
+	// keys are the candidate suites' keys, then the one that opened a
+	// record; seq counts the records under it.
+	keys   []*trafficKeys
+	found  bool
+	seq    uint64
+	misses int
+}
+
+// errPaused is a Read during the hand-off: temporary, so that the tls.Conn
+// keeps its state (and can still serve the goroutine relay).
+var errPaused = pausedError{}
+
+type pausedError struct{}
+
+func (pausedError) Error() string   { return "tls hand-off: would block" }
+func (pausedError) Timeout() bool   { return true }
+func (pausedError) Temporary() bool { return true }
+
+// keyLog is the KeyLogWriter of one connection's config: lines "LABEL
+// <client random> <secret>" (crypto/tls Config.writeKeyLog). Only the
+// TLS 1.3 application traffic secrets are kept, in memory; a TLS 1.2
+// connection (CLIENT_RANDOM) is never taken over.
+type keyLog struct{ rc *tlsRaw }
+
+func (k keyLog) Write(line []byte) (int, error) {
+	f := bytes.Fields(line)
+	if len(f) != 3 {
+		return len(line), nil
+	}
+	i := -1
+	switch string(f[0]) {
+	case "CLIENT_TRAFFIC_SECRET_0":
+		i = 0
+	case "SERVER_TRAFFIC_SECRET_0":
+		i = 1
+	case "CLIENT_RANDOM":
+		k.rc.giveUp()
+		return len(line), nil
+	default:
+		return len(line), nil
+	}
+	secret := make([]byte, hex.DecodedLen(len(f[2])))
+	if _, err := hex.Decode(secret, f[2]); err != nil {
+		return len(line), nil
+	}
+	k.rc.mu.Lock()
+	k.rc.secrets[i] = secret
+	k.rc.mu.Unlock()
+	return len(line), nil
+}
+
+// secret is a copy of direction i's secret (nil: not known yet).
+func (rc *tlsRaw) secret(i int) []byte {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]byte(nil), rc.secrets[i]...)
+}
+
+func (rc *tlsRaw) Write(b []byte) (int, error) {
+	n, err := rc.TCPConn.Write(b)
+	if n > 0 {
+		rc.watch(&rc.out, b[:n])
+	}
+	return n, err
+}
+
+func (rc *tlsRaw) Read(b []byte) (int, error) {
+	if rc.paused.Load() {
+		return 0, errPaused
+	}
+	n, err := rc.TCPConn.Read(b)
+	if n > 0 {
+		rc.watch(&rc.in, b[:n])
+	}
+	return n, err
+}
+
+// watch follows the records in b, the next bytes of w's direction.
+// Each direction's watch runs on the goroutine that reads, or writes, rc.
+func (rc *tlsRaw) watch(w *recordWatch, b []byte) {
+	if rc.gaveUp.Load() {
+		if w.keys != nil || w.part != nil {
+			*w = recordWatch{dir: w.dir}
+		}
+		return
+	}
+	if len(w.part) > 0 {
+		b = append(w.part, b...)
+	}
+	for len(b) >= recordHeaderLen {
+		n := int(b[3])<<8 | int(b[4])
+		if n > maxCiphertext13+2048 {
+			rc.giveUp()
+			return
+		}
+		if len(b) < recordHeaderLen+n {
+			break
+		}
+		if !rc.record(w, b[:recordHeaderLen+n]) {
+			rc.giveUp()
+			return
+		}
+		b = b[recordHeaderLen+n:]
+	}
+	w.part = append([]byte(nil), b...)
+}
+
+// record looks at one whole record; false: the hand-off is impossible.
+func (rc *tlsRaw) record(w *recordWatch, rec []byte) bool {
+	if rec[0] != recordTypeAppl {
+		// Plaintext handshake records, change_cipher_spec: before the
+		// application keys, or a TLS 1.2 connection.
+		return !w.found
+	}
+	if w.keys == nil {
+		s := rc.secret(w.dir)
+		if len(s) == 0 {
+			return true // under the handshake keys
+		}
+		for _, suite := range suitesForSecret(len(s)) {
+			k, err := newTrafficKeys(suite, s, 0)
+			if err != nil {
+				return false
+			}
+			w.keys = append(w.keys, k)
+		}
+		clear(s)
+		if w.keys == nil {
+			return false
+		}
+	}
+	if w.found && w.dir == 1 {
+		// Edge's own records: once one opened, the rest follow under the
+		// same key (crypto/tls changes it only to answer a client's
+		// KeyUpdate, which the inbound watcher refuses).
+		w.seq++
+		return w.seq <= watchRecords
+	}
+	buf := append([]byte(nil), rec...)
+	for _, k := range w.keys {
+		k.seq = w.seq
+		content, typ, err := k.openRecord(buf)
+		if err != nil {
+			copy(buf, rec)
+			continue
+		}
+		// Edge's session tickets come first under its application key
+		// (to a client that offers resumption); anything else but data
+		// (a KeyUpdate, an alert) leaves the connection to crypto/tls.
+		ticket := w.dir == 1 && typ == recordTypeHShake && len(content) > 0 && content[0] == msgNewSessionTicket
+		if typ != recordTypeAppl && !ticket {
+			return false
+		}
+		w.keys, w.found = []*trafficKeys{k}, true
+		w.seq++
+		return w.seq <= watchRecords
+	}
+	if w.found {
+		return false
+	}
+	// Under the handshake keys (the encrypted flight, the Finished).
+	w.misses++
+	return w.misses <= watchRecords
+}
+
+// giveUp stops the watch for good. Each direction's watcher drops its own
+// state at its next call (they run on other goroutines).
+func (rc *tlsRaw) giveUp() {
+	rc.gaveUp.Store(true)
+	rc.mu.Lock()
+	clear(rc.secrets[0])
+	clear(rc.secrets[1])
+	rc.secrets = [2][]byte{}
+	rc.mu.Unlock()
+}
+
+// stopTLSWatch ends the record watch of a connection that crypto/tls
+// keeps (the goroutine relay carries it).
+func stopTLSWatch(tc *tls.Conn) {
+	if rc, ok := tc.NetConn().(*tlsRaw); ok {
+		rc.giveUp()
+	}
+}
+
+// tlsTakeover is a TLS media socket's state taken from crypto/tls: its TCP
+// connection and the record layer to drive it with.
+type tlsTakeover struct {
+	conn *net.TCPConn
+	rec  *tlsRecords
+}
+
+// takeTLS takes over tc's records after the hijack, and returns the
+// plaintext that tc held (for the pod, after the hijack's own buffered
+// bytes). A nil takeover leaves tc usable, with the returned plaintext
+// read from it: the goroutine relay serves it.
+func takeTLS(tc *tls.Conn) (*tlsTakeover, []byte) {
+	rc, ok := tc.NetConn().(*tlsRaw)
+	if !ok || rc.gaveUp.Load() {
+		return nil, nil
+	}
+	st := tc.ConnectionState()
+	suite := suiteByID(st.CipherSuite)
+	if st.Version != tls.VersionTLS13 || suite == nil {
+		rc.giveUp()
+		return nil, nil
+	}
+	// Read what tc holds: decrypted and unread, or whole records not yet
+	// decrypted. Its Read comes back with errPaused once it needs the
+	// socket.
+	rc.paused.Store(true)
+	var held []byte
+	buf := make([]byte, 4<<10)
+	var err error
+	for {
+		var n int
+		n, err = tc.Read(buf)
+		held = append(held, buf[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	rc.paused.Store(false)
+	if !errors.Is(err, errPaused) || rc.gaveUp.Load() {
+		// A close_notify, a bad record: tc has its error and says so to
+		// the goroutine relay.
+		rc.giveUp()
+		return nil, held
+	}
+	in, out := &rc.in, &rc.out
+	if !in.found || !out.found || in.keys[0].suite != suite || out.keys[0].suite != suite {
+		rc.giveUp()
+		return nil, held
+	}
+	inKeys, err1 := newTrafficKeys(suite, rc.secret(0), in.seq)
+	outKeys, err2 := newTrafficKeys(suite, rc.secret(1), out.seq)
+	if err1 != nil || err2 != nil {
+		rc.giveUp()
+		return nil, held
+	}
+	t := &tlsTakeover{conn: rc.TCPConn, rec: &tlsRecords{in: inKeys, out: outKeys}}
+	if len(in.part) > 0 {
+		t.rec.part = append([]byte(nil), in.part...)
+	}
+	// The watcher's copies go (nothing else reads or writes rc now); the
+	// takeover has its own.
+	rc.giveUp()
+	rc.in, rc.out = recordWatch{}, recordWatch{}
+	return t, held
+}

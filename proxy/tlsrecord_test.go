@@ -1,0 +1,90 @@
+package proxy
+
+import (
+	"bytes"
+	"testing"
+)
+
+// recordPair is a record layer whose reads open what its writes seal: both
+// directions keyed from one secret.
+func recordPair(t testing.TB, s *tlsSuite) *tlsRecords {
+	secret := bytes.Repeat([]byte{7}, s.hash().Size())
+	in, err1 := newTrafficKeys(s, secret, 0)
+	out, err2 := newTrafficKeys(s, secret, 0)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	return &tlsRecords{in: in, out: out}
+}
+
+// openSplit feeds wire to r in two reads cut at cut, as the loop does (a
+// partial record carried in r.part, put in front of the next read), and
+// returns the application data.
+func openSplit(r *tlsRecords, wire []byte, cut int) ([]byte, error) {
+	var plain []byte
+	buf := make([]byte, 32<<10) // the loops' read buffer
+	for _, chunk := range [][]byte{wire[:cut], wire[cut:]} {
+		for len(chunk) > 0 {
+			m := copy(buf, r.part)
+			n := copy(buf[m:], chunk)
+			chunk = chunk[n:]
+			p, err := r.open(buf[:m+n])
+			if err != nil {
+				return plain, err
+			}
+			if p > m+n || len(r.part) > recordHeaderLen+maxCiphertext13 {
+				return plain, errBadRecordMAC
+			}
+			plain = append(plain, buf[:p]...)
+		}
+	}
+	return plain, nil
+}
+
+// FuzzTLSRecordOpen: the loop's record decoder takes any bytes from a
+// client without panicking or holding more than one record, and what the
+// record layer seals opens to the same bytes however the reads cut it,
+// KeyUpdates included.
+func FuzzTLSRecordOpen(f *testing.F) {
+	r := recordPair(f, suiteAES128)
+	f.Add(r.seal(nil, recordTypeAppl, []byte("hello")), uint16(3), uint8(0))
+	f.Add(r.out.sealRecord(nil, recordTypeHShake, []byte{msgKeyUpdate, 0, 0, 1, 1}), uint16(9), uint8(1))
+	f.Add(r.alertRecord(alertCloseNotify), uint16(0), uint8(2))
+	f.Add([]byte{recordTypeAppl, 3, 3, 0xff, 0xff}, uint16(2), uint8(0))
+	f.Fuzz(func(t *testing.T, data []byte, cut uint16, suite uint8) {
+		s := []*tlsSuite{suiteAES128, suiteAES256, suiteChaCha}[int(suite)%3]
+		c := int(cut) % (len(data) + 1)
+		// Anything: no panic, no unbounded state.
+		openSplit(recordPair(t, s), data, c)
+
+		// A round trip: data sealed (with an owed KeyUpdate ahead of it
+		// when suite is odd) opens to data.
+		r := recordPair(t, s)
+		r.owedUpdate = suite%2 == 1
+		wire := r.seal(nil, recordTypeAppl, data)
+		got, err := openSplit(r, wire, int(cut)%(len(wire)+1))
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("round trip of %d bytes: %d bytes, %v", len(data), len(got), err)
+		}
+	})
+}
+
+// Records over the limits are refused before any decryption.
+func TestTLSRecordLimits(t *testing.T) {
+	r := recordPair(t, suiteAES128)
+	for name, rec := range map[string][]byte{
+		"ciphertext over 2^14+256": {recordTypeAppl, 3, 3, (maxCiphertext13 + 1) >> 8, (maxCiphertext13 + 1) & 0xff},
+		"shorter than a tag":       append([]byte{recordTypeAppl, 3, 3, 0, 16}, make([]byte, 16)...),
+		"version":                  {recordTypeAppl, 3, 1, 0, 30},
+		"plaintext alert":          {recordTypeAlert, 3, 3, 0, 2, 2, 40},
+	} {
+		if _, err := r.open(rec); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	// Content over 2^14 bytes inside a record that authenticates.
+	big := r.out.sealRecord(nil, recordTypeAppl, make([]byte, maxPlaintext+1))
+	if _, err := r.open(big); err == nil {
+		t.Error("content over 2^14 bytes: accepted")
+	}
+}
