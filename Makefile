@@ -52,11 +52,7 @@ unit:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 fuzz:
-	@set -e; for t in $(FUZZ); do \
-		pkg=$${t%%:*}; name=$${t#*:}; \
-		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
-	done
+	@test/fuzz/run.sh $(GO) $(FUZZTIME) $(FUZZ)
 
 # kube-e2e runs the pool manager against a real kube-apiserver and etcd on
 # loopback. The first run on a machine builds kube-apiserver from the Go
