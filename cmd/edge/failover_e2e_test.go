@@ -35,23 +35,12 @@ func TestBrokenPodsEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	healthy, err := fakeagent.Listen("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go healthy.Run(ctx)
-	killed, err := fakeagent.Listen("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go killed.Run(ctx)
+	healthy := mediaAgent(t)
+	killed := mediaAgent(t)
 	healable := &e2eHealable{}
 	// Its handler serves behind the 500 switch; its own listener runs,
 	// unused, until the test ends.
-	if healable.agent, err = fakeagent.Listen("127.0.0.1:0", nil); err != nil {
-		t.Fatal(err)
-	}
-	go healable.agent.Run(ctx)
+	healable.agent = mediaAgent(t)
 	pods := map[string]string{
 		"pod-ok":     healthy.Addr(),
 		"pod-killed": killed.Addr(),

@@ -93,15 +93,9 @@ type faultRig struct {
 func newFaultRig(t *testing.T) *faultRig {
 	s := &faultRig{bin: mediaBuildEdge(t), redis: testredis.Start(t, testredis.TCP()), pods: 12}
 	s.rdb = s.redis.Client()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	var pods strings.Builder
 	for i := range s.pods {
-		ag, err := fakeagent.Listen("127.0.0.1:0", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go ag.Run(ctx)
+		ag := mediaAgent(t)
 		s.agents = append(s.agents, ag)
 		fmt.Fprintf(&pods, "    - {name: pod-%02d, address: %q, tier: gold}\n", i, ag.Addr())
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/edge-voice/edge/internal/fakeagent"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -29,11 +28,7 @@ func TestLeaderReleasesBeforeTheDrainOnSIGTERM(t *testing.T) {
 	rs := testredis.Start(t, testredis.TCP())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ag, err := fakeagent.Listen("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ag.Run(ctx)
+	ag := mediaAgent(t)
 	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
 listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
 log: {format: json, level: debug}

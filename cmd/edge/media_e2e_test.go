@@ -29,16 +29,10 @@ func TestMediaPathEndToEnd(t *testing.T) {
 	}
 	bin := mediaBuildEdge(t)
 	rs := testredis.Start(t, testredis.TCP())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var pods strings.Builder
 	agents := map[string]*fakeagent.Agent{}
 	for _, name := range []string{"pod-a", "pod-b"} {
-		ag, err := fakeagent.Listen("127.0.0.1:0", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go ag.Run(ctx)
+		ag := mediaAgent(t)
 		agents[name] = ag
 		fmt.Fprintf(&pods, "    - {name: %s, address: %q, tier: gold}\n", name, ag.Addr())
 	}

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edge-voice/edge/internal/fakeagent"
 )
 
 // mediaBuildEdge builds the edge binary into the test's temp dir: the
@@ -189,4 +191,25 @@ func mediaWriteFile(t *testing.T, name, text string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// mediaAgent is a fake voice agent on loopback that serves until the test
+// and its cleanups (the edge replicas first, registered later) are done.
+func mediaAgent(t *testing.T) *fakeagent.Agent {
+	t.Helper()
+	ag, err := fakeagent.Listen("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ag.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return ag
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/edge-voice/edge/internal/fakeagent"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -33,11 +32,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	defer cancel()
 	var pods strings.Builder
 	for _, name := range []string{"pod-a", "pod-b"} {
-		ag, err := fakeagent.Listen("127.0.0.1:0", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go ag.Run(ctx)
+		ag := mediaAgent(t)
 		fmt.Fprintf(&pods, "    - {name: %s, address: %q, tier: gold}\n", name, ag.Addr())
 	}
 	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
