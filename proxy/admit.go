@@ -319,8 +319,8 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 			t, held = takeTLS(tc)
 			early = append(early, held...)
 		}
-		if p.loops.add(s, up, early, t) {
-			p.countRelayed(RelayEpoll, conn)
+		if r, ok := p.loops.add(s, up, early, t); ok {
+			p.countRelayed(r, conn)
 			return
 		}
 	}

@@ -85,16 +85,30 @@ type Config struct {
 	// <= 0 renews every minRenewInterval, so that a caller that forgot it
 	// renews too often rather than never.
 	RenewInterval time.Duration `koanf:"-"`
-	// Relay picks the mechanism for new sockets ("": RelayEpoll where it
-	// can be used). Open sockets keep theirs. Not configurable: for tests
-	// and benchmarks.
-	Relay Relay `koanf:"-"`
+	// Relay picks how media sockets' bytes move: "epoll" (default), event
+	// loops that make one read and one write per message; "uring", loops
+	// that batch the receives and sends of every plain TCP socket through
+	// io_uring (Linux 6.1+; TLS clients stay on the epoll loops, and where
+	// io_uring is refused edge logs why and uses the epoll loops); or
+	// "goroutines", two goroutines per socket, the fallback of the other
+	// two. Restart: the loops start once.
+	Relay Relay `koanf:"relay" reload:"restart"`
+	// UringBatch is how long a "uring" loop holds a batch open once a
+	// completion came, for more to join it (Linux 6.13; ignored with a
+	// warning before): each message may wait this much more per pass
+	// through edge, for less CPU per message (docs/bench-media.md).
+	// Default 0: none. At most 1ms.
+	UringBatch time.Duration `koanf:"uring_batch" reload:"restart"`
 }
 
 // ejection is the pod health part of c, as the allocator takes it.
 func (c *Config) ejection() Ejection {
 	return Ejection{Backoff: c.EjectBackoff, MaxBackoff: c.EjectMaxBackoff, MaxPercent: c.MaxEjectionPercent}
 }
+
+// maxUringBatch bounds Config.UringBatch: a media frame every 20 ms
+// cannot wait much longer in edge.
+const maxUringBatch = time.Millisecond
 
 // minRenewInterval bounds the renewal loop when RenewInterval is unset.
 const minRenewInterval = time.Second
@@ -133,6 +147,14 @@ func (c Config) Validate() error {
 		confcheck.Positive("proxy.eject_backoff", c.EjectBackoff),
 		confcheck.Positive("proxy.eject_max_backoff", c.EjectMaxBackoff),
 		confcheck.Positive("proxy.probe_interval", c.ProbeInterval),
+	}
+	switch c.Relay {
+	case "", RelayEpoll, RelayUring, RelayGoroutines:
+	default:
+		errs = append(errs, confcheck.Invalid("proxy.relay", string(c.Relay), "must be epoll, uring or goroutines"))
+	}
+	if c.UringBatch < 0 || c.UringBatch > maxUringBatch {
+		errs = append(errs, confcheck.Invalid("proxy.uring_batch", c.UringBatch, "must be 0 to 1ms"))
 	}
 	if c.ConnectAttempts < 1 || c.ConnectAttempts > 5 {
 		errs = append(errs, confcheck.Invalid("proxy.connect_attempts", c.ConnectAttempts, "must be 1 to 5"))

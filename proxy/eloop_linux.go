@@ -47,13 +47,25 @@ func loopCount(procs int) int { return max(1, (procs+3)/4) }
 type loops struct {
 	set  atomic.Pointer[[]*eloop]
 	next atomic.Uint32
+	// uset, with proxy.relay "uring", carries the plain TCP sockets
+	// (uloop_linux.go); uprocs is what its start added to GOMAXPROCS.
+	uset   atomic.Pointer[[]*uloop]
+	uprocs int
 	// carried counts the sockets handed to the loops (tests check that
-	// the epoll relay, not its fallback, carried a socket), carriedTLS
-	// those of them whose client speaks TLS.
-	carried, carriedTLS atomic.Int64
+	// the loops, not the goroutine fallback, carried a socket), carriedTLS
+	// those of them whose client speaks TLS, carriedUring those on the
+	// uring loops.
+	carried, carriedTLS, carriedUring atomic.Int64
 }
 
 func (ls *loops) start(p *Proxy) error {
+	if p.cfg().Relay == RelayUring {
+		// The epoll loops start too: they carry the TLS clients, and
+		// every socket where io_uring is refused.
+		if err := ls.startUring(p); err != nil {
+			p.Log.Warn("uring relay unavailable: media sockets use the epoll relay", "err", err)
+		}
+	}
 	n := loopCount(runtime.GOMAXPROCS(0))
 	set := make([]*eloop, 0, n)
 	for range n {
@@ -73,6 +85,7 @@ func (ls *loops) start(p *Proxy) error {
 
 // stop ends the loops; Run calls it once every socket has ended.
 func (ls *loops) stop() {
+	ls.stopUring()
 	set := ls.set.Swap(nil)
 	if set == nil {
 		return
@@ -82,15 +95,16 @@ func (ls *loops) stop() {
 	}
 }
 
-// add hands s to a loop, round robin. It reports false, leaving the
-// connections untouched, when the epoll relay cannot carry them (no loops,
-// or a connection that is not plain TCP): the caller then uses the
-// goroutine relay. t, when not nil, is the client's TLS record layer taken
+// add hands s to a loop, round robin: a uring loop for a plain TCP client
+// when they run, else an epoll loop; it returns which relay took it. It
+// reports false, leaving the connections untouched, when the loops cannot
+// carry them (none started, or a connection that is not TCP): the caller
+// then uses the goroutine relay. t, when not nil, is the client's TLS record layer taken
 // from crypto/tls (tlshandoff.go), and its TCP connection the client's.
-func (ls *loops) add(s *socket, up *upstream, early []byte, t *tlsTakeover) bool {
+func (ls *loops) add(s *socket, up *upstream, early []byte, t *tlsTakeover) (Relay, bool) {
 	set := ls.set.Load()
 	if set == nil {
-		return false
+		return "", false
 	}
 	cc, ok1 := s.client.(*net.TCPConn)
 	if t != nil {
@@ -98,12 +112,15 @@ func (ls *loops) add(s *socket, up *upstream, early []byte, t *tlsTakeover) bool
 	}
 	pc, ok2 := up.conn.(*net.TCPConn)
 	if !ok1 || !ok2 {
-		return false
+		return "", false
+	}
+	if uset := ls.uset.Load(); uset != nil && t == nil {
+		return RelayUring, ls.addUring(*uset, s, cc, pc, early, up)
 	}
 	l := (*set)[int(ls.next.Add(1))%len(*set)]
 	cfd, err := detach(cc)
 	if err != nil {
-		return false
+		return "", false
 	}
 	pfd, err := detach(pc)
 	if err != nil {
@@ -133,10 +150,10 @@ func (ls *loops) add(s *socket, up *upstream, early []byte, t *tlsTakeover) bool
 			unix.Close(pfd)
 		}
 		go l.p.finish(s, nil)
-		return true
+		return RelayEpoll, true
 	}
 	s.setInterrupt(func() { l.send(ecmd{e: e}) })
-	return true
+	return RelayEpoll, true
 }
 
 // running reports whether the loops take sockets.

@@ -9,9 +9,13 @@ import (
 
 // loops: the epoll relay exists on Linux only; elsewhere every socket takes
 // the goroutine relay.
-type loops struct{ carried, carriedTLS atomic.Int64 }
+type loops struct{ carried, carriedTLS, carriedUring atomic.Int64 }
 
-func (*loops) start(*Proxy) error                                { return errors.New("epoll relay: Linux only") }
-func (*loops) stop()                                             {}
-func (*loops) add(*socket, *upstream, []byte, *tlsTakeover) bool { return false }
-func (*loops) running() bool                                     { return false }
+func (*loops) start(*Proxy) error { return errors.New("epoll relay: Linux only") }
+func (*loops) stop()              {}
+func (*loops) running() bool      { return false }
+
+func (*loops) add(*socket, *upstream, []byte, *tlsTakeover) (Relay, bool) { return "", false }
+
+// uringProbe: the io_uring relay is Linux only.
+func uringProbe() error { return errors.New("io_uring relay: Linux only") }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -105,6 +106,14 @@ func newEnv(t testing.TB, o envOpt) *env {
 	e.cancel = stop
 	e.runErr = make(chan error, 1)
 	go func() { e.runErr <- e.px.Run(runCtx) }()
+	if cfg.Relay != RelayGoroutines && runtime.GOOS == "linux" {
+		// A socket admitted before Run started the loops takes the
+		// goroutine relay; tests of a relay wait for its loops (the uring
+		// ones start first). Run offers no event for it: poll.
+		for deadline := time.Now().Add(5 * time.Second); !e.px.loops.running() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
 	e.srv = httptest.NewServer(e.px)
 	t.Cleanup(func() {
 		e.srv.Close()
@@ -118,11 +127,20 @@ func newEnv(t testing.TB, o envOpt) *env {
 	return e
 }
 
-// eachRelay runs f once per relay mechanism: both must keep the proxy's
+// eachRelay runs f once per relay mechanism: each must keep the proxy's
 // contract.
 func eachRelay(t *testing.T, f func(t *testing.T, relay Relay)) {
-	for _, r := range []Relay{RelayEpoll, RelayGoroutines} {
-		t.Run(string(r), func(t *testing.T) { f(t, r) })
+	for _, r := range []Relay{RelayEpoll, RelayGoroutines, RelayUring} {
+		t.Run(string(r), func(t *testing.T) {
+			if r == RelayUring {
+				// The uring relay needs io_uring (a container's seccomp
+				// profile or kernel.io_uring_disabled may refuse it).
+				if err := uringProbe(); err != nil {
+					t.Skipf("io_uring unavailable: %v", err)
+				}
+			}
+			f(t, r)
+		})
 	}
 }
 

@@ -85,7 +85,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"outcome"}),
 		relayed: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_proxy_relayed_sockets_total",
-			Help: "Media sockets relayed, by relay (epoll, goroutines: the fallback) and client transport (tcp, tls: terminated in edge).",
+			Help: "Media sockets relayed, by relay (epoll, uring, goroutines: the fallback) and client transport (tcp, tls: terminated in edge).",
 		}, []string{"relay", "client"}),
 	}
 	for _, d := range []string{"client_to_pod", "pod_to_client"} {

@@ -237,7 +237,7 @@ func (p *Proxy) snapshot() ([]*socket, <-chan struct{}) {
 // released. http.Server.Shutdown does not see hijacked sockets: this does.
 func (p *Proxy) Run(ctx context.Context) error {
 	if err := p.loops.start(p); err != nil {
-		p.Log.Warn("epoll relay unavailable: media sockets use the goroutine relay", "err", err)
+		p.Log.Warn("event loops unavailable: media sockets use the goroutine relay", "err", err)
 	}
 	renewCtx, stopRenew := context.WithCancel(context.WithoutCancel(ctx))
 	renewDone := make(chan struct{})

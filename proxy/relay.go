@@ -36,6 +36,10 @@ const (
 	// tlshandoff.go cannot account for), another kind of client connection,
 	// or Run not started.
 	RelayGoroutines Relay = "goroutines"
+	// RelayUring is an experiment (branch exp-uring, uloop_linux.go): the
+	// loops submit receives and sends through io_uring, batched across
+	// sockets. Plain TCP clients only; never the default.
+	RelayUring Relay = "uring"
 )
 
 // defaultRelay is the relay of a Config without one. It is a variable only

@@ -21,7 +21,8 @@ import (
 )
 
 // checkCarried fails unless the relay asked for carried the sockets (the
-// epoll relay falls back to goroutines silently otherwise).
+// loops fall back to goroutines, and the uring relay to the epoll loops,
+// with no more than a log line).
 func (e *env) checkCarried(t *testing.T, relay Relay, want int64) {
 	t.Helper()
 	if relay == RelayGoroutines {
@@ -35,7 +36,13 @@ func (e *env) checkCarried(t *testing.T, relay Relay, want int64) {
 		time.Sleep(time.Millisecond)
 	}
 	if got != want {
-		t.Errorf("sockets on the epoll loops = %d, want %d", got, want)
+		t.Errorf("sockets on the loops = %d, want %d", got, want)
+	}
+	if relay != RelayUring {
+		want = 0
+	}
+	if got := e.px.loops.carriedUring.Load(); got != want {
+		t.Errorf("sockets on the uring loops = %d, want %d", got, want)
 	}
 }
 

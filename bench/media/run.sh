@@ -16,6 +16,9 @@
 #                                          built from that commit (label
 #                                          edge-base) instead of the goroutine
 #                                          relay: a change measured side by side
+#   SECOND=uring ...                       the second edge uses the io_uring
+#                                          relay (label edge-uring;
+#                                          URING_BATCH=300us: its batch window)
 #   PROFILE=/tmp/prof ...                  also, per stream count, the system
 #                                          calls of each proxy counted by perf
 #                                          and a CPU profile (pprof) of each edge
@@ -30,6 +33,7 @@ PROFILE=${PROFILE:-}
 BASE=${BASE:-}
 work=$(mktemp -d /tmp/edge-bench-media.XXXXXX)
 pids=()
+second_env=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
@@ -47,6 +51,12 @@ if [ -n "$BASE" ]; then
 	git archive "$BASE" | tar -x -C "$work/base"
 	(cd "$work/base" && go build -o "$work/edge-goroutines" ./cmd/edge)
 	second=edge-base
+elif [ "${SECOND:-}" = uring ]; then
+	# The second edge carries plain TCP sockets on the io_uring relay
+	# (proxy.relay: uring; URING_BATCH=300us: its proxy.uring_batch).
+	cp "$work/edge" "$work/edge-goroutines"
+	second_env=(EDGE_PROXY__RELAY=uring "EDGE_PROXY__URING_BATCH=${URING_BATCH:-0s}")
+	second=edge-uring
 else
 	go build -ldflags "-X github.com/edge-voice/edge/proxy.defaultRelay=goroutines" -o "$work/edge-goroutines" ./cmd/edge
 	second=edge-goroutines
@@ -87,7 +97,7 @@ if [ "$TLS" != 0 ]; then
 	pids+=($edget_pid)
 	# The second edge terminating TLS too: TLS on the goroutine relay (or
 	# on BASE), the TLS path before the loops took TLS records over.
-	GOMAXPROCS=${EDGE_GOMAXPROCS:-} EDGE_LISTEN__PUBLIC=127.0.0.1:18083 EDGE_LISTEN__ADMIN=127.0.0.1:19083 \
+	env "${second_env[@]}" GOMAXPROCS=${EDGE_GOMAXPROCS:-} EDGE_LISTEN__PUBLIC=127.0.0.1:18083 EDGE_LISTEN__ADMIN=127.0.0.1:19083 \
 		EDGE_TLS__CERT_FILE="$work/tls/edge.crt" EDGE_TLS__KEY_FILE="$work/tls/edge.key" \
 		"$work/edge-goroutines" --config bench/media/edge.yaml 2>"$work/edge-tls2.log" &
 	edget2_pid=$!
@@ -99,7 +109,7 @@ sleep 1
 GOMAXPROCS=${EDGE_GOMAXPROCS:-} "$work/edge" --config bench/media/edge.yaml 2>"$work/edge.log" &
 edge_pid=$!
 pids+=($edge_pid)
-GOMAXPROCS=${EDGE_GOMAXPROCS:-} EDGE_LISTEN__PUBLIC=127.0.0.1:18081 EDGE_LISTEN__ADMIN=127.0.0.1:19081 \
+env "${second_env[@]}" GOMAXPROCS=${EDGE_GOMAXPROCS:-} EDGE_LISTEN__PUBLIC=127.0.0.1:18081 EDGE_LISTEN__ADMIN=127.0.0.1:19081 \
 	"$work/edge-goroutines" --config bench/media/edge.yaml 2>"$work/edge-goroutines.log" &
 edgeg_pid=$!
 pids+=($edgeg_pid)
@@ -136,7 +146,7 @@ profile() {
 	(sleep $at; perf stat -x, -o "$PROFILE/$1.syscalls" -p "$2" \
 		-e raw_syscalls:sys_enter,syscalls:sys_enter_read,syscalls:sys_enter_recvfrom,syscalls:sys_enter_write \
 		-e syscalls:sys_enter_sendto,syscalls:sys_enter_writev,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_epoll_wait \
-		-e syscalls:sys_enter_epoll_ctl,syscalls:sys_enter_futex,syscalls:sys_enter_nanosleep,context-switches \
+		-e syscalls:sys_enter_epoll_ctl,syscalls:sys_enter_futex,syscalls:sys_enter_nanosleep,syscalls:sys_enter_io_uring_enter,context-switches \
 		-- sleep $win 2>/dev/null) &
 	if [ "${PERF_RECORD:-0}" = 1 ] && [ -n "${3:-}" ]; then
 		(sleep $at; perf record -q -g -o "$PROFILE/$1.perf" -p "$2" -- sleep $win 2>/dev/null) &

@@ -36,7 +36,7 @@ func TestMediaPathEndToEnd(t *testing.T) {
 		agents[name] = ag
 		fmt.Fprintf(&pods, "    - {name: %s, address: %q, tier: gold}\n", name, ag.Addr())
 	}
-	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
+	yaml := fmt.Sprintf(`
 listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
 log: {format: json, level: debug}
 redis: {url: %q}
@@ -49,9 +49,11 @@ pods:
 proxy: {token_secret: %q, idle_timeout: 5s}
 pool: {zombie_sweep_interval: 300ms}
 leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
-`+apiTokenYAML, rs.URL(), mediaLeaseTTL, pods.String(), strings.Repeat("s", 32)))
-	a := mediaStartReplica(t, bin, "edge-a", cfg)
-	b := mediaStartReplica(t, bin, "edge-b", cfg)
+`+apiTokenYAML, rs.URL(), mediaLeaseTTL, pods.String(), strings.Repeat("s", 32))
+	// B, which holds the sockets, relays them through io_uring.
+	a := mediaStartReplica(t, bin, "edge-a", mediaWriteFile(t, "edge-a.yaml", yaml))
+	b := mediaStartReplica(t, bin, "edge-b", mediaWriteFile(t, "edge-b.yaml",
+		strings.Replace(yaml, "idle_timeout: 5s}", "idle_timeout: 5s, relay: uring, uring_batch: 200us}", 1)))
 
 	// allocate on A; the media URL is rewritten to reach B.
 	allocate := func(t *testing.T, callID string) (pod, wsURL string, status int) {
@@ -73,6 +75,17 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 		})
 		if got := agents[pod].Paths(); len(got) != 1 || got[0] != "/agent/voice/breeze-buddy/twilio/callback/order-confirmation/v2" {
 			t.Errorf("pod saw %q", got)
+		}
+	})
+
+	t.Run("the replica set to relay through io_uring did", func(t *testing.T) {
+		relay := "uring"
+		if strings.Contains(b.logText(), "uring relay unavailable") {
+			relay = "epoll" // io_uring refused here: the log says why
+		}
+		want := fmt.Sprintf(`edge_proxy_relayed_sockets_total{client="tcp",relay=%q} 1`, relay)
+		if m := provBody(t, b.admin+"/metrics"); !strings.Contains(m, want) {
+			t.Errorf("replica B's metrics lack %s", want)
 		}
 	})
 

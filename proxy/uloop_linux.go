@@ -1,0 +1,658 @@
+//go:build linux
+
+package proxy
+
+import (
+	"errors"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The io_uring relay (RelayUring, proxy.relay: uring). The epoll loops
+// make one read and one write system call per message, and with a frame
+// per 20 ms per stream nothing batches within a socket. Here the batch is
+// across sockets: each socket-direction keeps one recv in the kernel; its
+// completion goes through the same policy (policy.go) as the epoll loop's
+// reads, and the bytes go out as a send linked to the next recv into the
+// same buffer (IOSQE_IO_LINK), all sockets' SQEs submitted together in the
+// loop's next io_uring_enter.
+//
+// Each loop runs on a locked thread of its own, the ring's only submitter
+// (SINGLE_ISSUER|DEFER_TASKRUN, Linux 6.1): the completions' kernel work
+// runs in one batch inside the loop's wait, not as interrupts of whatever
+// thread submitted. The wait is a raw system call, so the thread keeps
+// its P: no hand-off to another thread per wait, no sysmon wake-ups (both
+// measured to eat the gain, docs/bench-media.md). A signal (the GC's or
+// sysmon's preemption) ends the wait with EINTR, and startUring raises
+// GOMAXPROCS by the loop count, so that the P held in a wait, which uses
+// no CPU, is not taken from the rest of edge. With Config.UringBatch the
+// wait holds each batch open for more completions (min_wait, Linux 6.13).
+//
+// TLS clients stay on the epoll loops (loops.add). Not built: a
+// provided-buffer ring (each direction holds its own uringBufSize buffer),
+// cancelling one stuck send (a pod that stops reading is found by
+// PodWriteTimeout, a socket that ends by the close grace: both shut the
+// socket down, which completes its operations in the kernel).
+
+// uringBufSize is each direction's receive buffer: one media frame is
+// about 400 bytes, and a bigger message takes more receives.
+const uringBufSize = 4 << 10
+
+// uringEntries is each ring's submission slots: at most two SQEs per
+// completion, and the ring is submitted whenever it fills.
+const uringEntries = 4096
+
+// Kinds of operation, the low bits of an SQE's user_data (the rest is the
+// socket's slot in uloop.socks).
+const (
+	udRecv  = 0 // +i: the recv of dirs[i]
+	udSend  = 2 // +i: the send of dirs[i] (to the other fd)
+	udWake  = 4
+	udShift = 3
+)
+
+// usock is one relayed pair on a uloop; only the loop touches it.
+type usock struct {
+	s    *socket
+	fds  [2]int // 0: client, 1: pod
+	dirs [2]udir
+	pol  policy
+	slot uint32
+	// inflight counts this socket's operations in the kernel: its slot
+	// (and buffers) are reused only once none is.
+	inflight int
+	// closing, closeBy, shut, done: as esock's.
+	closing, shut, done bool
+	closeBy             int64
+}
+
+// udir is one direction: dirs[i] receives from fds[i] and sends to the
+// other.
+type udir struct {
+	buf []byte
+	// out is what the send in flight writes (it keeps the bytes alive
+	// while the kernel reads them).
+	out              []byte
+	recving, sending bool
+	eof, owed        bool
+	// closeFrame waits for the send in flight, then goes out.
+	closeFrame []byte
+	since      int64
+}
+
+// uloop is one io_uring event loop.
+type uloop struct {
+	p      *Proxy
+	r      *ring
+	wakeFd int
+	// batch is Config.UringBatch where the kernel has min_wait.
+	batch time.Duration
+
+	mu      sync.Mutex
+	queue   []ucmd
+	stopped bool
+	queued  atomic.Bool
+	done    chan struct{}
+
+	// Owned by the loop's thread.
+	socks    []*usock
+	free     []uint32
+	open     int
+	base     time.Time
+	now      int64
+	nextTick int64
+	complete func(cqe)
+}
+
+type ucmd struct {
+	e   *usock
+	add bool
+}
+
+// startUring starts the uring loops beside the epoll loops (which carry
+// the TLS clients), or reports why io_uring cannot be used here.
+func (ls *loops) startUring(p *Proxy) error {
+	n := loopCount(runtime.GOMAXPROCS(0))
+	batch := p.cfg().UringBatch
+	set := make([]*uloop, 0, n)
+	for range n {
+		l, err := newUloop(p, batch)
+		if err != nil {
+			for _, l := range set {
+				l.quit()
+			}
+			return err
+		}
+		if l.batch != batch {
+			p.Log.Warn("proxy.uring_batch needs Linux 6.13 (io_uring min_wait): the uring relay runs without a batch window", "uring_batch", batch)
+			batch = 0
+		}
+		set = append(set, l)
+	}
+	procs := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(procs + n)
+	ls.uprocs = n
+	ls.uset.Store(&set)
+	p.Log.Info("uring relay started", "loops", n, "uring_batch", batch, "gomaxprocs", procs+n)
+	return nil
+}
+
+func (ls *loops) stopUring() {
+	if set := ls.uset.Swap(nil); set != nil {
+		for _, l := range *set {
+			l.quit()
+		}
+		runtime.GOMAXPROCS(max(1, runtime.GOMAXPROCS(0)-ls.uprocs))
+	}
+}
+
+// addUring puts a plain TCP socket on a uring loop.
+func (ls *loops) addUring(set []*uloop, s *socket, cc, pc *net.TCPConn, early []byte, up *upstream) bool {
+	l := set[int(ls.next.Add(1))%len(set)]
+	cfd, err := detach(cc)
+	if err != nil {
+		return false
+	}
+	pfd, err := detach(pc)
+	if err != nil {
+		// As loops.add: end the socket through the loop.
+		pc.Close()
+		pfd = -1
+	}
+	e := &usock{s: s, fds: [2]int{cfd, pfd}}
+	e.dirs[0].out, e.dirs[1].out = early, up.early
+	s.client, s.podConn = nil, nil
+	ls.carried.Add(1)
+	ls.carriedUring.Add(1)
+	if !l.send(ucmd{e: e, add: true}) {
+		unix.Close(cfd)
+		if pfd >= 0 {
+			unix.Close(pfd)
+		}
+		go l.p.finish(s, nil)
+		return true
+	}
+	s.setInterrupt(func() { l.send(ucmd{e: e}) })
+	return true
+}
+
+// newUringRing makes a loop's ring; a variable so that a test can refuse
+// io_uring as a kernel or seccomp profile would.
+var newUringRing = func() (*ring, error) { return newRingFlags(uringEntries, setupDeferTaskrun) }
+
+// newUloop starts a loop on a thread of its own, which creates the ring:
+// with SINGLE_ISSUER the ring belongs to the thread that made it.
+func newUloop(p *Proxy, batch time.Duration) (*uloop, error) {
+	wfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	l := &uloop{p: p, wakeFd: wfd, done: make(chan struct{}), base: time.Now()}
+	l.complete = l.completed
+	started := make(chan error)
+	go l.run(batch, started)
+	if err := <-started; err != nil {
+		unix.Close(wfd)
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *uloop) send(c ucmd) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return false
+	}
+	l.queue = append(l.queue, c)
+	if !l.queued.Swap(true) {
+		l.wake()
+	}
+	return true
+}
+
+func (l *uloop) wake() {
+	one := [8]byte{1}
+	unix.Write(l.wakeFd, one[:])
+}
+
+func (l *uloop) quit() {
+	l.mu.Lock()
+	l.stopped = true
+	l.queued.Store(true)
+	l.wake()
+	l.mu.Unlock()
+	<-l.done
+}
+
+// run is the loop, on its locked thread: it waits in io_uring_enter
+// (which also runs the deferred kernel work of every completion that came
+// meanwhile, in one batch), handles the completions and commands, and
+// every 50 ms sweeps the sockets for timeouts.
+func (l *uloop) run(batch time.Duration, started chan<- error) {
+	runtime.LockOSThread()
+	r, err := newUringRing()
+	if err != nil {
+		started <- err
+		return
+	}
+	if !r.minWait {
+		batch = 0
+	}
+	l.r, l.batch = r, batch
+	l.sqe().pollIn(l.wakeFd, udWake)
+	started <- nil
+	defer close(l.done)
+	defer func() {
+		l.mu.Lock()
+		unix.Close(l.wakeFd)
+		l.mu.Unlock()
+		r.close()
+	}()
+	const tickEvery = 50 * time.Millisecond
+	for {
+		var timeout time.Duration
+		if l.open > 0 {
+			timeout = max(time.Duration(l.nextTick-int64(time.Since(l.base))), time.Microsecond)
+		}
+		if err := r.submitWait(timeout, batch, uringEntries); err != nil {
+			l.p.Log.Error("uring relay: io_uring_enter failed", "err", err)
+		}
+		l.now = int64(time.Since(l.base))
+		r.reap(l.complete)
+		if l.commands() {
+			l.closeAll()
+			return
+		}
+		if l.open > 0 && l.now >= l.nextTick {
+			l.nextTick = l.now + int64(tickEvery)
+			l.sweep()
+		}
+	}
+}
+
+// sqe returns a free SQE, submitting the full ring first when needed.
+func (l *uloop) sqe() *sqe {
+	for {
+		if s := l.r.get(); s != nil {
+			return s
+		}
+		l.r.enter(0, true)
+	}
+}
+
+// room makes sure n SQEs fit without a submit in between (a link must
+// not be split across submissions).
+func (l *uloop) room(n uint32) {
+	if l.r.sqLocal+n-atomic.LoadUint32(l.r.sqHead) > l.r.sqEntries {
+		l.r.enter(0, true)
+	}
+}
+
+func (l *uloop) commands() bool {
+	if !l.queued.Load() {
+		return false
+	}
+	l.mu.Lock()
+	l.queued.Store(false)
+	q, stopped := l.queue, l.stopped
+	l.queue = nil
+	l.mu.Unlock()
+	for _, c := range q {
+		switch {
+		case c.add:
+			l.register(c.e)
+		case !c.e.done:
+			l.beginClose(c.e)
+		}
+	}
+	return stopped
+}
+
+// sweep is the tick's pass over the sockets: as eloop.tick's.
+func (l *uloop) sweep() {
+	for _, e := range l.socks {
+		if e == nil || e.done {
+			continue
+		}
+		switch {
+		case e.closing && l.now > e.closeBy:
+			l.teardown(e, 0)
+		case !e.closing && e.dirs[0].sending && !e.dirs[1].sending &&
+			l.now-e.dirs[0].since > int64(l.p.cfg().PodWriteTimeout):
+			// The pod stopped reading while the client reads: hung. Its
+			// send stays in the kernel until the close grace ends it.
+			e.dirs[1].eof = true
+			l.lost(e, errPodStalled)
+		case !e.closing:
+			if _, v := e.pol.idleLeft(l.now); v.code != 0 && e.s.markStop(v.code, v.reason) {
+				l.beginClose(e)
+			}
+		}
+	}
+}
+
+func (l *uloop) closeAll() {
+	for _, e := range l.socks {
+		if e != nil {
+			l.teardown(e, 0)
+		}
+	}
+}
+
+// register puts a new socket on the loop: its early bytes (held in
+// dirs[i].out by addUring) go out first, then each direction receives.
+func (l *uloop) register(e *usock) {
+	e.pol.init(l.p.cfg(), l.p.metrics, l.now)
+	if n := len(l.free); n > 0 {
+		e.slot, l.free = l.free[n-1], l.free[:n-1]
+		l.socks[e.slot] = e
+	} else {
+		e.slot = uint32(len(l.socks))
+		l.socks = append(l.socks, e)
+	}
+	l.open++
+	if e.fds[1] < 0 {
+		l.teardown(e, 0)
+		return
+	}
+	for i := range e.dirs {
+		d := &e.dirs[i]
+		d.buf = make([]byte, uringBufSize)
+		early := d.out
+		d.out = nil
+		n, v := 0, verdict{}
+		if len(early) > 0 {
+			n, v = e.pol.dirs[i].relayed(e.s, early)
+		}
+		if v.code != 0 {
+			e.s.markStop(v.code, v.reason)
+		}
+		if n > 0 {
+			l.sendOut(e, i, early[:n], v.code == 0)
+		} else if v.code == 0 {
+			l.recv(e, i, false)
+		}
+	}
+	if e.s.stopCode.Load() != 0 {
+		l.beginClose(e)
+	}
+}
+
+func (e *usock) ud(kind int) uint64 { return uint64(e.slot)<<udShift | uint64(kind) }
+
+func (l *uloop) recv(e *usock, i int, pollFirst bool) {
+	d := &e.dirs[i]
+	d.recving = true
+	e.inflight++
+	s := l.sqe()
+	s.recv(e.fds[i], d.buf, e.ud(udRecv+i))
+	if pollFirst {
+		s.ioprio = recvPollFirst
+	}
+}
+
+// sendOut sends b to dirs[i]'s destination; with thenRecv, the next recv of
+// the direction's source into its buffer is linked behind it: it starts
+// once b is all out, in the same submission.
+func (l *uloop) sendOut(e *usock, i int, b []byte, thenRecv bool) {
+	d := &e.dirs[i]
+	d.sending, d.out, d.since = true, b, l.now
+	e.inflight++
+	l.room(2)
+	s := l.sqe()
+	s.send(e.fds[1-i], b, e.ud(udSend+i))
+	if thenRecv {
+		// A recv right after the previous one drained the socket finds
+		// nothing: arm its poll first.
+		s.flags |= sqeIOLink
+		l.recv(e, i, true)
+	}
+}
+
+func (l *uloop) completed(c cqe) {
+	kind := int(c.userData & (1<<udShift - 1))
+	if kind == udWake {
+		var b [8]byte
+		rawRead(l.wakeFd, b[:])
+		l.sqe().pollIn(l.wakeFd, udWake)
+		return
+	}
+	e := l.socks[c.userData>>udShift]
+	e.inflight--
+	switch kind {
+	case udRecv, udRecv + 1:
+		l.received(e, kind-udRecv, c.res)
+	case udSend, udSend + 1:
+		l.sent(e, kind-udSend, c.res)
+	}
+	if e.done && e.inflight == 0 && l.socks[e.slot] == e {
+		l.socks[e.slot] = nil
+		l.free = append(l.free, e.slot)
+	}
+}
+
+// received handles a recv's completion: res bytes in dirs[i].buf, 0 for
+// the source's FIN, or -errno.
+func (l *uloop) received(e *usock, i int, res int32) {
+	d := &e.dirs[i]
+	d.recving = false
+	if e.done || res == -int32(unix.ECANCELED) {
+		// Cancelled: the send linked before it failed (sent handles it).
+		return
+	}
+	if res == -int32(unix.EAGAIN) || res == -int32(unix.EINTR) {
+		l.recv(e, i, true)
+		return
+	}
+	b := d.buf[:max(res, 0)]
+	if e.closing {
+		switch {
+		case res > 0 && d.owed:
+			l.finishFrame(e, i, b)
+		case res <= 0:
+			d.eof, d.owed = true, false
+			l.settle(e)
+		default:
+			l.recv(e, i, true) // lingering: dropped
+		}
+		return
+	}
+	switch {
+	case res < 0 && i == 1:
+		d.eof = true
+		l.lost(e, unix.Errno(-res))
+		return
+	case res < 0:
+		l.teardown(e, side(i))
+		return
+	case res == 0:
+		l.eof(e, i)
+		return
+	}
+	if i == 0 {
+		e.pol.clientSent(l.now)
+	}
+	n, v := e.pol.dirs[i].relayed(e.s, b)
+	stop := v.code != 0 && e.s.markStop(v.code, v.reason)
+	if n > 0 {
+		l.sendOut(e, i, b[:n], !stop)
+	} else if !stop {
+		l.recv(e, i, true)
+	}
+	if stop {
+		l.beginClose(e)
+	}
+}
+
+// sent handles a send's completion: all of dirs[i].out, or a failure.
+func (l *uloop) sent(e *usock, i int, res int32) {
+	d := &e.dirs[i]
+	d.sending = false
+	want := len(d.out)
+	d.out = nil
+	if e.done {
+		return
+	}
+	if int(res) < want {
+		// A linked recv comes back cancelled.
+		switch {
+		case e.closing:
+			d.closeFrame, d.owed = nil, false
+			e.dirs[1-i].eof = true
+			l.settle(e)
+		case i == 0:
+			e.dirs[1].eof = true
+			err := error(errShortSend)
+			if res < 0 {
+				err = unix.Errno(-res)
+			}
+			l.lost(e, err)
+		default:
+			l.teardown(e, side(1))
+		}
+		return
+	}
+	if f := d.closeFrame; f != nil {
+		d.closeFrame = nil
+		l.sendOut(e, i, f, false)
+		return
+	}
+	if e.closing {
+		l.settle(e)
+	}
+}
+
+var errShortSend = errors.New("short send")
+
+func (l *uloop) lost(e *usock, cause error) {
+	e.s.ended(sidePod)
+	l.p.podLost(e.s, cause)
+	l.beginClose(e)
+}
+
+// eof: as eloop.eof.
+func (l *uloop) eof(e *usock, i int) {
+	e.dirs[i].eof = true
+	if i == 1 && !e.pol.dirs[1].closeSeen {
+		l.lost(e, errPodEOF)
+		return
+	}
+	e.s.ended(side(i))
+	if !e.closing {
+		e.closing = true
+		e.closeBy = l.now + int64(closeGrace)
+	}
+	l.settle(e)
+}
+
+// finishFrame: as eloop.finishFrame, from a recv's bytes b.
+func (l *uloop) finishFrame(e *usock, i int, b []byte) {
+	d := &e.dirs[i]
+	pol := &e.pol.dirs[i]
+	n := pol.untilBoundary(b)
+	pol.relayed(e.s, b[:n])
+	out := append([]byte(nil), b[:n]...)
+	if !pol.finishing() {
+		d.owed = false
+		if f := pol.closeFrame(e.s); f != nil {
+			out = append(out, f...)
+		}
+	}
+	if len(out) > 0 {
+		l.sendOut(e, i, out, false)
+	}
+	l.settle(e)
+}
+
+// beginClose: as eloop.beginClose.
+func (l *uloop) beginClose(e *usock) {
+	if e.done || e.closing {
+		return
+	}
+	e.closing = true
+	e.closeBy = l.now + int64(closeGrace)
+	for i := range e.dirs {
+		d := &e.dirs[i]
+		if e.dirs[1-i].eof {
+			continue
+		}
+		if e.pol.dirs[i].finishing() && !d.eof {
+			d.owed = true
+			continue
+		}
+		f := e.pol.dirs[i].closeFrame(e.s)
+		switch {
+		case f == nil:
+		case d.sending:
+			d.closeFrame = f
+		default:
+			l.sendOut(e, i, f, false)
+		}
+	}
+	l.settle(e)
+}
+
+// settle: as eloop.settle. Once edge's last bytes are out, both
+// connections are shut for writing; every direction not at its end keeps
+// a recv in the kernel, to drain the peers (lingering close) or to finish
+// a frame in flight.
+func (l *uloop) settle(e *usock) {
+	if e.done {
+		return
+	}
+	busy := false
+	for i := range e.dirs {
+		d := &e.dirs[i]
+		busy = busy || d.sending || d.closeFrame != nil || d.owed
+	}
+	if !busy {
+		if !e.shut {
+			e.shut = true
+			for _, fd := range e.fds {
+				unix.Shutdown(fd, unix.SHUT_WR)
+			}
+			e.closeBy = l.now + int64(lingerTime)
+		}
+		if e.dirs[0].eof && e.dirs[1].eof {
+			l.teardown(e, 0)
+			return
+		}
+	}
+	for i := range e.dirs {
+		if d := &e.dirs[i]; !d.eof && !d.recving && !d.sending {
+			l.recv(e, i, false)
+		}
+	}
+}
+
+// teardown closes both connections; shutting them down first ends the
+// operations still in the kernel (a recv completes with 0, a send fails),
+// whose completions then free the socket's slot.
+func (l *uloop) teardown(e *usock, by int32) {
+	if e.done {
+		return
+	}
+	e.done = true
+	if by != 0 {
+		e.s.ended(by)
+	}
+	for _, fd := range e.fds {
+		if fd >= 0 {
+			unix.Shutdown(fd, unix.SHUT_RDWR)
+			unix.Close(fd)
+		}
+	}
+	l.open--
+	if e.inflight == 0 {
+		l.socks[e.slot] = nil
+		l.free = append(l.free, e.slot)
+	}
+	pol := e.pol
+	go l.p.finish(e.s, &pol)
+}

@@ -1,0 +1,309 @@
+//go:build linux
+
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// A minimal io_uring: one submission and one completion ring shared with
+// the kernel, driven by raw io_uring_enter(2) calls. x/sys/unix has the syscall numbers only, so the
+// kernel's ABI (include/uapi/linux/io_uring.h) is spelt out here. Only the
+// uring relay's loop (uloop_linux.go) uses it; one goroutine owns a ring.
+
+// uringParams is struct io_uring_params.
+type uringParams struct {
+	sqEntries, cqEntries, flags, sqThreadCPU, sqThreadIdle, features, wqFd uint32
+	resv                                                                   [3]uint32
+	sqOff                                                                  uringSQOffsets
+	cqOff                                                                  uringCQOffsets
+}
+
+type uringSQOffsets struct {
+	head, tail, ringMask, ringEntries, flags, dropped, array, resv1 uint32
+	userAddr                                                        uint64
+}
+
+type uringCQOffsets struct {
+	head, tail, ringMask, ringEntries, overflow, cqes, flags, resv1 uint32
+	userAddr                                                        uint64
+}
+
+// sqe is struct io_uring_sqe (64 bytes), with the union members this
+// relay uses.
+type sqe struct {
+	opcode   uint8
+	flags    uint8
+	ioprio   uint16
+	fd       int32
+	off      uint64
+	addr     uint64
+	len      uint32
+	opFlags  uint32 // msg_flags, poll32_events, cancel_flags
+	userData uint64
+	bufIndex uint16
+	_        uint16
+	_        int32
+	addr3    uint64
+	_        uint64
+}
+
+// cqe is struct io_uring_cqe (without the big-CQE extension).
+type cqe struct {
+	userData uint64
+	res      int32
+	flags    uint32
+}
+
+const (
+	opPollAdd     = 6
+	opAsyncCancel = 14
+	opSend        = 26
+	opRecv        = 27
+
+	sqeIOLink = 1 << 2 // IOSQE_IO_LINK: the next SQE starts once this one succeeded
+
+	enterGetEvents = 1 << 0 // IORING_ENTER_GETEVENTS
+
+	setupClamp     = 1 << 4 // IORING_SETUP_CLAMP
+	setupSubmitAll = 1 << 7 // IORING_SETUP_SUBMIT_ALL
+
+	// setupDeferTaskrun: completions' kernel work (the recv itself, once
+	// its poll fired) runs only when the one submitter thread asks for
+	// events, in a batch, instead of interrupting whichever thread
+	// submitted (IORING_SETUP_SINGLE_ISSUER|IORING_SETUP_DEFER_TASKRUN,
+	// Linux 6.1).
+	setupDeferTaskrun = 1<<12 | 1<<13
+
+	enterExtArg = 1 << 3 // IORING_ENTER_EXT_ARG
+
+	featSingleMmap = 1 << 0  // IORING_FEAT_SINGLE_MMAP
+	featNoDrop     = 1 << 1  // IORING_FEAT_NODROP
+	featMinTimeout = 1 << 15 // IORING_FEAT_MIN_TIMEOUT: min_wait_usec (6.12)
+
+	// recvPollFirst (IORING_RECVSEND_POLL_FIRST, in ioprio): arm the poll
+	// without trying the recv first, for a recv re-armed right after the
+	// previous one drained the socket.
+	recvPollFirst = 1 << 0
+
+	offSQRing = 0
+	offCQRing = 0x8000000
+	offSQEs   = 0x10000000
+)
+
+// ring is one io_uring instance.
+type ring struct {
+	fd int
+	// The shared memory: the rings (one mapping with SINGLE_MMAP) and the
+	// SQE array.
+	ringMem, sqeMem []byte
+
+	sqHead, sqTail *uint32
+	sqMask         uint32
+	sqEntries      uint32
+	sqes           []sqe
+	// sqLocal is the tail of SQEs prepared but not yet published.
+	sqLocal uint32
+
+	cqHead, cqTail *uint32
+	cqMask         uint32
+	cqes           []cqe
+
+	// minWait: the kernel takes a wait's min_wait_usec.
+	minWait bool
+}
+
+// newRing sets up a ring of at least entries submission slots (the kernel
+// rounds up to a power of two; completions get twice as many).
+func newRing(entries uint32) (*ring, error) { return newRingFlags(entries, 0) }
+
+// newRingFlags is newRing with more setup flags (setupDeferTaskrun: the
+// calling thread must be the ring's only submitter, see uloop.runThread).
+func newRingFlags(entries, flags uint32) (*ring, error) {
+	var p uringParams
+	p.flags = setupClamp | setupSubmitAll | flags
+	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
+	if errno != 0 {
+		return nil, fmt.Errorf("io_uring_setup: %w", errno)
+	}
+	r := &ring{fd: int(fd), minWait: p.features&featMinTimeout != 0}
+	if p.features&featSingleMmap == 0 || p.features&featNoDrop == 0 {
+		unix.Close(r.fd)
+		return nil, errors.New("io_uring: kernel too old (needs SINGLE_MMAP and NODROP, Linux 5.5+)")
+	}
+	sqSize := uintptr(p.sqOff.array) + uintptr(p.sqEntries)*4
+	cqSize := uintptr(p.cqOff.cqes) + uintptr(p.cqEntries)*unsafe.Sizeof(cqe{})
+	size := max(sqSize, cqSize)
+	mem, err := unix.Mmap(r.fd, offSQRing, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		unix.Close(r.fd)
+		return nil, fmt.Errorf("io_uring: mmap rings: %w", err)
+	}
+	r.ringMem = mem
+	sqeMem, err := unix.Mmap(r.fd, offSQEs, int(uintptr(p.sqEntries)*unsafe.Sizeof(sqe{})), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		unix.Munmap(mem)
+		unix.Close(r.fd)
+		return nil, fmt.Errorf("io_uring: mmap sqes: %w", err)
+	}
+	r.sqeMem = sqeMem
+	base := unsafe.Pointer(&mem[0])
+	at := func(off uint32) unsafe.Pointer { return unsafe.Add(base, off) }
+	r.sqHead = (*uint32)(at(p.sqOff.head))
+	r.sqTail = (*uint32)(at(p.sqOff.tail))
+	r.sqMask = *(*uint32)(at(p.sqOff.ringMask))
+	r.sqEntries = *(*uint32)(at(p.sqOff.ringEntries))
+	r.sqes = unsafe.Slice((*sqe)(unsafe.Pointer(&sqeMem[0])), p.sqEntries)
+	// The indirection array maps ring slot i to SQE i, once for all.
+	array := unsafe.Slice((*uint32)(at(p.sqOff.array)), p.sqEntries)
+	for i := range array {
+		array[i] = uint32(i)
+	}
+	r.sqLocal = atomic.LoadUint32(r.sqTail)
+	r.cqHead = (*uint32)(at(p.cqOff.head))
+	r.cqTail = (*uint32)(at(p.cqOff.tail))
+	r.cqMask = *(*uint32)(at(p.cqOff.ringMask))
+	r.cqes = unsafe.Slice((*cqe)(at(p.cqOff.cqes)), p.cqEntries)
+	return r, nil
+}
+
+// uringProbe reports why this process cannot use io_uring (nil: it can).
+func uringProbe() error {
+	r, err := newRing(8)
+	if err == nil {
+		r.close()
+	}
+	return err
+}
+
+// close unmaps the rings and closes the ring, which cancels what is still
+// in flight.
+func (r *ring) close() {
+	r.unmap()
+	unix.Close(r.fd)
+}
+
+// unmap releases the shared memory (the fd is closed by its owner).
+func (r *ring) unmap() {
+	unix.Munmap(r.sqeMem)
+	unix.Munmap(r.ringMem)
+}
+
+// get returns a zeroed SQE to fill, or nil when the submission ring is
+// full (submit first).
+func (r *ring) get() *sqe {
+	if r.sqLocal-atomic.LoadUint32(r.sqHead) >= r.sqEntries {
+		return nil
+	}
+	s := &r.sqes[r.sqLocal&r.sqMask]
+	*s = sqe{}
+	r.sqLocal++
+	return s
+}
+
+// pending is how many SQEs were prepared since the last submit.
+func (r *ring) pending() uint32 { return r.sqLocal - atomic.LoadUint32(r.sqTail) }
+
+// enter publishes the prepared SQEs and makes one io_uring_enter: it
+// submits them and, with wait > 0, waits for that many completions. raw
+// skips the runtime's syscall bookkeeping: only for calls that do not
+// block (wait 0).
+func (r *ring) enter(wait uint32, raw bool) (int, error) {
+	atomic.StoreUint32(r.sqTail, r.sqLocal)
+	n := r.sqLocal - atomic.LoadUint32(r.sqHead)
+	var flags uintptr
+	if wait > 0 {
+		flags = enterGetEvents
+	}
+	if n == 0 && wait == 0 {
+		return 0, nil
+	}
+	call := unix.Syscall6
+	if raw {
+		call = unix.RawSyscall6
+	}
+	got, _, errno := call(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(n), uintptr(wait), flags, 0, 0)
+	if errno != 0 {
+		return 0, fmt.Errorf("io_uring_enter: %w", errno)
+	}
+	return int(got), nil
+}
+
+// getEventsArg is struct io_uring_getevents_arg.
+type getEventsArg struct {
+	sigmask              uint64
+	sigmaskSz, minWaitUs uint32
+	ts                   uint64
+}
+
+// submitWait submits what was prepared and blocks until a completion
+// arrives or timeout passes (timeout <= 0: none).
+//
+// With minWait > 0 it waits for up to want completions for at most
+// minWait, and past that returns with any (IORING_FEAT_MIN_TIMEOUT): a
+// batch traded for that much latency.
+//
+// The wait is a raw syscall: the thread keeps its P, and the runtime sees
+// no syscall (no hand-off of the P, no sysmon wake-ups); a preemption
+// signal (GC, sysmon) interrupts it with EINTR. Only a loop on a locked
+// thread of its own may call it (uloop.run).
+func (r *ring) submitWait(timeout, minWait time.Duration, want uint32) error {
+	atomic.StoreUint32(r.sqTail, r.sqLocal)
+	n := r.sqLocal - atomic.LoadUint32(r.sqHead)
+	var ts unix.Timespec
+	arg := getEventsArg{minWaitUs: uint32(minWait / time.Microsecond)}
+	if arg.minWaitUs == 0 {
+		want = 1
+	}
+	if timeout > 0 {
+		ts = unix.NsecToTimespec(int64(timeout))
+		arg.ts = uint64(uintptr(unsafe.Pointer(&ts)))
+	}
+	_, _, errno := unix.RawSyscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(n), uintptr(want),
+		enterGetEvents|enterExtArg, uintptr(unsafe.Pointer(&arg)), unsafe.Sizeof(arg))
+	if errno != 0 && errno != unix.ETIME && errno != unix.EINTR && errno != unix.EBUSY {
+		return fmt.Errorf("io_uring_enter: %w", errno)
+	}
+	return nil
+}
+
+// ready reports whether completions wait to be read.
+func (r *ring) ready() bool { return atomic.LoadUint32(r.cqTail) != *r.cqHead }
+
+// reap calls f on every completion available now, then hands their slots
+// back to the kernel; it returns how many there were.
+func (r *ring) reap(f func(c cqe)) int {
+	head := *r.cqHead
+	tail := atomic.LoadUint32(r.cqTail)
+	for h := head; h != tail; h++ {
+		f(r.cqes[h&r.cqMask])
+	}
+	atomic.StoreUint32(r.cqHead, tail)
+	return int(tail - head)
+}
+
+// The SQE shapes the relay uses.
+
+func (s *sqe) recv(fd int, b []byte, ud uint64) {
+	s.opcode, s.fd, s.userData = opRecv, int32(fd), ud
+	s.addr, s.len = uint64(uintptr(unsafe.Pointer(&b[0]))), uint32(len(b))
+}
+
+// send writes all of b (MSG_WAITALL: a short write is retried by the
+// kernel, so a completion short of len(b) is a failure).
+func (s *sqe) send(fd int, b []byte, ud uint64) {
+	s.opcode, s.fd, s.userData = opSend, int32(fd), ud
+	s.addr, s.len = uint64(uintptr(unsafe.Pointer(&b[0]))), uint32(len(b))
+	s.opFlags = unix.MSG_WAITALL | unix.MSG_NOSIGNAL
+}
+
+func (s *sqe) pollIn(fd int, ud uint64) {
+	s.opcode, s.fd, s.userData = opPollAdd, int32(fd), ud
+	s.opFlags = unix.POLLIN
+}

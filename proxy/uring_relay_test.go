@@ -1,0 +1,134 @@
+//go:build linux
+
+package proxy
+
+import (
+	"log/slog"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func needUring(t *testing.T) {
+	t.Helper()
+	if err := uringProbe(); err != nil {
+		t.Skipf("io_uring unavailable: %v", err)
+	}
+}
+
+// With proxy.relay "uring" the plain TCP sockets go to the uring loops and
+// the TLS clients to the epoll loops, which run beside them; the metric
+// says which relay took each.
+func TestUringRelayLeavesTLSToTheEpollLoops(t *testing.T) {
+	needUring(t)
+	e := newEnv(t, envOpt{relay: RelayUring})
+	f := e.serveTLS(t)
+
+	_, plainURL := e.allocate("CA-plain", "")
+	plain := e.mustDial(plainURL)
+	echo(t, plain, "plain")
+	e.checkCarried(t, RelayUring, 1)
+
+	_, url := e.allocate("CA-tls", "")
+	c := f.dial(t, f.wss(e, url), nil, nil)
+	echo(t, c, "over tls")
+	echo(t, plain, "plain still flows")
+
+	if got := e.px.loops.carriedTLS.Load(); got != 1 {
+		t.Errorf("TLS sockets on the epoll loops = %d, want 1", got)
+	}
+	if got := e.px.loops.carriedUring.Load(); got != 1 {
+		t.Errorf("sockets on the uring loops = %d, want 1 (the plain one)", got)
+	}
+	for _, m := range []struct {
+		relay, client string
+		want          float64
+	}{{"uring", "tcp", 1}, {"epoll", "tls", 1}, {"epoll", "tcp", 0}, {"goroutines", "tls", 0}} {
+		if got := value(e.px.metrics.relayed.WithLabelValues(m.relay, m.client)); got != m.want {
+			t.Errorf("edge_proxy_relayed_sockets_total{relay=%q,client=%q} = %v, want %v", m.relay, m.client, got, m.want)
+		}
+	}
+}
+
+// Where io_uring is refused (kernel.io_uring_disabled, a seccomp profile,
+// a kernel before 6.1), edge says why once and the epoll loops carry
+// every socket: no socket falls to the goroutine relay for it.
+func TestUringRefusedFallsBackToTheEpollLoops(t *testing.T) {
+	refused := newUringRing
+	newUringRing = func() (*ring, error) { return nil, unix.EPERM }
+	t.Cleanup(func() { newUringRing = refused })
+	procs := runtime.GOMAXPROCS(0)
+
+	sink := &lockedBuf{}
+	log := slog.New(slog.NewJSONHandler(sink, nil))
+	e := newEnv(t, envOpt{relay: RelayUring, log: log})
+	_, url := e.allocate("CA1", "")
+	c := e.mustDial(url)
+	echo(t, c, "hello")
+	e.checkCarried(t, RelayEpoll, 1)
+	if got := value(e.px.metrics.relayed.WithLabelValues("epoll", "tcp")); got != 1 {
+		t.Errorf("sockets counted on the epoll relay = %v, want 1", got)
+	}
+	if got := runtime.GOMAXPROCS(0); got != procs {
+		t.Errorf("GOMAXPROCS %d, want %d unchanged with no uring loop", got, procs)
+	}
+	found := false
+	for _, l := range sink.lines(t) {
+		if l["msg"] == "uring relay unavailable: media sockets use the epoll relay" {
+			found = strings.Contains(l["err"].(string), "operation not permitted")
+		}
+	}
+	if !found {
+		t.Errorf("no warning naming the refusal in the log: %v", sink.lines(t))
+	}
+}
+
+// A uring loop's wait holds its P (a raw system call), so its start adds
+// a P per loop and its stop gives them back.
+func TestUringLoopsAddTheirPs(t *testing.T) {
+	needUring(t)
+	procs := runtime.GOMAXPROCS(0)
+	t.Run("running", func(t *testing.T) {
+		e := newEnv(t, envOpt{relay: RelayUring})
+		_, url := e.allocate("CA1", "")
+		echo(t, e.mustDial(url), "hello")
+		e.checkCarried(t, RelayUring, 1)
+		if got, want := runtime.GOMAXPROCS(0), procs+loopCount(procs); got != want {
+			t.Errorf("GOMAXPROCS with the uring loops running = %d, want %d", got, want)
+		}
+	})
+	if got := runtime.GOMAXPROCS(0); got != procs {
+		t.Errorf("GOMAXPROCS after the proxy stopped = %d, want %d", got, procs)
+	}
+}
+
+// proxy.uring_batch holds each batch open for more completions where the
+// kernel can (min_wait); messages still go both ways, in order.
+func TestUringBatchWindowRelays(t *testing.T) {
+	needUring(t)
+	e := newEnv(t, envOpt{relay: RelayUring, cfg: func(c *Config) { c.UringBatch = 300 * time.Microsecond }})
+	_, url := e.allocate("CA1", "")
+	c := e.mustDial(url)
+	for i := range 50 {
+		echo(t, c, strings.Repeat("m", i*40))
+	}
+	e.checkCarried(t, RelayUring, 1)
+	r, err := newUringRing()
+	if err != nil {
+		t.Fatal(err)
+	}
+	minWait := r.minWait
+	r.close()
+	want := time.Duration(0)
+	if minWait {
+		want = 300 * time.Microsecond
+	}
+	for _, l := range *e.px.loops.uset.Load() {
+		if l.batch != want {
+			t.Errorf("loop batch window %v, want %v (kernel min_wait: %v)", l.batch, want, minWait)
+		}
+	}
+}
