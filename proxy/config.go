@@ -93,11 +93,13 @@ type Config struct {
 	// "goroutines", two goroutines per socket, the fallback of the other
 	// two. Restart: the loops start once.
 	Relay Relay `koanf:"relay" reload:"restart"`
-	// UringBatch is how long a "uring" loop holds a batch open once a
+	// UringBatch is the longest a "uring" loop holds a batch open once a
 	// completion came, for more to join it (Linux 6.13; ignored with a
-	// warning before): each message may wait this much more per pass
-	// through edge, for less CPU per message (docs/bench-media.md).
-	// Default 0: none. At most 1ms.
+	// warning before): less CPU per message, each message up to this much
+	// later per pass through edge (docs/bench-media.md). The loop sizes
+	// the window from its load, up to this: long enough to gather about 16
+	// completions, none when this would not gather 4. Default 0: none.
+	// At most 1ms.
 	UringBatch time.Duration `koanf:"uring_batch" reload:"restart"`
 }
 

@@ -171,7 +171,7 @@ func (p *Proxy) Apply(cfg Config) {
 		cfg.ProbeInterval = def.ProbeInterval
 	}
 	if cfg.Relay == "" {
-		cfg.Relay = Relay(defaultRelay)
+		cfg.Relay = RelayEpoll
 	}
 	p.conf.Store(&cfg)
 	p.metrics.maxSockets.Set(float64(max(cfg.MaxSockets, 0)))

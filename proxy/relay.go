@@ -18,8 +18,8 @@ var (
 )
 
 // Relay names a relay mechanism, the way a socket's bytes move; what is
-// decided about them is the same for both (policy.go). Config.Relay picks
-// one for tests and the benchmark; there is no configuration key.
+// decided about them is the same for all (policy.go). Config.Relay
+// (proxy.relay) picks one.
 type Relay string
 
 const (
@@ -36,19 +36,13 @@ const (
 	// tlshandoff.go cannot account for), another kind of client connection,
 	// or Run not started.
 	RelayGoroutines Relay = "goroutines"
-	// RelayUring is an experiment (branch exp-uring, uloop_linux.go): the
-	// loops submit receives and sends through io_uring, batched across
-	// sockets. Plain TCP clients only; never the default.
+	// RelayUring serves plain TCP clients from loops that submit their
+	// receives and sends through io_uring, batched across sockets
+	// (uloop_linux.go); TLS clients, and every socket where io_uring is
+	// refused, take the epoll loops. Opt-in: it trades a batch window's
+	// latency for CPU (docs/bench-media.md).
 	RelayUring Relay = "uring"
 )
-
-// defaultRelay is the relay of a Config without one. It is a variable only
-// so that the benchmark can build an edge whose default is the goroutine
-// relay (bench/media/run.sh:
-// -ldflags "-X github.com/edge-voice/edge/proxy.defaultRelay=goroutines")
-// and measure both side by side; there is no configuration key, as epoll
-// falls back by itself where it cannot be used.
-var defaultRelay = string(RelayEpoll)
 
 // bufSize is one goroutine-relay buffer: a Twilio media frame is ~300
 // bytes; a bigger message just takes more reads. A buffer is taken from the

@@ -90,8 +90,9 @@ type uloop struct {
 	p      *Proxy
 	r      *ring
 	wakeFd int
-	// batch is Config.UringBatch where the kernel has min_wait.
-	batch time.Duration
+	// maxBatch is Config.UringBatch where the kernel has min_wait; batch
+	// is the window in use, sized from the load (batchWindow).
+	maxBatch, batch time.Duration
 
 	mu      sync.Mutex
 	queue   []ucmd
@@ -128,7 +129,7 @@ func (ls *loops) startUring(p *Proxy) error {
 			}
 			return err
 		}
-		if l.batch != batch {
+		if l.maxBatch != batch {
 			p.Log.Warn("proxy.uring_batch needs Linux 6.13 (io_uring min_wait): the uring relay runs without a batch window", "uring_batch", batch)
 			batch = 0
 		}
@@ -244,7 +245,7 @@ func (l *uloop) run(batch time.Duration, started chan<- error) {
 	if !r.minWait {
 		batch = 0
 	}
-	l.r, l.batch = r, batch
+	l.r, l.maxBatch = r, batch
 	l.sqe().pollIn(l.wakeFd, udWake)
 	started <- nil
 	defer close(l.done)
@@ -255,25 +256,52 @@ func (l *uloop) run(batch time.Duration, started chan<- error) {
 		r.close()
 	}()
 	const tickEvery = 50 * time.Millisecond
+	// Completions reaped since the tick at tickAt: the load that sizes the
+	// batch window.
+	reaped, tickAt := 0, int64(0)
 	for {
 		var timeout time.Duration
 		if l.open > 0 {
 			timeout = max(time.Duration(l.nextTick-int64(time.Since(l.base))), time.Microsecond)
 		}
-		if err := r.submitWait(timeout, batch, uringEntries); err != nil {
+		if err := r.submitWait(timeout, l.batch, uringEntries); err != nil {
 			l.p.Log.Error("uring relay: io_uring_enter failed", "err", err)
 		}
 		l.now = int64(time.Since(l.base))
-		r.reap(l.complete)
+		reaped += r.reap(l.complete)
 		if l.commands() {
 			l.closeAll()
 			return
 		}
 		if l.open > 0 && l.now >= l.nextTick {
 			l.nextTick = l.now + int64(tickEvery)
+			l.batch = batchWindow(reaped, time.Duration(l.now-tickAt), l.maxBatch)
+			reaped, tickAt = 0, l.now
 			l.sweep()
 		}
 	}
+}
+
+// batchTarget is the completions a batch window aims to gather: enough
+// that one wait (a system call, a sleep and a wake-up) is shared by
+// several messages, few enough that a message waits no longer than that.
+const batchTarget = 16
+
+// batchWindow sizes the window from the completion rate of the last tick
+// (n in elapsed): long enough to gather about batchTarget completions, at
+// most maxWindow, and none when maxWindow would not gather a quarter of
+// them (a lightly loaded loop pays the latency and saves nothing). So the
+// window, and with it the latency edge adds, shrinks as the load grows,
+// while each wait still carries about batchTarget completions.
+func batchWindow(n int, elapsed, maxWindow time.Duration) time.Duration {
+	if maxWindow <= 0 || n <= 0 || elapsed <= 0 {
+		return 0
+	}
+	expected := float64(n) * float64(maxWindow) / float64(elapsed)
+	if expected < batchTarget/4 {
+		return 0
+	}
+	return min(maxWindow, time.Duration(float64(maxWindow)*batchTarget/expected))
 }
 
 // sqe returns a free SQE, submitting the full ring first when needed.

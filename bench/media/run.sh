@@ -18,7 +18,8 @@
 #                                          relay: a change measured side by side
 #   SECOND=uring ...                       the second edge uses the io_uring
 #                                          relay (label edge-uring;
-#                                          URING_BATCH=300us: its batch window)
+#                                          URING_BATCH=300us: its
+#                                          proxy.uring_batch)
 #   PROFILE=/tmp/prof ...                  also, per stream count, the system
 #                                          calls of each proxy counted by perf
 #                                          and a CPU profile (pprof) of each edge
@@ -40,10 +41,11 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-ulimit -n 65536 || true
+ulimit -n "$(ulimit -Hn)" || true
 
 go build -o "$work/edge" ./cmd/edge
-# The same edge with the goroutine relay as its default, for the comparison.
+# The second edge: the same binary with the goroutine relay, for the
+# comparison (or BASE, or SECOND=uring).
 if [ -n "$BASE" ]; then
 	# The second edge is the same epoll relay built from another commit:
 	# before and after of a change, side by side in one run.
@@ -58,7 +60,8 @@ elif [ "${SECOND:-}" = uring ]; then
 	second_env=(EDGE_PROXY__RELAY=uring "EDGE_PROXY__URING_BATCH=${URING_BATCH:-0s}")
 	second=edge-uring
 else
-	go build -ldflags "-X github.com/edge-voice/edge/proxy.defaultRelay=goroutines" -o "$work/edge-goroutines" ./cmd/edge
+	cp "$work/edge" "$work/edge-goroutines"
+	second_env=(EDGE_PROXY__RELAY=goroutines)
 	second=edge-goroutines
 fi
 go build -o "$work/wsload" ./bench/cmd/wsload
