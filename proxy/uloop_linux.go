@@ -33,15 +33,25 @@ import (
 // no CPU, is not taken from the rest of edge. With Config.UringBatch the
 // wait holds each batch open for more completions (min_wait, Linux 6.13).
 //
-// TLS clients stay on the epoll loops (loops.add). Not built: a
-// provided-buffer ring (each direction holds its own uringBufSize buffer),
-// cancelling one stuck send (a pod that stops reading is found by
+// A recv waiting in the kernel holds no buffer: the kernel picks one from
+// the loop's provided-buffer ring when bytes arrive, and the loop gives it
+// back once they are sent. When the ring is empty (more data waiting to be
+// sent than it holds, say behind peers that do not read), the direction
+// that found it empty receives once into a buffer of its own.
+//
+// TLS clients stay on the epoll loops (loops.add). Not built: cancelling
+// one stuck send (a pod that stops reading is found by
 // PodWriteTimeout, a socket that ends by the close grace: both shut the
 // socket down, which completes its operations in the kernel).
 
-// uringBufSize is each direction's receive buffer: one media frame is
-// about 400 bytes, and a bigger message takes more receives.
-const uringBufSize = 4 << 10
+// uringBufSize is one receive buffer: one media frame is about 400
+// bytes, and a bigger message takes more receives. uringBufs is how many
+// the loop's ring holds (a variable for the test of an empty ring):
+// buffers are held from a recv's completion to its send's, so a few per
+// batch, and 2 MiB per loop is the most they take.
+const uringBufSize = 2 << 10
+
+var uringBufs = 1024
 
 // uringEntries is each ring's submission slots: at most two SQEs per
 // completion, and the ring is submitted whenever it fills.
@@ -74,10 +84,14 @@ type usock struct {
 // udir is one direction: dirs[i] receives from fds[i] and sends to the
 // other.
 type udir struct {
-	buf []byte
+	// own is the direction's buffer when the ring ran dry (useOwn: for
+	// its next recv); nil until then.
+	own    []byte
+	useOwn bool
 	// out is what the send in flight writes (it keeps the bytes alive
-	// while the kernel reads them).
+	// while the kernel reads them); outBid its ring buffer, or -1.
 	out              []byte
+	outBid           int32
 	recving, sending bool
 	eof, owed        bool
 	// closeFrame waits for the send in flight, then goes out.
@@ -89,7 +103,12 @@ type udir struct {
 type uloop struct {
 	p      *Proxy
 	r      *ring
+	bufs   *bufRing
 	wakeFd int
+	// bufsPut: buffers went back to the ring since the last publish.
+	bufsPut bool
+	// starved counts the receives that found the ring empty.
+	starved atomic.Int64
 	// maxBatch is Config.UringBatch where the kernel has min_wait; batch
 	// is the window in use, sized from the load (batchWindow).
 	maxBatch, batch time.Duration
@@ -245,7 +264,13 @@ func (l *uloop) run(batch time.Duration, started chan<- error) {
 	if !r.minWait {
 		batch = 0
 	}
-	l.r, l.maxBatch = r, batch
+	bufs, err := r.newBufRing(uringBufs, uringBufSize)
+	if err != nil {
+		r.close()
+		started <- err
+		return
+	}
+	l.r, l.bufs, l.maxBatch = r, bufs, batch
 	l.sqe().pollIn(l.wakeFd, udWake)
 	started <- nil
 	defer close(l.done)
@@ -254,6 +279,7 @@ func (l *uloop) run(batch time.Duration, started chan<- error) {
 		unix.Close(l.wakeFd)
 		l.mu.Unlock()
 		r.close()
+		bufs.close()
 	}()
 	const tickEvery = 50 * time.Millisecond
 	// Completions reaped since the tick at tickAt: the load that sizes the
@@ -269,6 +295,10 @@ func (l *uloop) run(batch time.Duration, started chan<- error) {
 		}
 		l.now = int64(time.Since(l.base))
 		reaped += r.reap(l.complete)
+		if l.bufsPut {
+			l.bufs.publish()
+			l.bufsPut = false
+		}
 		if l.commands() {
 			l.closeAll()
 			return
@@ -391,7 +421,7 @@ func (l *uloop) register(e *usock) {
 	}
 	for i := range e.dirs {
 		d := &e.dirs[i]
-		d.buf = make([]byte, uringBufSize)
+		d.outBid = -1
 		early := d.out
 		d.out = nil
 		n, v := 0, verdict{}
@@ -419,18 +449,31 @@ func (l *uloop) recv(e *usock, i int, pollFirst bool) {
 	d.recving = true
 	e.inflight++
 	s := l.sqe()
-	s.recv(e.fds[i], d.buf, e.ud(udRecv+i))
+	if d.useOwn {
+		if d.own == nil {
+			d.own = make([]byte, uringBufSize)
+		}
+		s.recv(e.fds[i], d.own, e.ud(udRecv+i))
+	} else {
+		s.recvSelect(e.fds[i], uringBufSize, e.ud(udRecv+i))
+	}
 	if pollFirst {
 		s.ioprio = recvPollFirst
 	}
 }
 
 // sendOut sends b to dirs[i]'s destination; with thenRecv, the next recv of
-// the direction's source into its buffer is linked behind it: it starts
-// once b is all out, in the same submission.
+// the direction's source is linked behind it: it starts once b is all out,
+// in the same submission.
 func (l *uloop) sendOut(e *usock, i int, b []byte, thenRecv bool) {
+	l.sendBuf(e, i, b, -1, thenRecv)
+}
+
+// sendBuf is sendOut of bytes in the ring's buffer bid (-1: none), which
+// goes back to the ring when the send completes.
+func (l *uloop) sendBuf(e *usock, i int, b []byte, bid int32, thenRecv bool) {
 	d := &e.dirs[i]
-	d.sending, d.out, d.since = true, b, l.now
+	d.sending, d.out, d.outBid, d.since = true, b, bid, l.now
 	e.inflight++
 	l.room(2)
 	s := l.sqe()
@@ -455,7 +498,7 @@ func (l *uloop) completed(c cqe) {
 	e.inflight--
 	switch kind {
 	case udRecv, udRecv + 1:
-		l.received(e, kind-udRecv, c.res)
+		l.received(e, kind-udRecv, c)
 	case udSend, udSend + 1:
 		l.sent(e, kind-udSend, c.res)
 	}
@@ -465,20 +508,43 @@ func (l *uloop) completed(c cqe) {
 	}
 }
 
-// received handles a recv's completion: res bytes in dirs[i].buf, 0 for
-// the source's FIN, or -errno.
-func (l *uloop) received(e *usock, i int, res int32) {
+// received handles a recv's completion c: c.res bytes (in the ring's
+// buffer c names, or the direction's own), 0 for the source's FIN, or
+// -errno. A ring buffer not handed to a send goes back at once.
+func (l *uloop) received(e *usock, i int, c cqe) {
 	d := &e.dirs[i]
 	d.recving = false
+	res, bid := c.res, int32(-1)
+	var b []byte
+	switch {
+	case c.flags&cqeFBuffer != 0:
+		bid = int32(c.flags >> 16)
+		b = l.bufs.buf(uint16(bid), int(max(res, 0)))
+		defer func() {
+			if d.outBid != bid {
+				l.release(bid)
+			}
+		}()
+	case res > 0:
+		b = d.own[:res]
+	}
+	d.useOwn = false
 	if e.done || res == -int32(unix.ECANCELED) {
 		// Cancelled: the send linked before it failed (sent handles it).
+		return
+	}
+	if res == errNoBufs {
+		// The ring is empty: this direction receives once into its own
+		// buffer.
+		l.starved.Add(1)
+		d.useOwn = true
+		l.recv(e, i, false)
 		return
 	}
 	if res == -int32(unix.EAGAIN) || res == -int32(unix.EINTR) {
 		l.recv(e, i, true)
 		return
 	}
-	b := d.buf[:max(res, 0)]
 	if e.closing {
 		switch {
 		case res > 0 && d.owed:
@@ -509,7 +575,7 @@ func (l *uloop) received(e *usock, i int, res int32) {
 	n, v := e.pol.dirs[i].relayed(e.s, b)
 	stop := v.code != 0 && e.s.markStop(v.code, v.reason)
 	if n > 0 {
-		l.sendOut(e, i, b[:n], !stop)
+		l.sendBuf(e, i, b[:n], bid, !stop)
 	} else if !stop {
 		l.recv(e, i, true)
 	}
@@ -518,12 +584,22 @@ func (l *uloop) received(e *usock, i int, res int32) {
 	}
 }
 
+// release gives ring buffer bid back (published after the batch).
+func (l *uloop) release(bid int32) {
+	l.bufs.put(uint16(bid))
+	l.bufsPut = true
+}
+
 // sent handles a send's completion: all of dirs[i].out, or a failure.
 func (l *uloop) sent(e *usock, i int, res int32) {
 	d := &e.dirs[i]
 	d.sending = false
 	want := len(d.out)
 	d.out = nil
+	if d.outBid >= 0 {
+		l.release(d.outBid)
+		d.outBid = -1
+	}
 	if e.done {
 		return
 	}

@@ -307,3 +307,101 @@ func (s *sqe) pollIn(fd int, ud uint64) {
 	s.opcode, s.fd, s.userData = opPollAdd, int32(fd), ud
 	s.opFlags = unix.POLLIN
 }
+
+// bufRing is a provided-buffer ring (IORING_REGISTER_PBUF_RING, Linux
+// 5.19): buffers the kernel picks from when a recv completes, so that a
+// recv waiting in the kernel holds none. Entries are struct io_uring_buf
+// (addr, len, bid, resv); the ring's tail is the resv field of entry 0.
+type bufRing struct {
+	entries []uringBuf // shared with the kernel
+	mem     []byte     // their mapping
+	bufs    []byte     // the buffers, size bytes each
+	size    int
+	mask    uint16
+	// tail is the next entry to fill; bid0 mirrors entries[0].bid, which
+	// shares a 32-bit word with the published tail.
+	tail, bid0 uint16
+}
+
+// uringBuf is struct io_uring_buf.
+type uringBuf struct {
+	addr uint64
+	len  uint32
+	bid  uint16
+	resv uint16
+}
+
+const (
+	registerPbufRing = 22      // IORING_REGISTER_PBUF_RING
+	sqeBufferSelect  = 1 << 5  // IOSQE_BUFFER_SELECT
+	cqeFBuffer       = 1 << 0  // IORING_CQE_F_BUFFER: the high 16 bits are the bid
+	uringBufGroup    = 0       // the loop's one buffer group
+	errNoBufs        = -105    // -ENOBUFS: the ring was empty
+	pageSize         = 4 << 10 // the ring's mapping is page-aligned
+)
+
+// newBufRing registers n (a power of two) buffers of size bytes with r as
+// buffer group uringBufGroup, all given to the kernel.
+func (r *ring) newBufRing(n, size int) (*bufRing, error) {
+	ringBytes := (n*int(unsafe.Sizeof(uringBuf{})) + pageSize - 1) &^ (pageSize - 1)
+	mem, err := unix.Mmap(-1, 0, ringBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("io_uring: mmap buffer ring: %w", err)
+	}
+	b := &bufRing{mem: mem, bufs: make([]byte, n*size), size: size, mask: uint16(n - 1),
+		entries: unsafe.Slice((*uringBuf)(unsafe.Pointer(&mem[0])), n)}
+	reg := struct {
+		ringAddr    uint64
+		ringEntries uint32
+		bgid, flags uint16
+		resv        [3]uint64
+	}{ringAddr: uint64(uintptr(unsafe.Pointer(&mem[0]))), ringEntries: uint32(n), bgid: uringBufGroup}
+	if _, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), registerPbufRing,
+		uintptr(unsafe.Pointer(&reg)), 1, 0, 0); errno != 0 {
+		unix.Munmap(mem)
+		return nil, fmt.Errorf("io_uring: register buffer ring: %w", errno)
+	}
+	for bid := range n {
+		b.put(uint16(bid))
+	}
+	b.publish()
+	return b, nil
+}
+
+// buf is buffer bid, res bytes long.
+func (b *bufRing) buf(bid uint16, res int) []byte {
+	off := int(bid) * b.size
+	return b.bufs[off : off+res : off+b.size]
+}
+
+// put hands buffer bid back (seen by the kernel at the next publish).
+func (b *bufRing) put(bid uint16) {
+	e := &b.entries[b.tail&b.mask]
+	e.addr = uint64(uintptr(unsafe.Pointer(&b.bufs[int(bid)*b.size])))
+	e.len = uint32(b.size)
+	if b.tail&b.mask == 0 {
+		b.bid0 = bid // written with the tail, in publish
+	} else {
+		e.bid = bid
+	}
+	b.tail++
+}
+
+// publish makes the buffers put so far visible to the kernel: one atomic
+// store of the word holding entry 0's bid and the tail orders it after
+// the entries' writes.
+func (b *bufRing) publish() {
+	w := [2]uint16{b.bid0, b.tail} // as the two fields lie in memory
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&b.entries[0].bid)), *(*uint32)(unsafe.Pointer(&w)))
+}
+
+// close unmaps the ring (after the io_uring it was registered with).
+func (b *bufRing) close() { unix.Munmap(b.mem) }
+
+// The SQE shape of a recv into a buffer of the ring.
+func (s *sqe) recvSelect(fd, size int, ud uint64) {
+	s.opcode, s.fd, s.userData = opRecv, int32(fd), ud
+	s.len = uint32(size)
+	s.flags |= sqeBufferSelect
+	s.bufIndex = uringBufGroup
+}

@@ -3,12 +3,16 @@
 package proxy
 
 import (
+	"context"
+	"encoding/binary"
 	"log/slog"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"golang.org/x/sys/unix"
 )
 
@@ -159,4 +163,82 @@ func TestBatchWindowFollowsTheLoad(t *testing.T) {
 			t.Errorf("%s: batchWindow(%d in %v, bound %v) = %v, want %v", c.name, c.n, tick, c.maxBatch, got, c.want)
 		}
 	}
+}
+
+// A socket whose client stops reading holds ring buffers in its stuck
+// sends; with the ring that small, other sockets find it empty and
+// receive into buffers of their own: they keep flowing, and the stalled
+// one delivers everything, in order, once its client reads again.
+func TestUringEmptyBufferRingFallsBackToOwnBuffers(t *testing.T) {
+	needUring(t)
+	ringBufs := uringBufs
+	uringBufs = 2
+	t.Cleanup(func() { uringBufs = ringBufs })
+	e := newEnv(t, envOpt{relay: RelayUring, cfg: func(c *Config) { c.IdleTimeout = 5 * time.Minute }})
+	_, urlA := e.allocate("CA-stalled", "")
+	a := e.mustDial(urlA)
+	a.SetReadLimit(1 << 20)
+
+	const msgSize, count = 32 << 10, 4096 // 128 MiB: beyond the socket buffers on the way
+	var written atomic.Int64
+	wrote := make(chan error, 1)
+	go func() {
+		msg := make([]byte, msgSize)
+		for i := range count {
+			binary.BigEndian.PutUint64(msg, uint64(i))
+			if err := a.Write(context.Background(), websocket.MessageBinary, msg); err != nil {
+				wrote <- err
+				return
+			}
+			written.Add(msgSize)
+		}
+		wrote <- nil
+	}()
+	// A stall is the absence of an event: poll for it, as
+	// TestSlowReaderBackpressure does.
+	last, still := int64(-1), 0
+	for still < 10 {
+		select {
+		case err := <-wrote:
+			t.Fatalf("the client wrote all %d MiB without reading (err %v)", count*msgSize>>20, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if n := written.Load(); n == last {
+			still++
+		} else {
+			last, still = n, 0
+		}
+	}
+
+	_, urlB := e.allocate("CA-flowing", "")
+	b := e.mustDial(urlB)
+	for i := range 20 {
+		echo(t, b, strings.Repeat("b", 100+i*200))
+	}
+	starved := int64(0)
+	for _, l := range *e.px.loops.uset.Load() {
+		starved += l.starved.Load()
+	}
+	t.Logf("%d receives found the ring empty", starved)
+	if starved == 0 {
+		t.Error("no receive found the ring empty: the stalled socket should hold both of its buffers")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range count {
+		_, got, err := a.Read(ctx)
+		if err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+		if seq := binary.BigEndian.Uint64(got); seq != uint64(i) || len(got) != msgSize {
+			t.Fatalf("message %d: seq %d, %d bytes", i, seq, len(got))
+		}
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	echo(t, a, "after the flood")
+	echo(t, b, "still flowing")
+	e.checkCarried(t, RelayUring, 2)
 }
