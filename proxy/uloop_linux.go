@@ -47,11 +47,12 @@ import (
 // uringBufSize is one receive buffer: one media frame is about 400
 // bytes, and a bigger message takes more receives. uringBufs is how many
 // the loop's ring holds (a variable for the test of an empty ring):
-// buffers are held from a recv's completion to its send's, so a few per
-// batch, and 2 MiB per loop is the most they take.
+// buffers are held from a recv's completion to its send's, about
+// batchTarget a batch plus the sends stuck on peers that do not read, and
+// the kernel cycles through all of them, so all 512 KiB become resident.
 const uringBufSize = 2 << 10
 
-var uringBufs = 1024
+var uringBufs = 256
 
 // uringEntries is each ring's submission slots: at most two SQEs per
 // completion, and the ring is submitted whenever it fills.
@@ -290,7 +291,7 @@ func (l *uloop) run(batch time.Duration, started chan<- error) {
 		if l.open > 0 {
 			timeout = max(time.Duration(l.nextTick-int64(time.Since(l.base))), time.Microsecond)
 		}
-		if err := r.submitWait(timeout, l.batch, uringEntries); err != nil {
+		if err := r.submitWait(timeout, l.batch, batchTarget); err != nil {
 			l.p.Log.Error("uring relay: io_uring_enter failed", "err", err)
 		}
 		l.now = int64(time.Since(l.base))
@@ -322,7 +323,8 @@ const batchTarget = 16
 // most maxWindow, and none when maxWindow would not gather a quarter of
 // them (a lightly loaded loop pays the latency and saves nothing). So the
 // window, and with it the latency edge adds, shrinks as the load grows,
-// while each wait still carries about batchTarget completions.
+// while each wait still carries about batchTarget completions. The wait
+// also ends as soon as batchTarget completions came (a burst).
 func batchWindow(n int, elapsed, maxWindow time.Duration) time.Duration {
 	if maxWindow <= 0 || n <= 0 || elapsed <= 0 {
 		return 0
