@@ -134,6 +134,7 @@ func DefaultConfig() Config {
 		DrainTimeout:       time.Hour,
 		MaxSockets:         10000,
 		MaxMessageBytes:    1 << 20,
+		Relay:              RelayEpoll,
 	}
 }
 
