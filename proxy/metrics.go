@@ -23,6 +23,7 @@ type metrics struct {
 	renewals     *prometheus.CounterVec
 	releases     *prometheus.CounterVec
 	relayed      *prometheus.CounterVec
+	uringOwnBufs prometheus.Counter
 }
 
 // newMetrics registers the proxy's metrics on reg (nil: unregistered).
@@ -87,6 +88,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edge_proxy_relayed_sockets_total",
 			Help: "Media sockets relayed, by relay (epoll, uring, goroutines: the fallback) and client transport (tcp, tls: terminated in edge).",
 		}, []string{"relay", "client"}),
+		uringOwnBufs: f.NewCounter(prometheus.CounterOpts{
+			Name: "edge_proxy_uring_buffer_ring_empty_total",
+			Help: "Receives of the uring relay that found the loop's buffer ring empty and used a buffer of the socket's own.",
+		}),
 	}
 	for _, d := range []string{"client_to_pod", "pod_to_client"} {
 		m.dir[d] = &dirCounters{bytes: bytes.WithLabelValues(d), messages: msgs.WithLabelValues(d)}

@@ -46,13 +46,21 @@ import (
 
 // uringBufSize is one receive buffer: one media frame is about 400
 // bytes, and a bigger message takes more receives. uringBufs is how many
-// the loop's ring holds (a variable for the test of an empty ring):
-// buffers are held from a recv's completion to its send's, about
-// batchTarget a batch plus the sends stuck on peers that do not read, and
-// the kernel cycles through all of them, so all 512 KiB become resident.
+// a loop has (8192: 16 MiB of address space, resident only as far as the
+// load uses them; a variable for the test of an empty ring). A buffer is
+// held from its recv's completion to its send's: a batch's worth, plus
+// the sends stuck on peers that do not read.
 const uringBufSize = 2 << 10
 
-var uringBufs = 256
+var uringBufs = 8192
+
+// uringRingEntries is the buffer ring's size, the most buffers put ahead
+// in it; each pass puts twice what the last batch used, at least
+// uringAheadMin.
+const (
+	uringRingEntries = 1024
+	uringAheadMin    = 64
+)
 
 // uringEntries is each ring's submission slots: at most two SQEs per
 // completion, and the ring is submitted whenever it fills.
@@ -85,8 +93,8 @@ type usock struct {
 // udir is one direction: dirs[i] receives from fds[i] and sends to the
 // other.
 type udir struct {
-	// own is the direction's buffer when the ring ran dry (useOwn: for
-	// its next recv); nil until then.
+	// own is the buffer of a recv made when the ring ran dry (useOwn:
+	// the next recv takes one), nil otherwise.
 	own    []byte
 	useOwn bool
 	// out is what the send in flight writes (it keeps the bytes alive
@@ -106,8 +114,8 @@ type uloop struct {
 	r      *ring
 	bufs   *bufRing
 	wakeFd int
-	// bufsPut: buffers went back to the ring since the last publish.
-	bufsPut bool
+	// used counts the ring buffers the last pass's completions took.
+	used int
 	// starved counts the receives that found the ring empty.
 	starved atomic.Int64
 	// maxBatch is Config.UringBatch where the kernel has min_wait; batch
@@ -265,7 +273,7 @@ func (l *uloop) run(batch time.Duration, started chan<- error) {
 	if !r.minWait {
 		batch = 0
 	}
-	bufs, err := r.newBufRing(uringBufs, uringBufSize)
+	bufs, err := r.newBufRing(min(uringRingEntries, uringBufs), uringBufs, uringBufSize, uringAheadMin)
 	if err != nil {
 		r.close()
 		started <- err
@@ -280,7 +288,9 @@ func (l *uloop) run(batch time.Duration, started chan<- error) {
 		unix.Close(l.wakeFd)
 		l.mu.Unlock()
 		r.close()
-		bufs.close()
+		if bufs != nil {
+			bufs.close()
+		}
 	}()
 	const tickEvery = 50 * time.Millisecond
 	// Completions reaped since the tick at tickAt: the load that sizes the
@@ -296,12 +306,15 @@ func (l *uloop) run(batch time.Duration, started chan<- error) {
 		}
 		l.now = int64(time.Since(l.base))
 		reaped += r.reap(l.complete)
-		if l.bufsPut {
-			l.bufs.publish()
-			l.bufsPut = false
-		}
+		l.bufs.topUp(max(uringAheadMin, 2*l.used))
+		l.used = 0
 		if l.commands() {
 			l.closeAll()
+			if !l.settleInflight() {
+				// Something may still write into the buffers: leave
+				// them mapped (the process is stopping).
+				bufs = nil
+			}
 			return
 		}
 		if l.open > 0 && l.now >= l.nextTick {
@@ -310,6 +323,27 @@ func (l *uloop) run(batch time.Duration, started chan<- error) {
 			reaped, tickAt = 0, l.now
 			l.sweep()
 		}
+	}
+}
+
+// settleInflight waits, up to a second, for the operations still in the kernel
+// to complete once closeAll shut every socket down, so that none writes
+// into a buffer after it is unmapped; it reports whether they did.
+func (l *uloop) settleInflight() bool {
+	deadline := time.Now().Add(time.Second)
+	for {
+		busy := false
+		for _, e := range l.socks {
+			busy = busy || e != nil && e.inflight > 0
+		}
+		if !busy {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		l.r.submitWait(10*time.Millisecond, 0, 1)
+		l.r.reap(l.complete)
 	}
 }
 
@@ -524,6 +558,8 @@ func (l *uloop) received(e *usock, i int, c cqe) {
 	case c.flags&cqeFBuffer != 0:
 		bid = int32(c.flags >> 16)
 		b = l.bufs.buf(uint16(bid), int(max(res, 0)))
+		l.bufs.taken()
+		l.used++
 		defer func() {
 			if d.outBid != bid {
 				l.release(bid)
@@ -532,6 +568,9 @@ func (l *uloop) received(e *usock, i int, c cqe) {
 	case res > 0:
 		b = d.own[:res]
 	}
+	// An own buffer serves one receive (its bytes live on in the send):
+	// a direction keeps none once the ring has buffers again.
+	d.own = nil
 	d.useOwn = false
 	if e.done || res == -int32(unix.ECANCELED) {
 		// Cancelled: the send linked before it failed (sent handles it).
@@ -539,8 +578,10 @@ func (l *uloop) received(e *usock, i int, c cqe) {
 	}
 	if res == errNoBufs {
 		// The ring is empty: this direction receives once into its own
-		// buffer.
+		// buffer, and the next top-up puts more ahead.
+		l.used++
 		l.starved.Add(1)
+		l.p.metrics.uringOwnBufs.Inc()
 		d.useOwn = true
 		l.recv(e, i, false)
 		return
@@ -588,10 +629,9 @@ func (l *uloop) received(e *usock, i int, c cqe) {
 	}
 }
 
-// release gives ring buffer bid back (published after the batch).
+// release gives ring buffer bid back (to the ring at the next top-up).
 func (l *uloop) release(bid int32) {
 	l.bufs.put(uint16(bid))
-	l.bufsPut = true
 }
 
 // sent handles a send's completion: all of dirs[i].out, or a failure.

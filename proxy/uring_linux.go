@@ -312,15 +312,27 @@ func (s *sqe) pollIn(fd int, ud uint64) {
 // 5.19): buffers the kernel picks from when a recv completes, so that a
 // recv waiting in the kernel holds none. Entries are struct io_uring_buf
 // (addr, len, bid, resv); the ring's tail is the resv field of entry 0.
+//
+// The kernel takes buffers in ring order, so a ring holding every buffer
+// would make all of them resident in turn. Instead the ring is kept
+// topped up with only enough buffers for the next batch (ahead), taken
+// from a free list that reuses the most recently returned first: the
+// buffers in use stay few and warm, and the rest of the (mmap'ed,
+// outside Go's heap) space is never touched unless the load needs it.
 type bufRing struct {
 	entries []uringBuf // shared with the kernel
 	mem     []byte     // their mapping
-	bufs    []byte     // the buffers, size bytes each
+	bufs    []byte     // the buffers, size bytes each (mmap'ed)
 	size    int
 	mask    uint16
 	// tail is the next entry to fill; bid0 mirrors entries[0].bid, which
 	// shares a 32-bit word with the published tail.
 	tail, bid0 uint16
+	// free holds the buffers neither in the ring nor in use, the last
+	// returned on top; ahead counts those put in the ring whose use the
+	// loop has not seen yet (at least the kernel's count of free ones).
+	free  []uint16
+	ahead int
 }
 
 // uringBuf is struct io_uring_buf.
@@ -340,16 +352,25 @@ const (
 	pageSize         = 4 << 10 // the ring's mapping is page-aligned
 )
 
-// newBufRing registers n (a power of two) buffers of size bytes with r as
-// buffer group uringBufGroup, all given to the kernel.
-func (r *ring) newBufRing(n, size int) (*bufRing, error) {
+// newBufRing registers a ring of n entries (a power of two) as buffer
+// group uringBufGroup, over total buffers of size bytes, and puts
+// ahead of them in it.
+func (r *ring) newBufRing(n, total, size, ahead int) (*bufRing, error) {
 	ringBytes := (n*int(unsafe.Sizeof(uringBuf{})) + pageSize - 1) &^ (pageSize - 1)
 	mem, err := unix.Mmap(-1, 0, ringBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil, fmt.Errorf("io_uring: mmap buffer ring: %w", err)
 	}
-	b := &bufRing{mem: mem, bufs: make([]byte, n*size), size: size, mask: uint16(n - 1),
-		entries: unsafe.Slice((*uringBuf)(unsafe.Pointer(&mem[0])), n)}
+	bufs, err := unix.Mmap(-1, 0, total*size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		unix.Munmap(mem)
+		return nil, fmt.Errorf("io_uring: mmap buffers: %w", err)
+	}
+	b := &bufRing{mem: mem, bufs: bufs, size: size, mask: uint16(n - 1),
+		entries: unsafe.Slice((*uringBuf)(unsafe.Pointer(&mem[0])), n), free: make([]uint16, total)}
+	for i := range b.free {
+		b.free[i] = uint16(total - 1 - i) // buffer 0 on top
+	}
 	reg := struct {
 		ringAddr    uint64
 		ringEntries uint32
@@ -358,13 +379,10 @@ func (r *ring) newBufRing(n, size int) (*bufRing, error) {
 	}{ringAddr: uint64(uintptr(unsafe.Pointer(&mem[0]))), ringEntries: uint32(n), bgid: uringBufGroup}
 	if _, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), registerPbufRing,
 		uintptr(unsafe.Pointer(&reg)), 1, 0, 0); errno != 0 {
-		unix.Munmap(mem)
+		b.close()
 		return nil, fmt.Errorf("io_uring: register buffer ring: %w", errno)
 	}
-	for bid := range n {
-		b.put(uint16(bid))
-	}
-	b.publish()
+	b.topUp(ahead)
 	return b, nil
 }
 
@@ -374,29 +392,48 @@ func (b *bufRing) buf(bid uint16, res int) []byte {
 	return b.bufs[off : off+res : off+b.size]
 }
 
-// put hands buffer bid back (seen by the kernel at the next publish).
-func (b *bufRing) put(bid uint16) {
-	e := &b.entries[b.tail&b.mask]
-	e.addr = uint64(uintptr(unsafe.Pointer(&b.bufs[int(bid)*b.size])))
-	e.len = uint32(b.size)
-	if b.tail&b.mask == 0 {
-		b.bid0 = bid // written with the tail, in publish
-	} else {
-		e.bid = bid
-	}
-	b.tail++
-}
+// taken notes that the kernel used one of the ring's buffers (a
+// completion named it).
+func (b *bufRing) taken() { b.ahead-- }
 
-// publish makes the buffers put so far visible to the kernel: one atomic
-// store of the word holding entry 0's bid and the tail orders it after
-// the entries' writes.
-func (b *bufRing) publish() {
+// put returns buffer bid to the free list.
+func (b *bufRing) put(bid uint16) { b.free = append(b.free, bid) }
+
+// topUp puts free buffers in the ring until ahead of them are unused
+// there (at most the ring's size), and publishes them.
+func (b *bufRing) topUp(ahead int) {
+	ahead = min(ahead, len(b.entries))
+	if b.ahead >= ahead || len(b.free) == 0 {
+		return
+	}
+	for b.ahead < ahead && len(b.free) > 0 {
+		bid := b.free[len(b.free)-1]
+		b.free = b.free[:len(b.free)-1]
+		// The slot is free: the kernel holds fewer than len(entries)
+		// unused entries (b.ahead counts at least those).
+		e := &b.entries[b.tail&b.mask]
+		e.addr = uint64(uintptr(unsafe.Pointer(&b.bufs[int(bid)*b.size])))
+		e.len = uint32(b.size)
+		if b.tail&b.mask == 0 {
+			b.bid0 = bid // written with the tail, below
+		} else {
+			e.bid = bid
+		}
+		b.tail++
+		b.ahead++
+	}
+	// One atomic store of the word holding entry 0's bid and the tail
+	// orders it after the entries' writes.
 	w := [2]uint16{b.bid0, b.tail} // as the two fields lie in memory
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&b.entries[0].bid)), *(*uint32)(unsafe.Pointer(&w)))
 }
 
-// close unmaps the ring (after the io_uring it was registered with).
-func (b *bufRing) close() { unix.Munmap(b.mem) }
+// close unmaps the ring and the buffers: only once the io_uring it was
+// registered with has nothing in flight, or is closed.
+func (b *bufRing) close() {
+	unix.Munmap(b.mem)
+	unix.Munmap(b.bufs)
+}
 
 // The SQE shape of a recv into a buffer of the ring.
 func (s *sqe) recvSelect(fd, size int, ud uint64) {

@@ -91,7 +91,7 @@ func TestBufRing(t *testing.T) {
 		t.Skipf("io_uring unavailable: %v", err)
 	}
 	defer r.close()
-	b, err := r.newBufRing(2, 64)
+	b, err := r.newBufRing(2, 3, 64, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,16 +131,28 @@ func TestBufRing(t *testing.T) {
 		}
 		seen[bid] = true
 	}
+	// Two of the three buffers were put ahead, and both are taken.
+	b.taken()
+	b.taken()
 	c := recvOne("third")
 	if c.res != errNoBufs {
 		t.Fatalf("recv with the ring empty: res %d, want -ENOBUFS", c.res)
 	}
+	// Returned buffers go back in last-returned-first order; buffer 2,
+	// never needed, stays untouched.
 	for bid := range seen {
 		b.put(bid)
 	}
-	b.publish()
-	c = recvOne("") // "third" is still waiting in the socket
-	if c.flags&cqeFBuffer == 0 || string(b.buf(uint16(c.flags>>16), int(c.res))) != "third" {
-		t.Fatalf("recv after the buffers came back: res %d flags %#x", c.res, c.flags)
+	order := []uint16{b.free[2], b.free[1]}
+	b.topUp(2)
+	for _, want := range order {
+		c = recvOne("") // "third" (then "fourth") is waiting in the socket
+		if c.flags&cqeFBuffer == 0 || uint16(c.flags>>16) != want {
+			t.Fatalf("recv after the buffers came back: res %d flags %#x, want buffer %d", c.res, c.flags, want)
+		}
+		b.taken()
+		if _, err := unix.Write(fds[0], []byte("fourth")); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

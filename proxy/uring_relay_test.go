@@ -242,3 +242,24 @@ func TestUringEmptyBufferRingFallsBackToOwnBuffers(t *testing.T) {
 	echo(t, b, "still flowing")
 	e.checkCarried(t, RelayUring, 2)
 }
+
+// Every ring buffer comes back: a socket echoing far more messages than
+// a four-buffer ring holds, one at a time, never finds it empty.
+func TestUringBuffersComeBack(t *testing.T) {
+	needUring(t)
+	ringBufs := uringBufs
+	uringBufs = 4
+	t.Cleanup(func() { uringBufs = ringBufs })
+	e := newEnv(t, envOpt{relay: RelayUring})
+	_, url := e.allocate("CA1", "")
+	c := e.mustDial(url)
+	for i := range 200 {
+		echo(t, c, strings.Repeat("x", 1+i*37%3000))
+	}
+	e.checkCarried(t, RelayUring, 1)
+	for _, l := range *e.px.loops.uset.Load() {
+		if n := l.starved.Load(); n != 0 {
+			t.Errorf("%d receives found the ring empty: buffers were not given back", n)
+		}
+	}
+}
