@@ -163,6 +163,10 @@ func (ls *loops) startUring(p *Proxy) error {
 		}
 		set = append(set, l)
 	}
+	// Each loop's thread holds a P while it waits in the kernel: give the
+	// runtime one more per loop. (Setting GOMAXPROCS ends the runtime's own
+	// updates of it from the container's CPU limit; the value is derived
+	// from the one in force at start.)
 	procs := runtime.GOMAXPROCS(0)
 	runtime.GOMAXPROCS(procs + n)
 	ls.uprocs = n
