@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -190,17 +189,11 @@ func detach(c *net.TCPConn) (int, error) {
 
 // eloop is one event loop.
 type eloop struct {
-	p      *Proxy
-	epfd   int
-	wakeFd int             // eventfd: commands are queued
-	file   *os.File        // epfd, registered with Go's netpoller
-	rc     syscall.RawConn // of file
-
-	mu      sync.Mutex
-	queue   []ecmd
-	stopped bool
-	queued  atomic.Bool
-	done    chan struct{}
+	inbox[ecmd]
+	p    *Proxy
+	epfd int
+	file *os.File        // epfd, registered with Go's netpoller
+	rc   syscall.RawConn // of file
 
 	// Owned by the loop goroutine.
 	socks map[int32]*esock // by fd, client and pod
@@ -231,19 +224,15 @@ func newLoop(p *Proxy) (*eloop, error) {
 	if err != nil {
 		return nil, err
 	}
-	wfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
+	l := &eloop{p: p, epfd: epfd, socks: map[int32]*esock{}, buf: make([]byte, readSize), base: time.Now()}
+	if err := l.inbox.open(); err != nil {
 		unix.Close(epfd)
 		return nil, err
-	}
-	l := &eloop{
-		p: p, epfd: epfd, wakeFd: wfd, done: make(chan struct{}),
-		socks: map[int32]*esock{}, buf: make([]byte, readSize), base: time.Now(),
 	}
 	l.poll = l.pollOnce
 	if err := l.open(); err != nil {
 		unix.Close(epfd)
-		unix.Close(wfd)
+		unix.Close(l.wakeFd)
 		return nil, err
 	}
 	return l, nil
@@ -269,45 +258,9 @@ func (l *eloop) open() error {
 	return nil
 }
 
-// send queues c for the loop; false once the loop stopped.
-func (l *eloop) send(c ecmd) bool {
-	l.mu.Lock()
-	if l.stopped {
-		l.mu.Unlock()
-		return false
-	}
-	l.queue = append(l.queue, c)
-	if !l.queued.Swap(true) {
-		// Under mu: the loop closes wakeFd under mu once stopped, so a
-		// late send never writes to a reused fd number.
-		l.wake()
-	}
-	l.mu.Unlock()
-	return true
-}
-
-func (l *eloop) wake() {
-	one := [8]byte{1}
-	unix.Write(l.wakeFd, one[:])
-}
-
-// quit stops the loop and waits for it.
-func (l *eloop) quit() {
-	l.mu.Lock()
-	l.stopped = true
-	l.queued.Store(true)
-	l.wake()
-	l.mu.Unlock()
-	<-l.done
-}
-
 func (l *eloop) run() {
 	defer close(l.done)
-	defer func() {
-		l.mu.Lock()
-		unix.Close(l.wakeFd)
-		l.mu.Unlock()
-	}()
+	defer l.closeWake()
 	defer l.file.Close()
 	for {
 		n := l.wait()
@@ -361,14 +314,7 @@ func (l *eloop) pollOnce(uintptr) bool {
 // commands applies queued adds and stops; it reports whether the loop
 // must quit.
 func (l *eloop) commands() bool {
-	if !l.queued.Load() {
-		return false
-	}
-	l.mu.Lock()
-	l.queued.Store(false)
-	q, stopped := l.queue, l.stopped
-	l.queue = nil
-	l.mu.Unlock()
+	q, stopped := l.take()
 	for _, c := range q {
 		switch {
 		case c.add:

@@ -58,57 +58,80 @@ func TestSlowReaderBackpressure(t *testing.T) {
 		c := e.mustDial(url)
 		c.SetReadLimit(1 << 20)
 
-		const msgSize, count = 32 << 10, 4096 // 128 MiB: far beyond every socket buffer on the way
-		var written atomic.Int64
-		wrote := make(chan error, 1)
-		go func() {
-			msg := make([]byte, msgSize)
-			for i := range count {
-				binary.BigEndian.PutUint64(msg, uint64(i))
-				if err := c.Write(context.Background(), websocket.MessageBinary, msg); err != nil {
-					wrote <- err
-					return
-				}
-				written.Add(msgSize)
-			}
-			wrote <- nil
-		}()
-		// The writer stalls: no progress for a while. A stall is the
-		// absence of an event, so this is the one place that polls.
-		last, still := int64(-1), 0
-		for still < 10 {
-			select {
-			case err := <-wrote:
-				t.Fatalf("the client wrote all %d MiB without reading (err %v): something buffers without bound", count*msgSize>>20, err)
-			case <-time.After(50 * time.Millisecond):
-			}
-			if n := written.Load(); n == last {
-				still++
-			} else {
-				last, still = n, 0
-			}
-		}
-		t.Logf("client stalled after %d KiB written and none read (socket buffers on the way)", last>>10)
-
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		for i := range count {
-			_, got, err := c.Read(ctx)
-			if err != nil {
-				t.Fatalf("read %d: %v", i, err)
-			}
-			if seq := binary.BigEndian.Uint64(got); seq != uint64(i) || len(got) != msgSize {
-				t.Fatalf("message %d: seq %d, %d bytes", i, seq, len(got))
-			}
-		}
-		if err := <-wrote; err != nil {
-			t.Fatal(err)
-		}
+		f := floodUntilStalled(t, c)
+		f.readAll(t)
 		echo(t, c, "after the flood")
 		// Not right after the dial: the 101 reaches the client before
 		// the socket is handed to a loop.
 		e.checkCarried(t, relay, 1)
 	})
+}
+
+// flood is a client writing 128 MiB of numbered 32 KiB messages without
+// reading: far beyond every socket buffer on the way through edge.
+type flood struct {
+	c     *websocket.Conn
+	wrote chan error
+}
+
+const floodMsgSize, floodCount = 32 << 10, 4096
+
+// floodUntilStalled starts the flood on c and returns once its writes
+// stalled (no progress for 500 ms): edge relays no faster than the client
+// reads. It fails the test if every message went out unread.
+func floodUntilStalled(t *testing.T, c *websocket.Conn) *flood {
+	t.Helper()
+	c.SetReadLimit(1 << 20)
+	f := &flood{c: c, wrote: make(chan error, 1)}
+	var written atomic.Int64
+	go func() {
+		msg := make([]byte, floodMsgSize)
+		for i := range floodCount {
+			binary.BigEndian.PutUint64(msg, uint64(i))
+			if err := c.Write(context.Background(), websocket.MessageBinary, msg); err != nil {
+				f.wrote <- err
+				return
+			}
+			written.Add(floodMsgSize)
+		}
+		f.wrote <- nil
+	}()
+	// A stall is the absence of an event, so this polls.
+	last, still := int64(-1), 0
+	for still < 10 {
+		select {
+		case err := <-f.wrote:
+			t.Fatalf("the client wrote all %d MiB without reading (err %v): something buffers without bound", floodCount*floodMsgSize>>20, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if n := written.Load(); n == last {
+			still++
+		} else {
+			last, still = n, 0
+		}
+	}
+	t.Logf("client stalled after %d KiB written and none read (socket buffers on the way)", last>>10)
+	return f
+}
+
+// readAll reads every message of the flood back, in order, and waits for
+// its writer.
+func (f *flood) readAll(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range floodCount {
+		_, got, err := f.c.Read(ctx)
+		if err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+		if seq := binary.BigEndian.Uint64(got); seq != uint64(i) || len(got) != floodMsgSize {
+			t.Fatalf("message %d: seq %d, %d bytes", i, seq, len(got))
+		}
+	}
+	if err := <-f.wrote; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // The pod hanging up, with a close frame or by dropping TCP, ends the

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -110,10 +109,10 @@ type udir struct {
 
 // uloop is one io_uring event loop.
 type uloop struct {
-	p      *Proxy
-	r      *ring
-	bufs   *bufRing
-	wakeFd int
+	inbox[ucmd]
+	p    *Proxy
+	r    *ring
+	bufs *bufRing
 	// used counts the ring buffers the last pass's completions took.
 	used int
 	// starved counts the receives that found the ring empty.
@@ -121,12 +120,6 @@ type uloop struct {
 	// maxBatch is Config.UringBatch where the kernel has min_wait; batch
 	// is the window in use, sized from the load (batchWindow).
 	maxBatch, batch time.Duration
-
-	mu      sync.Mutex
-	queue   []ucmd
-	stopped bool
-	queued  atomic.Bool
-	done    chan struct{}
 
 	// Owned by the loop's thread.
 	socks    []*usock
@@ -221,46 +214,18 @@ var newUringRing = func() (*ring, error) { return newRingFlags(uringEntries, set
 // newUloop starts a loop on a thread of its own, which creates the ring:
 // with SINGLE_ISSUER the ring belongs to the thread that made it.
 func newUloop(p *Proxy, batch time.Duration) (*uloop, error) {
-	wfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
+	l := &uloop{p: p, base: time.Now()}
+	if err := l.inbox.open(); err != nil {
 		return nil, err
 	}
-	l := &uloop{p: p, wakeFd: wfd, done: make(chan struct{}), base: time.Now()}
 	l.complete = l.completed
 	started := make(chan error)
 	go l.run(batch, started)
 	if err := <-started; err != nil {
-		unix.Close(wfd)
+		unix.Close(l.wakeFd)
 		return nil, err
 	}
 	return l, nil
-}
-
-func (l *uloop) send(c ucmd) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.stopped {
-		return false
-	}
-	l.queue = append(l.queue, c)
-	if !l.queued.Swap(true) {
-		l.wake()
-	}
-	return true
-}
-
-func (l *uloop) wake() {
-	one := [8]byte{1}
-	unix.Write(l.wakeFd, one[:])
-}
-
-func (l *uloop) quit() {
-	l.mu.Lock()
-	l.stopped = true
-	l.queued.Store(true)
-	l.wake()
-	l.mu.Unlock()
-	<-l.done
 }
 
 // run is the loop, on its locked thread: it waits in io_uring_enter
@@ -288,9 +253,7 @@ func (l *uloop) run(batch time.Duration, started chan<- error) {
 	started <- nil
 	defer close(l.done)
 	defer func() {
-		l.mu.Lock()
-		unix.Close(l.wakeFd)
-		l.mu.Unlock()
+		l.closeWake()
 		r.close()
 		if bufs != nil {
 			bufs.close()
@@ -394,15 +357,10 @@ func (l *uloop) room(n uint32) {
 	}
 }
 
+// commands applies queued adds and stops; it reports whether the loop
+// must quit.
 func (l *uloop) commands() bool {
-	if !l.queued.Load() {
-		return false
-	}
-	l.mu.Lock()
-	l.queued.Store(false)
-	q, stopped := l.queue, l.stopped
-	l.queue = nil
-	l.mu.Unlock()
+	q, stopped := l.take()
 	for _, c := range q {
 		switch {
 		case c.add:

@@ -3,16 +3,12 @@
 package proxy
 
 import (
-	"context"
-	"encoding/binary"
 	"log/slog"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
 	"golang.org/x/sys/unix"
 )
 
@@ -177,38 +173,7 @@ func TestUringEmptyBufferRingFallsBackToOwnBuffers(t *testing.T) {
 	e := newEnv(t, envOpt{relay: RelayUring, cfg: func(c *Config) { c.IdleTimeout = 5 * time.Minute }})
 	_, urlA := e.allocate("CA-stalled", "")
 	a := e.mustDial(urlA)
-	a.SetReadLimit(1 << 20)
-
-	const msgSize, count = 32 << 10, 4096 // 128 MiB: beyond the socket buffers on the way
-	var written atomic.Int64
-	wrote := make(chan error, 1)
-	go func() {
-		msg := make([]byte, msgSize)
-		for i := range count {
-			binary.BigEndian.PutUint64(msg, uint64(i))
-			if err := a.Write(context.Background(), websocket.MessageBinary, msg); err != nil {
-				wrote <- err
-				return
-			}
-			written.Add(msgSize)
-		}
-		wrote <- nil
-	}()
-	// A stall is the absence of an event: poll for it, as
-	// TestSlowReaderBackpressure does.
-	last, still := int64(-1), 0
-	for still < 10 {
-		select {
-		case err := <-wrote:
-			t.Fatalf("the client wrote all %d MiB without reading (err %v)", count*msgSize>>20, err)
-		case <-time.After(50 * time.Millisecond):
-		}
-		if n := written.Load(); n == last {
-			still++
-		} else {
-			last, still = n, 0
-		}
-	}
+	f := floodUntilStalled(t, a)
 
 	_, urlB := e.allocate("CA-flowing", "")
 	b := e.mustDial(urlB)
@@ -224,20 +189,7 @@ func TestUringEmptyBufferRingFallsBackToOwnBuffers(t *testing.T) {
 		t.Error("no receive found the ring empty: the stalled socket should hold both of its buffers")
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for i := range count {
-		_, got, err := a.Read(ctx)
-		if err != nil {
-			t.Fatalf("read %d: %v", i, err)
-		}
-		if seq := binary.BigEndian.Uint64(got); seq != uint64(i) || len(got) != msgSize {
-			t.Fatalf("message %d: seq %d, %d bytes", i, seq, len(got))
-		}
-	}
-	if err := <-wrote; err != nil {
-		t.Fatal(err)
-	}
+	f.readAll(t)
 	echo(t, a, "after the flood")
 	echo(t, b, "still flowing")
 	e.checkCarried(t, RelayUring, 2)
