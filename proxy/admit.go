@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -319,16 +318,16 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 			t, held = takeTLS(tc)
 			early = append(early, held...)
 		}
-		if r, ok := p.loops.add(s, up, early, t); ok {
-			p.countRelayed(r, conn)
+		if p.loops.add(s, up, early, t) {
 			return
 		}
 	}
-	if tc, ok := conn.(*tls.Conn); ok {
+	tc, isTLS := conn.(*tls.Conn)
+	if isTLS {
 		// crypto/tls keeps this socket: its record watch ends.
 		stopTLSWatch(tc)
 	}
-	p.countRelayed(RelayGoroutines, conn)
+	p.countRelayed(RelayGoroutines, isTLS)
 	s.setInterrupt(func() {
 		// A write blocked on a peer that does not read would never see
 		// the read deadlines: bound it, as the loops' close grace does.
@@ -343,10 +342,12 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 
 // countRelayed counts a socket by the relay that carries it and whether its
 // client speaks TLS: the share of TLS sockets on the goroutine relay shows
-// clients that the loops cannot serve (TLS 1.2).
-func (p *Proxy) countRelayed(r Relay, client net.Conn) {
+// clients that the loops cannot serve (TLS 1.2). Each relay counts before
+// it can move a byte, so that whoever sees the socket's traffic or its end
+// sees it counted.
+func (p *Proxy) countRelayed(r Relay, tls bool) {
 	transport := "tcp"
-	if _, ok := client.(*tls.Conn); ok {
+	if tls {
 		transport = "tls"
 	}
 	p.metrics.relayed.WithLabelValues(string(r), transport).Inc()

@@ -95,15 +95,14 @@ func (ls *loops) stop() {
 }
 
 // add hands s to a loop, round robin: a uring loop for a plain TCP client
-// when they run, else an epoll loop; it returns which relay took it. It
-// reports false, leaving the connections untouched, when the loops cannot
+// when they run, else an epoll loop. It reports false, leaving the connections untouched, when the loops cannot
 // carry them (none started, or a connection that is not TCP): the caller
 // then uses the goroutine relay. t, when not nil, is the client's TLS record layer taken
 // from crypto/tls (tlshandoff.go), and its TCP connection the client's.
-func (ls *loops) add(s *socket, up *upstream, early []byte, t *tlsTakeover) (Relay, bool) {
+func (ls *loops) add(s *socket, up *upstream, early []byte, t *tlsTakeover) bool {
 	set := ls.set.Load()
 	if set == nil {
-		return "", false
+		return false
 	}
 	cc, ok1 := s.client.(*net.TCPConn)
 	if t != nil {
@@ -111,15 +110,15 @@ func (ls *loops) add(s *socket, up *upstream, early []byte, t *tlsTakeover) (Rel
 	}
 	pc, ok2 := up.conn.(*net.TCPConn)
 	if !ok1 || !ok2 {
-		return "", false
+		return false
 	}
 	if uset := ls.uset.Load(); uset != nil && t == nil {
-		return RelayUring, ls.addUring(*uset, s, cc, pc, early, up)
+		return ls.addUring(*uset, s, cc, pc, early, up)
 	}
 	l := (*set)[int(ls.next.Add(1))%len(*set)]
 	cfd, err := detach(cc)
 	if err != nil {
-		return "", false
+		return false
 	}
 	pfd, err := detach(pc)
 	if err != nil {
@@ -140,6 +139,7 @@ func (ls *loops) add(s *socket, up *upstream, early []byte, t *tlsTakeover) (Rel
 	// Counted before the loop can relay a byte or end the socket, so that
 	// whoever sees the socket's traffic or its end sees it counted.
 	ls.carried.Add(1)
+	l.p.countRelayed(RelayEpoll, t != nil)
 	if !l.send(ecmd{e: e, add: true}) {
 		// The loops stopped under us (cannot happen while the socket is
 		// admitted, as Run stops them after every socket ended); do not
@@ -149,10 +149,10 @@ func (ls *loops) add(s *socket, up *upstream, early []byte, t *tlsTakeover) (Rel
 			unix.Close(pfd)
 		}
 		go l.p.finish(s, nil)
-		return RelayEpoll, true
+		return true
 	}
 	s.setInterrupt(func() { l.send(ecmd{e: e}) })
-	return RelayEpoll, true
+	return true
 }
 
 // running reports whether the loops take sockets.

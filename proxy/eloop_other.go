@@ -15,7 +15,7 @@ func (*loops) start(*Proxy) error { return errors.New("epoll relay: Linux only")
 func (*loops) stop()              {}
 func (*loops) running() bool      { return false }
 
-func (*loops) add(*socket, *upstream, []byte, *tlsTakeover) (Relay, bool) { return "", false }
+func (*loops) add(*socket, *upstream, []byte, *tlsTakeover) bool { return false }
 
 // uringProbe: the io_uring relay is Linux only.
 func uringProbe() error { return errors.New("io_uring relay: Linux only") }

@@ -115,8 +115,6 @@ type uloop struct {
 	bufs *bufRing
 	// used counts the ring buffers the last pass's completions took.
 	used int
-	// starved counts the receives that found the ring empty.
-	starved atomic.Int64
 	// maxBatch is Config.UringBatch where the kernel has min_wait; batch
 	// is the window in use, sized from the load (batchWindow).
 	maxBatch, batch time.Duration
@@ -195,6 +193,7 @@ func (ls *loops) addUring(set []*uloop, s *socket, cc, pc *net.TCPConn, early []
 	s.client, s.podConn = nil, nil
 	ls.carried.Add(1)
 	ls.carriedUring.Add(1)
+	l.p.countRelayed(RelayUring, false)
 	if !l.send(ucmd{e: e, add: true}) {
 		unix.Close(cfd)
 		if pfd >= 0 {
@@ -542,7 +541,6 @@ func (l *uloop) received(e *usock, i int, c cqe) {
 		// The ring is empty: this direction receives once into its own
 		// buffer, and the next top-up puts more ahead.
 		l.used++
-		l.starved.Add(1)
 		l.p.metrics.uringOwnBufs.Inc()
 		d.useOwn = true
 		l.recv(e, i, false)

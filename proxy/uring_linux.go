@@ -5,6 +5,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -119,11 +120,9 @@ type ring struct {
 	minWait bool
 }
 
-// newRing sets up a ring of at least entries submission slots (the kernel
-// rounds up to a power of two; completions get twice as many).
-func newRing(entries uint32) (*ring, error) { return newRingFlags(entries, 0) }
-
-// newRingFlags is newRing with more setup flags (setupDeferTaskrun: the
+// newRingFlags sets up a ring of at least entries submission slots (the
+// kernel rounds up to a power of two; completions get twice as many),
+// with more setup flags (setupDeferTaskrun: the
 // calling thread must be the ring's only submitter, see uloop.runThread).
 func newRingFlags(entries, flags uint32) (*ring, error) {
 	var p uringParams
@@ -173,13 +172,23 @@ func newRingFlags(entries, flags uint32) (*ring, error) {
 	return r, nil
 }
 
-// uringProbe reports why this process cannot use io_uring (nil: it can).
+// uringProbe reports why this process cannot run the uring relay (nil:
+// it can): a ring as a loop makes it, with a buffer ring, on one thread
+// (SINGLE_ISSUER ties both calls to it).
 func uringProbe() error {
-	r, err := newRing(8)
-	if err == nil {
-		r.close()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r, err := newUringRing()
+	if err != nil {
+		return err
 	}
-	return err
+	b, err := r.newBufRing(2, 2, 64, 2)
+	r.close()
+	if err != nil {
+		return err
+	}
+	b.close()
+	return nil
 }
 
 // close unmaps the rings and closes the ring, which cancels what is still

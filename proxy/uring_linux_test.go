@@ -10,6 +10,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// newRing is a plain ring of at least entries submission slots.
+func newRing(entries uint32) (*ring, error) { return newRingFlags(entries, 0) }
+
 func TestRingLayout(t *testing.T) {
 	if s := unsafe.Sizeof(sqe{}); s != 64 {
 		t.Fatalf("sqe is %d bytes, the kernel's is 64", s)
