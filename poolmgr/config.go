@@ -78,9 +78,8 @@ type PoolConfig struct {
 	TierConfigRefresh time.Duration `koanf:"tier_config_refresh"`
 }
 
-// LeaderConfig configures leader election on a Kubernetes Lease
-// (KubeElector), or with the static pod source on a Redis lock
-// (RedisElector).
+// LeaderConfig configures leader election (LockElector) on a Kubernetes
+// Lease (LeaseLock), or with the static pod source on a Redis lock.
 type LeaderConfig struct {
 	// LeaseName is the coordination.k8s.io Lease object. Default
 	// "edge-leader".
@@ -200,7 +199,8 @@ func (p PodsConfig) ValidateStaticTiers(tc allocator.TierConfig) error {
 }
 
 // validate checks the Lease name and lease_duration > renew_deadline >
-// retry_period > 0, the order client-go's leader election requires.
+// retry_period > 0: a leader that cannot renew steps down before followers
+// may take over, and retries at least once before it does.
 func (l LeaderConfig) validate() error {
 	var errs []error
 	if !dnsSubdomain(l.LeaseName) {

@@ -47,10 +47,10 @@ func TestKubeLeaderChangeMidSweepIsFenced(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	elector := func(id string, m *Metrics) *KubeElector {
-		return &KubeElector{Client: client, Namespace: ns, Name: "edge-leader", Identity: id,
-			LeaseDuration: time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
-			Fence: a, Log: quietLog(), Metrics: m}
+	elector := func(id string, m *Metrics) *LockElector {
+		e := leaseElector(client, id, a, quietLog(), time.Second, 500*time.Millisecond, 100*time.Millisecond)
+		e.Metrics = m
+		return e
 	}
 	blk := &blockingSweep{Pools: a, entered: make(chan struct{}), release: make(chan struct{}), err: make(chan error, 1)}
 	ma := newManager(t, a, reg, nil)
@@ -152,10 +152,10 @@ func TestKubeRecreatedLeaseLeaderIsNotRefused(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	elector := func(id string, m *Metrics) *KubeElector {
-		return &KubeElector{Client: client, Namespace: ns, Name: "edge-leader", Identity: id,
-			LeaseDuration: time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
-			Fence: a, Log: quietLog(), Metrics: m}
+	elector := func(id string, m *Metrics) *LockElector {
+		e := leaseElector(client, id, a, quietLog(), time.Second, 500*time.Millisecond, 100*time.Millisecond)
+		e.Metrics = m
+		return e
 	}
 	ma := newManager(t, a, reg, nil)
 	ma.Elector = elector("edge-a", ma.Metrics)

@@ -11,10 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/edge-voice/edge/allocator"
 )
@@ -23,21 +22,11 @@ import (
 // assignment chooses.
 const TierAnnotation = "edge-voice.io/tier"
 
-// NewKubeClient connects with kubeconfig, or in-cluster when it is "".
-func NewKubeClient(kubeconfig string) (kubernetes.Interface, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client config: %w", err)
-	}
-	cfg.UserAgent = "edge"
-	return kubernetes.NewForConfig(cfg)
-}
-
 // KubeSource feeds the Registry from a pod informer on one namespace and
 // label selector. Every replica runs it: the proxy needs pod addresses
 // whoever leads.
 type KubeSource struct {
-	Client        kubernetes.Interface
+	Pods          PodClient // of Namespace (KubeAPI.Pods)
 	Namespace     string
 	LabelSelector string
 	// Port is the pods' media port (pods.pod_port).
@@ -55,10 +44,21 @@ func (s *KubeSource) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pods.label_selector %q: %w", s.LabelSelector, err)
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(s.Client, s.Resync,
-		informers.WithNamespace(s.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }))
-	inf := factory.Core().V1().Pods().Informer()
+	withSelector := func(o metav1.ListOptions) metav1.ListOptions {
+		o.LabelSelector = sel.String()
+		return o
+	}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return s.Pods.List(ctx, withSelector(o))
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return s.Pods.Watch(ctx, withSelector(o))
+		},
+	}
+	// s.Pods may say it cannot stream the initial list in a watch (the fake
+	// clientset does); the reflector then lists first.
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, s.Pods), &corev1.Pod{}, s.Resync, cache.Indexers{})
 	// The selector is checked here too: a pod whose labels stop matching is
 	// gone for edge, and client-go's fake clientset ignores selectors.
 	update := func(obj any) {
@@ -91,8 +91,12 @@ func (s *KubeSource) Run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		inf.RunWithContext(ctx)
+	}()
+	defer func() { <-stopped }()
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return nil // ctx ended first
 	}

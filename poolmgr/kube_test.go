@@ -2,11 +2,14 @@ package poolmgr
 
 import (
 	"context"
+	"log/slog"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/edge-voice/edge/allocator"
 )
@@ -45,7 +48,7 @@ func TestKubePodLifecycle(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewClientset()
 	reg := NewRegistry()
-	run(t, &KubeSource{Client: client, Namespace: ns, LabelSelector: "app=voice-agent", Port: 8000, Registry: reg, Log: quietLog()})
+	run(t, &KubeSource{Pods: fakePods{client.CoreV1().Pods(ns)}, Namespace: ns, LabelSelector: "app=voice-agent", Port: 8000, Registry: reg, Log: quietLog()})
 	run(t, newManager(t, a, reg, &alwaysLeader{}))
 	pods := client.CoreV1().Pods(ns)
 
@@ -146,10 +149,26 @@ func TestReconcilerWaitsForSync(t *testing.T) {
 	if rdb.Exists(ctx, a.Keys().PodTier("agent-0")).Val() != 1 {
 		t.Fatal("pod removed before the source synced")
 	}
-	src := &KubeSource{Client: client, Namespace: ns, LabelSelector: "app=voice-agent", Port: 8000, Registry: reg, Log: quietLog()}
+	src := &KubeSource{Pods: fakePods{client.CoreV1().Pods(ns)}, Namespace: ns, LabelSelector: "app=voice-agent", Port: 8000, Registry: reg, Log: quietLog()}
 	run(t, src)
 	eventually(t, "a reconcile after the sync", func() bool { return testutilCount(m, "reconcile") > 0 })
 	if rdb.Exists(ctx, a.Keys().PodTier("agent-0")).Val() != 1 {
 		t.Fatal("a live pod was removed as a ghost")
+	}
+}
+
+// fakePods is the fake clientset's pods of one namespace. The fake cannot
+// stream the initial list in a watch, and says so as the clientset does:
+// the informer then lists first.
+type fakePods struct{ typedcorev1.PodInterface }
+
+func (fakePods) IsWatchListSemanticsUnSupported() bool { return true }
+
+// leaseElector campaigns on the fake clientset's Lease ns/edge-leader.
+func leaseElector(client *fake.Clientset, id string, fence LeaseFence, log *slog.Logger, lease, renew, retry time.Duration) *LockElector {
+	return &LockElector{
+		Lock:     &LeaseLock{Leases: client.CoordinationV1().Leases(ns), Name: "edge-leader", Fence: fence, RetryPeriod: retry, Log: log},
+		Identity: id, LeaseDuration: lease, RenewDeadline: renew, RetryPeriod: retry,
+		Log: log, Metrics: NewMetrics(nil),
 	}
 }

@@ -14,15 +14,12 @@ import (
 	"github.com/edge-voice/edge/allocator"
 )
 
-// The leader's loops have stopped before the Lease is released: client-go
-// alone releases as soon as its renew loop ends.
+// The leader's loops have stopped before the Lease is released (client-go's
+// leader election, which edge used before, released as soon as its renew
+// loop ended).
 func TestKubeElectorStopsLoopsBeforeRelease(t *testing.T) {
 	client := fake.NewClientset()
-	e := &KubeElector{
-		Client: client, Namespace: ns, Name: "edge-leader", Identity: "edge-0",
-		LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
-		Log: quietLog(), Metrics: NewMetrics(nil),
-	}
+	e := leaseElector(client, "edge-0", nil, quietLog(), 4*time.Second, 2*time.Second, 500*time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	leading := make(chan struct{})
 	var holderAtStop string
@@ -109,8 +106,8 @@ func TestRedisLeaderChangeMidSweep(t *testing.T) {
 	}
 	rdb.Del(ctx, k.Lease("g0")) // the call died: g0 is a zombie
 
-	elector := func(id string, m *Metrics) *RedisElector {
-		return &RedisElector{Lock: a, Identity: id, LeaseDuration: 2 * time.Second, RenewDeadline: time.Second,
+	elector := func(id string, m *Metrics) *LockElector {
+		return &LockElector{Lock: a, Identity: id, LeaseDuration: 2 * time.Second, RenewDeadline: time.Second,
 			RetryPeriod: 100 * time.Millisecond, Log: quietLog(), Metrics: m}
 	}
 	blk := &blockingSweep{Pools: a, entered: make(chan struct{}), release: make(chan struct{}), err: make(chan error, 1)}

@@ -16,13 +16,10 @@ import (
 // with A on the default 15/10/2 s settings is logged.
 func TestKubeTakeoverAfterGracefulStopSkipsTheRetryPeriod(t *testing.T) {
 	client := fake.NewClientset()
-	a := &KubeElector{Client: client, Namespace: ns, Name: "edge-leader", Identity: "edge-a",
-		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-		Log: quietLog(), Metrics: NewMetrics(nil)}
+	a := leaseElector(client, "edge-a", nil, quietLog(), 15*time.Second, 10*time.Second, 2*time.Second)
 	bSawA := make(chan struct{}, 1)
-	b := &KubeElector{Client: client, Namespace: ns, Name: "edge-leader", Identity: "edge-b",
-		LeaseDuration: 3 * time.Minute, RenewDeadline: 2 * time.Minute, RetryPeriod: time.Minute,
-		Log: slog.New(&onMessage{msg: "leader: another replica leads", ch: bSawA}), Metrics: NewMetrics(nil)}
+	b := leaseElector(client, "edge-b", nil, slog.New(&onMessage{msg: "leader: another replica leads", ch: bSawA}),
+		3*time.Minute, 2*time.Minute, time.Minute)
 
 	actx, stopA := context.WithCancel(context.Background())
 	aLeading, aStopped := make(chan struct{}), make(chan struct{})
@@ -82,11 +79,11 @@ func (h *onMessage) WithGroup(string) slog.Handler      { return h }
 func TestRedisTakeoverAfterGracefulStopSkipsTheRetryPeriod(t *testing.T) {
 	_, rdb := startRedis(t)
 	alloc := newAlloc(t, rdb)
-	a := &RedisElector{Lock: alloc, Identity: "edge-a",
+	a := &LockElector{Lock: alloc, Identity: "edge-a",
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
 		Log: quietLog(), Metrics: NewMetrics(nil)}
 	bRefused := make(chan struct{}, 1)
-	b := &RedisElector{Lock: &refusals{LeaderLock: alloc, alloc: alloc, refused: bRefused}, Identity: "edge-b",
+	b := &LockElector{Lock: &refusals{LeaderLock: alloc, alloc: alloc, refused: bRefused}, Identity: "edge-b",
 		LeaseDuration: 3 * time.Minute, RenewDeadline: 2 * time.Minute, RetryPeriod: time.Minute,
 		Log: quietLog(), Metrics: NewMetrics(nil)}
 

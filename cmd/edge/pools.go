@@ -49,7 +49,7 @@ func newPools(ctx context.Context, cfg *config.Config, current func() *config.Co
 			return nil, err
 		}
 		p.source = &poolmgr.KubeSource{
-			Client: client, Namespace: cfg.Pods.Namespace, LabelSelector: cfg.Pods.LabelSelector,
+			Pods: client.Pods(cfg.Pods.Namespace), Namespace: cfg.Pods.Namespace, LabelSelector: cfg.Pods.LabelSelector,
 			Port: cfg.Pods.PodPort, Registry: p.registry, Log: log.With("component", "pods"),
 		}
 		p.synced = func(context.Context) error {
@@ -60,17 +60,21 @@ func newPools(ctx context.Context, cfg *config.Config, current func() *config.Co
 				return fmt.Errorf("pod informer has not synced yet")
 			}
 		}
-		elector = &poolmgr.KubeElector{
-			Client: client, Namespace: cfg.Pods.Namespace, Name: lead.LeaseName, Identity: identity,
+		elector = &poolmgr.LockElector{
+			Lock: &poolmgr.LeaseLock{
+				Leases: client.Leases(cfg.Pods.Namespace), Name: lead.LeaseName,
+				Fence: alloc, RetryPeriod: lead.RetryPeriod, Log: log.With("component", "leader"),
+			},
+			Identity:      identity,
 			LeaseDuration: lead.LeaseDuration, RenewDeadline: lead.RenewDeadline, RetryPeriod: lead.RetryPeriod,
-			Fence: alloc, Log: log.With("component", "leader"), Metrics: metrics,
+			Log: log.With("component", "leader"), Metrics: metrics,
 		}
 	case poolmgr.SourceStatic:
 		src := &poolmgr.StaticSource{Registry: p.registry}
 		p.source = src
 		p.static = &staticPods{src: src, registry: p.registry, alloc: alloc, fake: fakePods, log: log}
 		p.static.set(ctx, cfg)
-		elector = &poolmgr.RedisElector{
+		elector = &poolmgr.LockElector{
 			Lock: alloc, Identity: identity,
 			LeaseDuration: lead.LeaseDuration, RenewDeadline: lead.RenewDeadline, RetryPeriod: lead.RetryPeriod,
 			Log: log.With("component", "leader"), Metrics: metrics,

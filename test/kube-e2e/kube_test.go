@@ -128,15 +128,22 @@ func TestInformerPodLifecycle(t *testing.T) {
 	k := a.Keys()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	edgeClient := c.client(t, edgeToken) // only what deploy/base/rbac.yaml grants
+	// edge's own client, with only what deploy/base/rbac.yaml grants.
+	edgeClient, err := poolmgr.NewKubeAPI(c.config(edgeToken))
+	if err != nil {
+		t.Fatal(err)
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := poolmgr.NewRegistry()
 	metrics := poolmgr.NewMetrics(nil)
-	src := &poolmgr.KubeSource{Client: edgeClient, Namespace: ns, LabelSelector: "app=voice-agent", Port: 8000, Registry: reg, Log: log}
+	src := &poolmgr.KubeSource{Pods: edgeClient.Pods(ns), Namespace: ns, LabelSelector: "app=voice-agent", Port: 8000, Registry: reg, Log: log}
 	m := &poolmgr.Manager{
 		Pools: a, Registry: reg, Log: log, Metrics: metrics,
-		Elector: &poolmgr.KubeElector{Client: edgeClient, Namespace: ns, Name: "edge-leader", Identity: "edge-0",
-			LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second, Log: log, Metrics: metrics},
+		Elector: &poolmgr.LockElector{
+			Lock:     &poolmgr.LeaseLock{Leases: edgeClient.Leases(ns), Name: "edge-leader", RetryPeriod: time.Second, Log: log},
+			Identity: "edge-0", LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second,
+			Log: log, Metrics: metrics,
+		},
 		SweepInterval:     func() time.Duration { return time.Second },
 		ReconcileInterval: func() time.Duration { return time.Second },
 	}

@@ -7,21 +7,24 @@ import (
 	"time"
 )
 
-// LeaderLock is the Redis leader lock (allocator.Allocator implements it).
+// LeaderLock is a leader lock: the Redis lock (allocator.Allocator
+// implements it) or a Kubernetes Lease (LeaseLock). value is the term's
+// fencing token, which the pool scripts check.
 type LeaderLock interface {
 	AcquireLeaderLock(ctx context.Context, identity string, ttl time.Duration) (value string, ok bool, err error)
 	RenewLeaderLock(ctx context.Context, value string, ttl time.Duration) (bool, error)
 	ReleaseLeaderLock(ctx context.Context, value string) error
 }
 
-// RedisElector elects a leader through a Redis lock, for the static pod
-// source (no Kubernetes Lease). The lock value carries a fencing token that
-// the pool scripts check, so a leader that lost the lock (a long GC pause, a
-// partition) cannot write after its successor started: its scripts answer
-// ErrFenced. Timings mirror the Lease: the lock lives LeaseDuration, is
-// renewed every RetryPeriod, and a leader that could not renew for
-// RenewDeadline steps down.
-type RedisElector struct {
+// LockElector elects a leader through a LeaderLock: the Redis lock for the
+// static pod source, a Kubernetes Lease (LeaseLock) for the Kubernetes one.
+// The lock's value carries a fencing token that the pool scripts check, so
+// a leader that lost the lock (a long GC pause, a partition) cannot write
+// after its successor started: its scripts answer ErrFenced. The lock lives
+// LeaseDuration, is renewed every RetryPeriod, and a leader that could not
+// renew for RenewDeadline steps down. The leader's loops have stopped
+// before the lock is released.
+type LockElector struct {
 	Lock     LeaderLock
 	Identity string
 
@@ -34,10 +37,10 @@ type RedisElector struct {
 }
 
 // IsLeader reports whether this replica holds the lock now.
-func (e *RedisElector) IsLeader() bool { return e.leader.Load() }
+func (e *LockElector) IsLeader() bool { return e.leader.Load() }
 
 // releaseNotifier tells followers when the lock is given up
-// (allocator.Allocator implements it); optional.
+// (allocator.Allocator and LeaseLock implement it); optional.
 type releaseNotifier interface {
 	LeaderReleases(ctx context.Context) <-chan struct{}
 }
@@ -45,7 +48,7 @@ type releaseNotifier interface {
 // Run campaigns until ctx ends. A follower retries every RetryPeriod, and
 // at once when the leader announces it gave the lock up (a graceful
 // shutdown), so a hand-over does not wait for the retry.
-func (e *RedisElector) Run(ctx context.Context, lead LeadFunc) error {
+func (e *LockElector) Run(ctx context.Context, lead LeadFunc) error {
 	var released <-chan struct{}
 	if n, ok := e.Lock.(releaseNotifier); ok {
 		released = n.LeaderReleases(ctx)
@@ -53,7 +56,7 @@ func (e *RedisElector) Run(ctx context.Context, lead LeadFunc) error {
 	for ctx.Err() == nil {
 		value, ok, err := e.Lock.AcquireLeaderLock(ctx, e.Identity, e.LeaseDuration)
 		if err != nil && ctx.Err() == nil {
-			e.Log.Warn("leader: cannot reach the Redis lock", "err", err)
+			e.Log.Warn("leader: cannot take the lock", "err", err)
 		}
 		if !ok {
 			e.waitRetry(ctx, released)
@@ -65,7 +68,7 @@ func (e *RedisElector) Run(ctx context.Context, lead LeadFunc) error {
 }
 
 // waitRetry waits RetryPeriod, or less when the lock is released.
-func (e *RedisElector) waitRetry(ctx context.Context, released <-chan struct{}) {
+func (e *LockElector) waitRetry(ctx context.Context, released <-chan struct{}) {
 	tm := time.NewTimer(e.RetryPeriod)
 	defer tm.Stop()
 	select {
@@ -77,17 +80,19 @@ func (e *RedisElector) waitRetry(ctx context.Context, released <-chan struct{}) 
 
 // hold runs one term: lead runs while renewals succeed; then the loops stop
 // and only then is the lock released.
-func (e *RedisElector) hold(ctx context.Context, value string, lead LeadFunc) {
+func (e *LockElector) hold(ctx context.Context, value string, lead LeadFunc) {
+	// Reported as leader before the loops start, so that they never run
+	// unreported.
+	e.leader.Store(true)
+	e.Metrics.Leader.Set(1)
+	e.Metrics.LeaderTerms.Inc()
+	e.Log.Info("leader: started leading", "identity", e.Identity, "lock", value)
 	lctx, stopLead := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		lead(lctx, value)
 	}()
-	e.leader.Store(true)
-	e.Metrics.Leader.Set(1)
-	e.Metrics.LeaderTerms.Inc()
-	e.Log.Info("leader: started leading", "lock", value)
 
 	lastRenew := time.Now()
 	tick := time.NewTicker(e.RetryPeriod)
