@@ -112,8 +112,8 @@ func (ls *loops) add(s *socket, up *upstream, early []byte, t *tlsTakeover) bool
 	if !ok1 || !ok2 {
 		return false
 	}
-	if uset := ls.uset.Load(); uset != nil && t == nil {
-		return ls.addUring(*uset, s, cc, pc, early, up)
+	if uset := ls.uset.Load(); uset != nil {
+		return ls.addUring(*uset, s, cc, pc, early, up, t)
 	}
 	l := (*set)[int(ls.next.Add(1))%len(*set)]
 	cfd, err := detach(cc)

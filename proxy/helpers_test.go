@@ -144,6 +144,17 @@ func eachRelay(t *testing.T, f func(t *testing.T, relay Relay)) {
 	}
 }
 
+// eachLoop runs f on each event-loop relay, the ones that carry TLS
+// clients' records themselves: epoll, and uring where io_uring runs.
+func eachLoop(t *testing.T, f func(t *testing.T, relay Relay)) {
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		if relay == RelayGoroutines {
+			t.Skip("crypto/tls carries the goroutine relay's TLS clients")
+		}
+		f(t, relay)
+	})
+}
+
 // allocate gives callID a pod of its chain (or of tier basic when shared)
 // and returns the pod and the media URL path with its token.
 func (e *env) allocate(callID, merchant string) (pod, url string) {

@@ -120,162 +120,174 @@ func (c *countingConn) Read(b []byte) (int, error) {
 }
 
 // A media socket that arrived over TLS 1.3 (edge terminating it, tls.*)
-// is relayed by the epoll loops like a plain one, its records opened and
+// is relayed by the event loops (epoll, uring) like a plain one, its records opened and
 // sealed by the loop (tlsrecord.go), beside a plain socket: echoes of
 // messages larger than a TLS record both ways, and edge's own close (1008
 // on a lost lease) delivered as a close frame, then close_notify.
-func TestTLSClientTakesTheEpollRelay(t *testing.T) {
-	e := newEnv(t, envOpt{relay: RelayEpoll, cfg: func(c *Config) { c.RenewInterval = time.Hour }})
-	f := e.serveTLS(t)
+func TestTLSClientTakesTheLoops(t *testing.T) {
+	eachLoop(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.RenewInterval = time.Hour }})
+		f := e.serveTLS(t)
 
-	_, plainURL := e.allocate("CA-plain", "")
-	plain := e.mustDial(plainURL)
-	echo(t, plain, "plain")
-	e.checkCarried(t, RelayEpoll, 1)
+		_, plainURL := e.allocate("CA-plain", "")
+		plain := e.mustDial(plainURL)
+		echo(t, plain, "plain")
+		e.checkCarried(t, relay, 1)
 
-	_, url := e.allocate("CA-tls", "")
-	c := f.dial(t, f.wss(e, url), nil, nil)
-	for i := range 20 {
-		echo(t, c, strings.Repeat("x", i*100))
-	}
-	// 40 KiB: several TLS records (16 KiB each) in one message, both ways.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	big := bytes.Repeat([]byte("0123456789abcdef"), 40<<10/16)
-	if err := c.Write(ctx, websocket.MessageBinary, big); err != nil {
-		t.Fatal(err)
-	}
-	if _, got, err := c.Read(ctx); err != nil || !bytes.Equal(got, big) {
-		t.Fatalf("40 KiB echo over TLS: %d bytes, %v", len(got), err)
-	}
-	if got := e.px.loops.carried.Load(); got != 2 {
-		t.Errorf("sockets on the epoll loops = %d, want 2 (plain and TLS)", got)
-	}
-	if got := e.px.loops.carriedTLS.Load(); got != 1 {
-		t.Errorf("TLS sockets on the epoll loops = %d, want 1", got)
-	}
-	echo(t, plain, "plain still flows")
+		_, url := e.allocate("CA-tls", "")
+		c := f.dial(t, f.wss(e, url), nil, nil)
+		for i := range 20 {
+			echo(t, c, strings.Repeat("x", i*100))
+		}
+		// 40 KiB: several TLS records (16 KiB each) in one message, both ways.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		big := bytes.Repeat([]byte("0123456789abcdef"), 40<<10/16)
+		if err := c.Write(ctx, websocket.MessageBinary, big); err != nil {
+			t.Fatal(err)
+		}
+		if _, got, err := c.Read(ctx); err != nil || !bytes.Equal(got, big) {
+			t.Fatalf("40 KiB echo over TLS: %d bytes, %v", len(got), err)
+		}
+		if got := e.px.loops.carried.Load(); got != 2 {
+			t.Errorf("sockets on the loops = %d, want 2 (plain and TLS)", got)
+		}
+		if got := e.px.loops.carriedTLS.Load(); got != 1 {
+			t.Errorf("TLS sockets on the loops = %d, want 1", got)
+		}
+		echo(t, plain, "plain still flows")
 
-	if _, err := e.alloc.Release(context.Background(), "CA-tls"); err != nil {
-		t.Fatal(err)
-	}
-	e.px.renewOnce(context.Background())
-	if got := readClose(t, c); got != ClosePolicy {
-		t.Errorf("TLS socket's close status = %d, want %d", got, ClosePolicy)
-	}
-	e.waitSockets(1)
+		if _, err := e.alloc.Release(context.Background(), "CA-tls"); err != nil {
+			t.Fatal(err)
+		}
+		e.px.renewOnce(context.Background())
+		if got := readClose(t, c); got != ClosePolicy {
+			t.Errorf("TLS socket's close status = %d, want %d", got, ClosePolicy)
+		}
+		e.waitSockets(1)
+	})
 }
 
 // A TLS 1.2 client keeps crypto/tls: the loops implement TLS 1.3 records
 // only, so its socket takes the goroutine relay, and works.
 func TestTLS12ClientTakesTheGoroutineRelay(t *testing.T) {
-	e := newEnv(t, envOpt{relay: RelayEpoll})
-	f := e.serveTLS(t)
-	_, url := e.allocate("CA-12", "")
-	c := f.dial(t, f.wss(e, url), func(c *tls.Config) { c.MaxVersion = tls.VersionTLS12 }, nil)
-	for i := range 5 {
-		echo(t, c, strings.Repeat("y", 10+i*3000))
-	}
-	if got := e.px.loops.carried.Load(); got != 0 {
-		t.Errorf("sockets on the epoll loops = %d, want 0 (TLS 1.2 stays with crypto/tls)", got)
-	}
-	c.Close(websocket.StatusNormalClosure, "")
-	e.waitSockets(0)
+	eachLoop(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay})
+		f := e.serveTLS(t)
+		_, url := e.allocate("CA-12", "")
+		c := f.dial(t, f.wss(e, url), func(c *tls.Config) { c.MaxVersion = tls.VersionTLS12 }, nil)
+		for i := range 5 {
+			echo(t, c, strings.Repeat("y", 10+i*3000))
+		}
+		if got := e.px.loops.carried.Load(); got != 0 {
+			t.Errorf("sockets on the loops = %d, want 0 (TLS 1.2 stays with crypto/tls)", got)
+		}
+		c.Close(websocket.StatusNormalClosure, "")
+		e.waitSockets(0)
+	})
 }
 
 // Edge updates its own key when one is worn (rekeyAfter records): a real
 // crypto/tls client reads the KeyUpdate and every record after it, which
 // is the check that edge's KeyUpdate and its next key are right.
 func TestTLSEdgeKeyUpdateReadByCryptoTLS(t *testing.T) {
-	defer func(n uint64) { rekeyAfter = n }(rekeyAfter)
-	rekeyAfter = 3
-	e := newEnv(t, envOpt{relay: RelayEpoll})
-	f := e.serveTLS(t)
-	_, url := e.allocate("CA-ku", "")
-	rec := &recordCounter{}
-	c := f.dial(t, f.wss(e, url), nil, rec)
-	for i := range 30 {
-		echo(t, c, strings.Repeat("z", 10+i*700))
-	}
-	if got := e.px.loops.carriedTLS.Load(); got != 1 {
-		t.Fatalf("TLS sockets on the epoll loops = %d, want 1", got)
-	}
-	// 30 echoes of one record each, one KeyUpdate per 3 records.
-	if got := rec.count(5 + 5 + 1 + tagLen); got < 9 {
-		t.Errorf("KeyUpdate records read by the client = %d, want at least 9", got)
-	}
-	c.Close(websocket.StatusNormalClosure, "")
-	e.waitSockets(0)
+	eachLoop(t, func(t *testing.T, relay Relay) {
+		defer func(n uint64) { rekeyAfter = n }(rekeyAfter)
+		rekeyAfter = 3
+		e := newEnv(t, envOpt{relay: relay})
+		f := e.serveTLS(t)
+		_, url := e.allocate("CA-ku", "")
+		rec := &recordCounter{}
+		c := f.dial(t, f.wss(e, url), nil, rec)
+		for i := range 30 {
+			echo(t, c, strings.Repeat("z", 10+i*700))
+		}
+		if got := e.px.loops.carriedTLS.Load(); got != 1 {
+			t.Fatalf("TLS sockets on the loops = %d, want 1", got)
+		}
+		// 30 echoes of one record each, one KeyUpdate per 3 records.
+		if got := rec.count(5 + 5 + 1 + tagLen); got < 9 {
+			t.Errorf("KeyUpdate records read by the client = %d, want at least 9", got)
+		}
+		c.Close(websocket.StatusNormalClosure, "")
+		e.waitSockets(0)
+	})
 }
 
 // A client that offers resumption gets edge's session tickets under the
 // application key before the 101 (crypto/tls sends none to a client
 // without a session cache); a resumed handshake (PSK) derives the traffic
 // secrets the same way. Both sockets still go to the loops.
-func TestTLSResumingClientTakesTheEpollRelay(t *testing.T) {
-	e := newEnv(t, envOpt{relay: RelayEpoll})
-	f := e.serveTLS(t)
-	cache := tls.NewLRUClientSessionCache(4)
-	for i := range 2 {
-		_, url := e.allocate(fmt.Sprintf("CA-res%d", i), "")
-		c := f.dial(t, f.wss(e, url), func(c *tls.Config) { c.ClientSessionCache = cache }, nil)
-		echo(t, c, "with tickets")
-		c.Close(websocket.StatusNormalClosure, "")
-		e.waitSockets(0)
-	}
-	if got := e.px.loops.carriedTLS.Load(); got != 2 {
-		t.Errorf("TLS sockets on the epoll loops = %d, want 2", got)
-	}
+func TestTLSResumingClientTakesTheLoops(t *testing.T) {
+	eachLoop(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay})
+		f := e.serveTLS(t)
+		cache := tls.NewLRUClientSessionCache(4)
+		for i := range 2 {
+			_, url := e.allocate(fmt.Sprintf("CA-res%d", i), "")
+			c := f.dial(t, f.wss(e, url), func(c *tls.Config) { c.ClientSessionCache = cache }, nil)
+			echo(t, c, "with tickets")
+			c.Close(websocket.StatusNormalClosure, "")
+			e.waitSockets(0)
+		}
+		if got := e.px.loops.carriedTLS.Load(); got != 2 {
+			t.Errorf("TLS sockets on the loops = %d, want 2", got)
+		}
+	})
 }
 
 // The loop's idle clock counts a TLS client's records as it counts plain
 // bytes: a client that falls silent gets edge's 4000 close, sealed, and its
 // call is released.
 func TestTLSIdleClientClosed4000(t *testing.T) {
-	e := newEnv(t, envOpt{relay: RelayEpoll, cfg: func(c *Config) { c.IdleTimeout = 300 * time.Millisecond }})
-	f := e.serveTLS(t)
-	pod, url := e.allocate("CA-idle", "")
-	c := f.dial(t, f.wss(e, url), nil, nil)
-	echo(t, c, "then silence")
-	if got := readClose(t, c); got != CloseIdleTimeout {
-		t.Errorf("close status = %d, want %d", got, CloseIdleTimeout)
-	}
-	e.waitSockets(0)
-	if owner := e.podOwner(pod); owner != "" {
-		t.Errorf("pod %s still leased to %q", pod, owner)
-	}
-	if got := e.px.loops.carriedTLS.Load(); got != 1 {
-		t.Errorf("TLS sockets on the epoll loops = %d, want 1", got)
-	}
+	eachLoop(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.IdleTimeout = 300 * time.Millisecond }})
+		f := e.serveTLS(t)
+		pod, url := e.allocate("CA-idle", "")
+		c := f.dial(t, f.wss(e, url), nil, nil)
+		echo(t, c, "then silence")
+		if got := readClose(t, c); got != CloseIdleTimeout {
+			t.Errorf("close status = %d, want %d", got, CloseIdleTimeout)
+		}
+		e.waitSockets(0)
+		if owner := e.podOwner(pod); owner != "" {
+			t.Errorf("pod %s still leased to %q", pod, owner)
+		}
+		if got := e.px.loops.carriedTLS.Load(); got != 1 {
+			t.Errorf("TLS sockets on the loops = %d, want 1", got)
+		}
+	})
 }
 
 // A drain that reaches its deadline closes a TLS socket on the loops with
 // 1001, sealed, then close_notify, and Run returns after its release.
 func TestTLSDrainDeadlineClosesWith1001(t *testing.T) {
-	e := newEnv(t, envOpt{relay: RelayEpoll, cfg: func(c *Config) { c.DrainTimeout = 200 * time.Millisecond }})
-	f := e.serveTLS(t)
-	pod, url := e.allocate("CA-drain", "")
-	c := f.rawClient(t, e, url)
-	c.echo("hi")
-	e.cancel()
-	var got []byte
-	var err error
-	for err == nil {
-		var b []byte
-		b, err = c.read()
-		got = append(got, b...)
-	}
-	// A close frame (0x88, unmasked) carrying 1001, whatever its reason.
-	if len(got) < 4 || got[0] != 0x88 || int(got[2])<<8|int(got[3]) != CloseGoingAway || err != io.EOF || !c.rec.peerClosed {
-		t.Errorf("client got % x then %v (close_notify %v), want close 1001 then close_notify", got, err, c.rec.peerClosed)
-	}
-	select {
-	case <-e.runErr:
-		e.runErr <- nil
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after the drain deadline")
-	}
-	if owner := e.podOwner(pod); owner != "" {
-		t.Errorf("pod still leased to %q after the drain closed its socket", owner)
-	}
+	eachLoop(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.DrainTimeout = 200 * time.Millisecond }})
+		f := e.serveTLS(t)
+		pod, url := e.allocate("CA-drain", "")
+		c := f.rawClient(t, e, url)
+		c.echo("hi")
+		e.cancel()
+		var got []byte
+		var err error
+		for err == nil {
+			var b []byte
+			b, err = c.read()
+			got = append(got, b...)
+		}
+		// A close frame (0x88, unmasked) carrying 1001, whatever its reason.
+		if len(got) < 4 || got[0] != 0x88 || int(got[2])<<8|int(got[3]) != CloseGoingAway || err != io.EOF || !c.rec.peerClosed {
+			t.Errorf("client got % x then %v (close_notify %v), want close 1001 then close_notify", got, err, c.rec.peerClosed)
+		}
+		select {
+		case <-e.runErr:
+			e.runErr <- nil
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run did not return after the drain deadline")
+		}
+		if owner := e.podOwner(pod); owner != "" {
+			t.Errorf("pod still leased to %q after the drain closed its socket", owner)
+		}
+	})
 }

@@ -175,108 +175,114 @@ func (c *rawTLSClient) echo(msg string) {
 // client's next key, answers with its own KeyUpdate before anything else,
 // and seals the echo under its next key.
 func TestTLSClientKeyUpdate(t *testing.T) {
-	e := newEnv(t, envOpt{relay: RelayEpoll})
-	f := e.serveTLS(t)
-	_, url := e.allocate("CA-cku", "")
-	c := f.rawClient(t, e, url)
-	c.echo("before the key update")
-	if got := e.px.loops.carriedTLS.Load(); got != 1 {
-		t.Fatalf("TLS sockets on the epoll loops = %d, want 1", got)
-	}
-	for _, requested := range []byte{1, 0, 1} {
-		edgeKey := append([]byte(nil), c.rec.in.secret...)
-		c.writeRaw(c.rec.out.sealRecord(nil, recordTypeHShake, []byte{msgKeyUpdate, 0, 0, 1, requested}))
-		if err := c.rec.out.update(); err != nil {
-			t.Fatal(err)
+	eachLoop(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay})
+		f := e.serveTLS(t)
+		_, url := e.allocate("CA-cku", "")
+		c := f.rawClient(t, e, url)
+		c.echo("before the key update")
+		if got := e.px.loops.carriedTLS.Load(); got != 1 {
+			t.Fatalf("TLS sockets on the loops = %d, want 1", got)
 		}
-		c.echo(fmt.Sprintf("after a key update (requested %d)", requested))
-		if moved := !bytes.Equal(edgeKey, c.rec.in.secret); moved != (requested == 1) {
-			t.Errorf("update_requested=%d: edge's key moved = %v", requested, moved)
+		for _, requested := range []byte{1, 0, 1} {
+			edgeKey := append([]byte(nil), c.rec.in.secret...)
+			c.writeRaw(c.rec.out.sealRecord(nil, recordTypeHShake, []byte{msgKeyUpdate, 0, 0, 1, requested}))
+			if err := c.rec.out.update(); err != nil {
+				t.Fatal(err)
+			}
+			c.echo(fmt.Sprintf("after a key update (requested %d)", requested))
+			if moved := !bytes.Equal(edgeKey, c.rec.in.secret); moved != (requested == 1) {
+				t.Errorf("update_requested=%d: edge's key moved = %v", requested, moved)
+			}
 		}
-	}
+	})
 }
 
 // A client that breaks the record protocol loses its socket, with the
 // alert that says why, and its call is released; a record cut short by
 // the client's FIN just ends the socket.
 func TestTLSBadRecordsEndTheSocket(t *testing.T) {
-	cases := map[string]struct {
-		send  func(c *rawTLSClient)
-		alert byte // 0: none expected
-	}{
-		"corrupted": {func(c *rawTLSClient) {
-			r := c.rec.out.sealRecord(nil, recordTypeAppl, frame(true, 1, []byte("hello"), &[4]byte{1, 2, 3, 4}))
-			r[len(r)-3] ^= 0x40
-			c.writeRaw(r)
-		}, alertBadRecordMAC},
-		"oversized": {func(c *rawTLSClient) {
-			n := maxCiphertext13 + 1
-			c.writeRaw(append([]byte{recordTypeAppl, 3, 3, byte(n >> 8), byte(n)}, make([]byte, 100)...))
-		}, alertRecordOverflow},
-		"unprotected": {func(c *rawTLSClient) {
-			c.writeRaw([]byte{recordTypeHShake, 3, 3, 0, 5, msgKeyUpdate, 0, 0, 1, 0})
-		}, alertUnexpectedMessage},
-		"session ticket from the client": {func(c *rawTLSClient) {
-			c.writeRaw(c.rec.out.sealRecord(nil, recordTypeHShake, []byte{msgNewSessionTicket, 0, 0, 0}))
-		}, alertUnexpectedMessage},
-		"truncated": {func(c *rawTLSClient) {
-			r := c.rec.out.sealRecord(nil, recordTypeAppl, frame(true, 1, []byte("hello"), &[4]byte{1, 2, 3, 4}))
-			c.writeRaw(r[:len(r)/2])
-			c.conn.(*net.TCPConn).CloseWrite()
-		}, 0},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			e := newEnv(t, envOpt{relay: RelayEpoll})
-			f := e.serveTLS(t)
-			pod, url := e.allocate("CA-bad", "")
-			c := f.rawClient(t, e, url)
-			c.echo("fine so far")
-			tc.send(c)
-			var err error
-			for err == nil {
-				_, err = c.read()
-			}
-			var a peerAlert
-			switch {
-			case tc.alert != 0 && (!errors.As(err, &a) || byte(a) != tc.alert):
-				t.Errorf("client read %v, want alert %d", err, tc.alert)
-			case tc.alert == 0 && err != io.EOF:
-				t.Errorf("client read %v, want the end of the stream", err)
-			}
-			e.waitSockets(0)
-			if owner := e.podOwner(pod); owner != "" {
-				t.Errorf("pod %s still leased to %q", pod, owner)
-			}
-		})
-	}
+	eachLoop(t, func(t *testing.T, relay Relay) {
+		cases := map[string]struct {
+			send  func(c *rawTLSClient)
+			alert byte // 0: none expected
+		}{
+			"corrupted": {func(c *rawTLSClient) {
+				r := c.rec.out.sealRecord(nil, recordTypeAppl, frame(true, 1, []byte("hello"), &[4]byte{1, 2, 3, 4}))
+				r[len(r)-3] ^= 0x40
+				c.writeRaw(r)
+			}, alertBadRecordMAC},
+			"oversized": {func(c *rawTLSClient) {
+				n := maxCiphertext13 + 1
+				c.writeRaw(append([]byte{recordTypeAppl, 3, 3, byte(n >> 8), byte(n)}, make([]byte, 100)...))
+			}, alertRecordOverflow},
+			"unprotected": {func(c *rawTLSClient) {
+				c.writeRaw([]byte{recordTypeHShake, 3, 3, 0, 5, msgKeyUpdate, 0, 0, 1, 0})
+			}, alertUnexpectedMessage},
+			"session ticket from the client": {func(c *rawTLSClient) {
+				c.writeRaw(c.rec.out.sealRecord(nil, recordTypeHShake, []byte{msgNewSessionTicket, 0, 0, 0}))
+			}, alertUnexpectedMessage},
+			"truncated": {func(c *rawTLSClient) {
+				r := c.rec.out.sealRecord(nil, recordTypeAppl, frame(true, 1, []byte("hello"), &[4]byte{1, 2, 3, 4}))
+				c.writeRaw(r[:len(r)/2])
+				c.conn.(*net.TCPConn).CloseWrite()
+			}, 0},
+		}
+		for name, tc := range cases {
+			t.Run(name, func(t *testing.T) {
+				e := newEnv(t, envOpt{relay: relay})
+				f := e.serveTLS(t)
+				pod, url := e.allocate("CA-bad", "")
+				c := f.rawClient(t, e, url)
+				c.echo("fine so far")
+				tc.send(c)
+				var err error
+				for err == nil {
+					_, err = c.read()
+				}
+				var a peerAlert
+				switch {
+				case tc.alert != 0 && (!errors.As(err, &a) || byte(a) != tc.alert):
+					t.Errorf("client read %v, want alert %d", err, tc.alert)
+				case tc.alert == 0 && err != io.EOF:
+					t.Errorf("client read %v, want the end of the stream", err)
+				}
+				e.waitSockets(0)
+				if owner := e.podOwner(pod); owner != "" {
+					t.Errorf("pod %s still leased to %q", pod, owner)
+				}
+			})
+		}
+	})
 }
 
 // The client's close frame then close_notify: edge relays the close, the
 // pod answers it, and edge ends with its own close_notify, then FIN.
 func TestTLSClientCloseNotify(t *testing.T) {
-	e := newEnv(t, envOpt{relay: RelayEpoll})
-	f := e.serveTLS(t)
-	_, url := e.allocate("CA-cn", "")
-	c := f.rawClient(t, e, url)
-	c.echo("hello")
-	c.send(closeFrame(4001, "done", &[4]byte{1, 1, 1, 1}))
-	c.writeRaw(c.rec.alertRecord(alertCloseNotify))
-	var got []byte
-	var err error
-	for err == nil {
-		var b []byte
-		b, err = c.read()
-		got = append(got, b...)
-	}
-	if err != io.EOF || !c.rec.peerClosed {
-		t.Errorf("client's read ended with %v (close_notify from edge: %v), want close_notify", err, c.rec.peerClosed)
-	}
-	if want := closeFrame(4001, "done", nil); len(got) > 0 && !bytes.Equal(got, want) {
-		t.Errorf("client got % x, want the pod's close % x or nothing", got, want)
-	}
-	e.waitSockets(0)
-	if got := value(e.px.metrics.closes.WithLabelValues("client", "4001")); got != 1 {
-		t.Errorf("closes{client,4001} = %v, want 1", got)
-	}
+	eachLoop(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay})
+		f := e.serveTLS(t)
+		_, url := e.allocate("CA-cn", "")
+		c := f.rawClient(t, e, url)
+		c.echo("hello")
+		c.send(closeFrame(4001, "done", &[4]byte{1, 1, 1, 1}))
+		c.writeRaw(c.rec.alertRecord(alertCloseNotify))
+		var got []byte
+		var err error
+		for err == nil {
+			var b []byte
+			b, err = c.read()
+			got = append(got, b...)
+		}
+		if err != io.EOF || !c.rec.peerClosed {
+			t.Errorf("client's read ended with %v (close_notify from edge: %v), want close_notify", err, c.rec.peerClosed)
+		}
+		if want := closeFrame(4001, "done", nil); len(got) > 0 && !bytes.Equal(got, want) {
+			t.Errorf("client got % x, want the pod's close % x or nothing", got, want)
+		}
+		e.waitSockets(0)
+		if got := value(e.px.metrics.closes.WithLabelValues("client", "4001")); got != 1 {
+			t.Errorf("closes{client,4001} = %v, want 1", got)
+		}
+	})
 }

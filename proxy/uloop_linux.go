@@ -38,7 +38,8 @@ import (
 // sent than it holds, say behind peers that do not read), the direction
 // that found it empty receives once into a buffer of its own.
 //
-// TLS clients stay on the epoll loops (loops.add). Not built: cancelling
+// A TLS client's records (tlsrecord.go) are opened as they are received
+// and sealed as they are sent, as on the epoll loops. Not built: cancelling
 // one stuck send (a pod that stops reading is found by
 // PodWriteTimeout, a socket that ends by the close grace: both shut the
 // socket down, which completes its operations in the kernel).
@@ -87,6 +88,8 @@ type usock struct {
 	// closing, closeBy, shut, done: as esock's.
 	closing, shut, done bool
 	closeBy             int64
+	// tls is the client's record layer (nil: plain TCP), as esock's.
+	tls *tlsRecords
 }
 
 // udir is one direction: dirs[i] receives from fds[i] and sends to the
@@ -102,9 +105,17 @@ type udir struct {
 	outBid           int32
 	recving, sending bool
 	eof, owed        bool
-	// closeFrame waits for the send in flight, then goes out.
-	closeFrame []byte
-	since      int64
+	// next waits for the send in flight, then goes out (a close frame, a
+	// KeyUpdate, a receive's bytes that came meanwhile), followed by a
+	// recv of the direction when recvAfter: a direction has one send in
+	// the kernel at a time, so its bytes go out in order.
+	next      []byte
+	recvAfter bool
+	since     int64
+	// tlsBuf is the direction's bytes of a TLS client, reused: the
+	// plaintext opened for the pod (dirs[0]) or the records sealed for
+	// the client (dirs[1]). Not touched while a send from it is in flight.
+	tlsBuf []byte
 }
 
 // uloop is one io_uring event loop.
@@ -127,6 +138,9 @@ type uloop struct {
 	now      int64
 	nextTick int64
 	complete func(cqe)
+	// scratch holds a TLS client's partial record and the bytes received
+	// behind it while they are opened.
+	scratch []byte
 }
 
 type ucmd struct {
@@ -175,8 +189,9 @@ func (ls *loops) stopUring() {
 	}
 }
 
-// addUring puts a plain TCP socket on a uring loop.
-func (ls *loops) addUring(set []*uloop, s *socket, cc, pc *net.TCPConn, early []byte, up *upstream) bool {
+// addUring puts a socket on a uring loop; t is its client's TLS takeover
+// (nil: plain TCP).
+func (ls *loops) addUring(set []*uloop, s *socket, cc, pc *net.TCPConn, early []byte, up *upstream, t *tlsTakeover) bool {
 	l := set[int(ls.next.Add(1))%len(set)]
 	cfd, err := detach(cc)
 	if err != nil {
@@ -189,11 +204,15 @@ func (ls *loops) addUring(set []*uloop, s *socket, cc, pc *net.TCPConn, early []
 		pfd = -1
 	}
 	e := &usock{s: s, fds: [2]int{cfd, pfd}}
+	if t != nil {
+		e.tls = t.rec
+		ls.carriedTLS.Add(1)
+	}
 	e.dirs[0].out, e.dirs[1].out = early, up.early
 	s.client, s.podConn = nil, nil
 	ls.carried.Add(1)
 	ls.carriedUring.Add(1)
-	l.p.countRelayed(RelayUring, false)
+	l.p.countRelayed(RelayUring, t != nil)
 	if !l.send(ucmd{e: e, add: true}) {
 		unix.Close(cfd)
 		if pfd >= 0 {
@@ -431,7 +450,7 @@ func (l *uloop) register(e *usock) {
 			e.s.markStop(v.code, v.reason)
 		}
 		if n > 0 {
-			l.sendOut(e, i, early[:n], v.code == 0)
+			l.sendOut(e, i, e.wire(i, early[:n]), v.code == 0)
 		} else if v.code == 0 {
 			l.recv(e, i, false)
 		}
@@ -472,6 +491,13 @@ func (l *uloop) sendOut(e *usock, i int, b []byte, thenRecv bool) {
 // goes back to the ring when the send completes.
 func (l *uloop) sendBuf(e *usock, i int, b []byte, bid int32, thenRecv bool) {
 	d := &e.dirs[i]
+	if d.sending {
+		// Behind the send in flight (sent sends it next), copied: a ring
+		// buffer bid goes back when its receive is handled (received).
+		d.next = append(d.next, b...)
+		d.recvAfter = d.recvAfter || thenRecv
+		return
+	}
 	d.sending, d.out, d.outBid, d.since = true, b, bid, l.now
 	e.inflight++
 	l.room(2)
@@ -521,9 +547,10 @@ func (l *uloop) received(e *usock, i int, c cqe) {
 		b = l.bufs.buf(uint16(bid), int(max(res, 0)))
 		l.bufs.taken()
 		l.used++
+		ringBid := bid
 		defer func() {
-			if d.outBid != bid {
-				l.release(bid)
+			if d.outBid != ringBid {
+				l.release(ringBid)
 			}
 		}()
 	case res > 0:
@@ -550,10 +577,34 @@ func (l *uloop) received(e *usock, i int, c cqe) {
 		l.recv(e, i, true)
 		return
 	}
+	// The client's close_notify ends its stream after b, as a FIN would.
+	peerEnd := false
+	if i == 0 && e.tls != nil && res > 0 {
+		if e.closing && !d.owed {
+			l.recv(e, i, true) // lingering: dropped unread, not even opened
+			return
+		}
+		plain, err := l.openTLS(e, d, b)
+		if err != nil {
+			l.tlsFailed(e, err)
+			return
+		}
+		b, bid, peerEnd = plain, -1, e.tls.peerClosed
+		if e.tls.owedUpdate {
+			l.answerKeyUpdate(e)
+		}
+	}
 	if e.closing {
 		switch {
 		case res > 0 && d.owed:
+			if peerEnd {
+				d.eof = true
+			}
 			l.finishFrame(e, i, b)
+			if peerEnd && d.owed {
+				d.owed = false
+				l.settle(e)
+			}
 		case res <= 0:
 			d.eof, d.owed = true, false
 			l.settle(e)
@@ -579,13 +630,20 @@ func (l *uloop) received(e *usock, i int, c cqe) {
 	}
 	n, v := e.pol.dirs[i].relayed(e.s, b)
 	stop := v.code != 0 && e.s.markStop(v.code, v.reason)
+	out := b[:n]
+	if i == 1 && e.tls != nil && n > 0 {
+		out, bid = l.sealTLS(e, d, out), -1
+	}
 	if n > 0 {
-		l.sendBuf(e, i, b[:n], bid, !stop)
-	} else if !stop {
+		l.sendBuf(e, i, out, bid, !stop && !peerEnd)
+	} else if !stop && !peerEnd {
 		l.recv(e, i, true)
 	}
-	if stop {
+	switch {
+	case stop:
 		l.beginClose(e)
+	case peerEnd:
+		l.eof(e, i)
 	}
 }
 
@@ -611,7 +669,7 @@ func (l *uloop) sent(e *usock, i int, res int32) {
 		// A linked recv comes back cancelled.
 		switch {
 		case e.closing:
-			d.closeFrame, d.owed = nil, false
+			d.next, d.recvAfter, d.owed = nil, false, false
 			e.dirs[1-i].eof = true
 			l.settle(e)
 		case i == 0:
@@ -626,9 +684,10 @@ func (l *uloop) sent(e *usock, i int, res int32) {
 		}
 		return
 	}
-	if f := d.closeFrame; f != nil {
-		d.closeFrame = nil
-		l.sendOut(e, i, f, false)
+	if b := d.next; b != nil {
+		thenRecv := d.recvAfter && !e.closing
+		d.next, d.recvAfter = nil, false
+		l.sendOut(e, i, b, thenRecv)
 		return
 	}
 	if e.closing {
@@ -673,7 +732,7 @@ func (l *uloop) finishFrame(e *usock, i int, b []byte) {
 		}
 	}
 	if len(out) > 0 {
-		l.sendOut(e, i, out, false)
+		l.sendOut(e, i, e.wire(i, out), false)
 	}
 	l.settle(e)
 }
@@ -694,13 +753,8 @@ func (l *uloop) beginClose(e *usock) {
 			d.owed = true
 			continue
 		}
-		f := e.pol.dirs[i].closeFrame(e.s)
-		switch {
-		case f == nil:
-		case d.sending:
-			d.closeFrame = f
-		default:
-			l.sendOut(e, i, f, false)
+		if f := e.pol.dirs[i].closeFrame(e.s); f != nil {
+			l.sendOut(e, i, e.wire(i, f), false) // behind a send in flight
 		}
 	}
 	l.settle(e)
@@ -717,7 +771,14 @@ func (l *uloop) settle(e *usock) {
 	busy := false
 	for i := range e.dirs {
 		d := &e.dirs[i]
-		busy = busy || d.sending || d.closeFrame != nil || d.owed
+		busy = busy || d.sending || d.next != nil || d.owed
+	}
+	if t := e.tls; !busy && t != nil && !t.closeSent {
+		// A TLS client hears close_notify before the TCP FIN (RFC 8446
+		// 6.1); settle goes on once it is out.
+		t.closeSent = true
+		l.sendOut(e, 1, t.alertRecord(alertCloseNotify), false)
+		busy = true
 	}
 	if !busy {
 		if !e.shut {
@@ -760,6 +821,9 @@ func (l *uloop) teardown(e *usock, by int32) {
 	if e.inflight == 0 {
 		l.socks[e.slot] = nil
 		l.free = append(l.free, e.slot)
+	}
+	if e.tls != nil {
+		e.tls.wipe()
 	}
 	pol := e.pol
 	go l.p.finish(e.s, &pol)

@@ -19,10 +19,10 @@ func needUring(t *testing.T) {
 	}
 }
 
-// With proxy.relay "uring" the plain TCP sockets go to the uring loops and
-// the TLS clients to the epoll loops, which run beside them; the metric
-// says which relay took each.
-func TestUringRelayLeavesTLSToTheEpollLoops(t *testing.T) {
+// With proxy.relay "uring" the uring loops carry the TLS clients too,
+// opening and sealing their records; the metric says which relay took
+// each socket and whether its client spoke TLS.
+func TestUringRelayCarriesTLS(t *testing.T) {
 	needUring(t)
 	e := newEnv(t, envOpt{relay: RelayUring})
 	f := e.serveTLS(t)
@@ -38,15 +38,15 @@ func TestUringRelayLeavesTLSToTheEpollLoops(t *testing.T) {
 	echo(t, plain, "plain still flows")
 
 	if got := e.px.loops.carriedTLS.Load(); got != 1 {
-		t.Errorf("TLS sockets on the epoll loops = %d, want 1", got)
+		t.Errorf("TLS sockets on the loops = %d, want 1", got)
 	}
-	if got := e.px.loops.carriedUring.Load(); got != 1 {
-		t.Errorf("sockets on the uring loops = %d, want 1 (the plain one)", got)
+	if got := e.px.loops.carriedUring.Load(); got != 2 {
+		t.Errorf("sockets on the uring loops = %d, want 2 (plain and TLS)", got)
 	}
 	for _, m := range []struct {
 		relay, client string
 		want          float64
-	}{{"uring", "tcp", 1}, {"epoll", "tls", 1}, {"epoll", "tcp", 0}, {"goroutines", "tls", 0}} {
+	}{{"uring", "tcp", 1}, {"uring", "tls", 1}, {"epoll", "tls", 0}, {"epoll", "tcp", 0}, {"goroutines", "tls", 0}} {
 		if got := value(e.px.metrics.relayed.WithLabelValues(m.relay, m.client)); got != m.want {
 			t.Errorf("edge_proxy_relayed_sockets_total{relay=%q,client=%q} = %v, want %v", m.relay, m.client, got, m.want)
 		}
