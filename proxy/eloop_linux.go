@@ -59,8 +59,9 @@ type loops struct {
 
 func (ls *loops) start(p *Proxy) error {
 	if p.cfg().Relay == RelayUring {
-		// The epoll loops start too: they carry the TLS clients, and
-		// every socket where io_uring is refused.
+		// The epoll loops start too, idle beside working uring loops (a
+		// goroutine each, parked): they carry every socket where io_uring
+		// is refused.
 		if err := ls.startUring(p); err != nil {
 			p.Log.Warn("uring relay unavailable: media sockets use the epoll relay", "err", err)
 		}

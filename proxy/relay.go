@@ -36,10 +36,10 @@ const (
 	// tlshandoff.go cannot account for), another kind of client connection,
 	// or Run not started.
 	RelayGoroutines Relay = "goroutines"
-	// RelayUring serves plain TCP clients from loops that submit their
+	// RelayUring serves what RelayEpoll does from loops that submit their
 	// receives and sends through io_uring, batched across sockets
-	// (uloop_linux.go); TLS clients, and every socket where io_uring is
-	// refused, take the epoll loops. Opt-in: it trades a batch window's
+	// (uloop_linux.go); where io_uring is refused the epoll loops take
+	// every socket. Opt-in: it needs io_uring, and trades a batch window's
 	// latency for CPU (docs/bench-media.md).
 	RelayUring Relay = "uring"
 )

@@ -291,3 +291,28 @@ func TestTLSDrainDeadlineClosesWith1001(t *testing.T) {
 		}
 	})
 }
+
+// A TLS client that stops reading stalls the pod, which stalls the
+// client's own writes, as for a plain one; once it reads again the 128 MiB
+// arrive in order. Edge's key wears out every 64 records here, so its
+// KeyUpdates go out in the middle of sends that wait on the client.
+func TestTLSSlowReaderBackpressure(t *testing.T) {
+	eachLoop(t, func(t *testing.T, relay Relay) {
+		defer func(n uint64) { rekeyAfter = n }(rekeyAfter)
+		rekeyAfter = 64
+		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.IdleTimeout = 5 * time.Minute }})
+		f := e.serveTLS(t)
+		_, url := e.allocate("CA-slow-tls", "")
+		rec := &recordCounter{}
+		c := f.dial(t, f.wss(e, url), nil, rec)
+		fl := floodUntilStalled(t, c)
+		fl.readAll(t)
+		echo(t, c, "after the flood")
+		if got := e.px.loops.carriedTLS.Load(); got != 1 {
+			t.Errorf("TLS sockets on the loops = %d, want 1", got)
+		}
+		if got := rec.count(5 + 5 + 1 + tagLen); got < 100 {
+			t.Errorf("KeyUpdate records read by the client = %d, want more than 100", got)
+		}
+	})
+}

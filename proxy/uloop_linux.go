@@ -148,8 +148,8 @@ type ucmd struct {
 	add bool
 }
 
-// startUring starts the uring loops beside the epoll loops (which carry
-// the TLS clients), or reports why io_uring cannot be used here.
+// startUring starts the uring loops, or reports why io_uring cannot be
+// used here (the epoll loops then carry every socket).
 func (ls *loops) startUring(p *Proxy) error {
 	n := loopCount(runtime.GOMAXPROCS(0))
 	batch := p.cfg().UringBatch
