@@ -22,11 +22,11 @@ import (
 // Redis lock, so both stop the leader's loops before they release.
 //
 // The Lease is written as client-go's leader election writes it (holder,
-// acquire and renew times, duration, leaseTransitions raised on every
-// change of holder), so tools that read it, kubectl included, see the
-// usual record. A holder's Lease is taken over only once its record has
-// stayed the same for its leaseDurationSeconds by this replica's clock:
-// the replicas' clocks need not agree. Every write carries the
+// acquire and renew times, duration, leaseTransitions raised with every
+// new term), so tools that read it, kubectl included, see the usual
+// record. A held Lease is taken over only once its record has stayed the
+// same for its leaseDurationSeconds by this replica's clock: the
+// replicas' clocks need not agree. Every write carries the
 // resourceVersion it read, so of two replicas racing for a free Lease the
 // API server lets one win.
 //
@@ -67,8 +67,8 @@ func (k *LeaseLock) AcquireLeaderLock(ctx context.Context, identity string, ttl 
 	case apierrors.IsNotFound(err):
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: k.Name}}
 		stamp(l, identity, ttl, now)
-		zero := int32(0) // a new object's first holder
-		l.Spec.LeaseTransitions = &zero
+		zero := int32(0) // a new object's first term
+		l.Spec.LeaseTransitions, l.Spec.AcquireTime = &zero, l.Spec.RenewTime
 		won, err = k.Leases.Create(ctx, l, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return "", false, nil // another replica created it first
@@ -76,11 +76,16 @@ func (k *LeaseLock) AcquireLeaderLock(ctx context.Context, identity string, ttl 
 	case err != nil:
 		return "", false, fmt.Errorf("read Lease %s: %w", k.Name, err)
 	default:
-		if holder := holderOf(l); holder != "" && holder != identity && !k.expired(l, ttl, now) {
+		// A holder's record is waited out even when it names this
+		// replica: it is then an earlier process's of the same name (this
+		// one holds nothing while it campaigns), or another replica
+		// configured with the same identity, still renewing.
+		if holder := holderOf(l); holder != "" && !k.expired(l, ttl, now) {
 			k.noteLeader(holder)
 			return "", false, nil
 		}
 		stamp(l, identity, ttl, now)
+		newTerm(l)
 		won, err = k.Leases.Update(ctx, l, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return "", false, nil // changed since read: another replica moved first
@@ -272,19 +277,22 @@ func (k *LeaseLock) forwardReleases(ctx context.Context, w watch.Interface, out 
 	}
 }
 
-// stamp writes identity's record on l: a new holder gets a new acquire
-// time and raises leaseTransitions, the holder itself only renews.
+// stamp writes identity's record on l, renewed now.
 func stamp(l *coordinationv1.Lease, identity string, ttl time.Duration, now time.Time) {
 	t := metav1.NewMicroTime(now)
 	secs := int32(min(math.Ceil(ttl.Seconds()), math.MaxInt32))
-	if holderOf(l) != identity {
-		n := int32(1)
-		if l.Spec.LeaseTransitions != nil {
-			n = *l.Spec.LeaseTransitions + 1
-		}
-		l.Spec.AcquireTime, l.Spec.LeaseTransitions = &t, &n
-	}
 	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &identity, &secs, &t
+}
+
+// newTerm starts a term on a Lease just stamped: a new acquire time and
+// leaseTransitions raised, even when the last holder had the same name,
+// so that every term's fence is newer than the one before.
+func newTerm(l *coordinationv1.Lease) {
+	n := int32(1)
+	if l.Spec.LeaseTransitions != nil {
+		n = *l.Spec.LeaseTransitions + 1
+	}
+	l.Spec.AcquireTime, l.Spec.LeaseTransitions = l.Spec.RenewTime, &n
 }
 
 func holderOf(l *coordinationv1.Lease) string {
