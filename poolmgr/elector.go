@@ -54,7 +54,11 @@ func (e *LockElector) Run(ctx context.Context, lead LeadFunc) error {
 		released = n.LeaderReleases(ctx)
 	}
 	for ctx.Err() == nil {
-		value, ok, err := e.Lock.AcquireLeaderLock(ctx, e.Identity, e.LeaseDuration)
+		// Bounded like a renewal's retries: an API server or Redis that
+		// hangs (a black-holed connection) must not stall the campaign.
+		actx, cancel := context.WithTimeout(ctx, e.RenewDeadline)
+		value, ok, err := e.Lock.AcquireLeaderLock(actx, e.Identity, e.LeaseDuration)
+		cancel()
 		if err != nil && ctx.Err() == nil {
 			e.Log.Warn("leader: cannot take the lock", "err", err)
 		}

@@ -145,3 +145,38 @@ func TestRedisLeaderChangeMidSweep(t *testing.T) {
 	bSweep.Store(int64(20 * time.Millisecond))
 	eventually(t, "B recovers the zombie", func() bool { return rdb.SIsMember(ctx, k.PoolAvailable("gold"), "g0").Val() })
 }
+
+// hangingLock's acquisitions hang until their context ends, as on a
+// black-holed connection to the API server or Redis.
+type hangingLock struct {
+	LeaderLock
+	calls chan struct{}
+}
+
+func (h *hangingLock) AcquireLeaderLock(ctx context.Context, _ string, _ time.Duration) (string, bool, error) {
+	h.calls <- struct{}{}
+	<-ctx.Done()
+	return "", false, ctx.Err()
+}
+
+// An acquisition that hangs is given up after renew_deadline and the
+// campaign goes on: the elector tries again instead of waiting forever.
+func TestElectorGivesUpAHangingAcquisition(t *testing.T) {
+	lock := &hangingLock{calls: make(chan struct{}, 8)}
+	e := &LockElector{Lock: lock, Identity: "edge-0", LeaseDuration: 3 * time.Second,
+		RenewDeadline: 200 * time.Millisecond, RetryPeriod: 50 * time.Millisecond, Log: quietLog(), Metrics: NewMetrics(nil)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx, func(context.Context, string) { t.Error("led on a lock never taken") }) }()
+	for range 2 {
+		select {
+		case <-lock.calls:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the elector stopped campaigning behind a hanging acquisition")
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
