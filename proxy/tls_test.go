@@ -192,7 +192,10 @@ func TestTLS12ClientTakesTheGoroutineRelay(t *testing.T) {
 // is the check that edge's KeyUpdate and its next key are right.
 func TestTLSEdgeKeyUpdateReadByCryptoTLS(t *testing.T) {
 	eachLoop(t, func(t *testing.T, relay Relay) {
-		defer func(n uint64) { rekeyAfter = n }(rekeyAfter)
+		// Restored after the env's own cleanup (cleanups run last
+		// first): its loops read it until they stop.
+		old := rekeyAfter
+		t.Cleanup(func() { rekeyAfter = old })
 		rekeyAfter = 3
 		e := newEnv(t, envOpt{relay: relay})
 		f := e.serveTLS(t)
@@ -298,7 +301,10 @@ func TestTLSDrainDeadlineClosesWith1001(t *testing.T) {
 // KeyUpdates go out in the middle of sends that wait on the client.
 func TestTLSSlowReaderBackpressure(t *testing.T) {
 	eachLoop(t, func(t *testing.T, relay Relay) {
-		defer func(n uint64) { rekeyAfter = n }(rekeyAfter)
+		// Restored after the env's own cleanup (cleanups run last
+		// first): its loops read it until they stop.
+		old := rekeyAfter
+		t.Cleanup(func() { rekeyAfter = old })
 		rekeyAfter = 64
 		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.IdleTimeout = 5 * time.Minute }})
 		f := e.serveTLS(t)
