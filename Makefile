@@ -48,7 +48,7 @@ lint:
 	$(GO) vet $(PKGS)
 	@$(GO) mod tidy -diff >/dev/null || { echo "go mod tidy would change go.mod/go.sum: run go mod tidy"; exit 1; }
 	@# client-go's generated clientset, informers and leader election register
-	@# every API group's types: 52 MB of binary and 18 MB of idle RSS for the
+	@# every API group's types: 51 MB of binary and 18 MB of idle RSS for the
 	@# two kinds edge reads (docs/benchmarks.md). poolmgr uses the REST client.
 	@heavy="$$($(GO) list -deps ./cmd/edge | grep -E '^k8s.io/client-go/(kubernetes|informers|tools/leaderelection)(/|$$)' || true)"; \
 	if [ -n "$$heavy" ]; then echo "cmd/edge links client-go's generated clients:"; echo "$$heavy"; exit 1; fi

@@ -35,9 +35,9 @@ type LeaseClient interface {
 
 // KubeAPI talks to the API server about the two kinds edge uses, pods and
 // Leases, through client-go's REST client and a scheme of only core/v1 and
-// coordination/v1. client-go's generated clientset would register every
-// API group's types at start: it made edge's binary 64 MB larger and its
-// idle RSS 24 MB larger, for two resources (docs/benchmarks.md).
+// coordination/v1. client-go's generated clientset registers every API
+// group's types at start: it made edge's binary 51 MB larger and its idle
+// RSS 18 MB larger, for two resources (docs/benchmarks.md).
 type KubeAPI struct {
 	core, coordination rest.Interface
 }
