@@ -87,9 +87,9 @@ type Config struct {
 	RenewInterval time.Duration `koanf:"-"`
 	// Relay picks how media sockets' bytes move: "epoll" (default), event
 	// loops that make one read and one write per message; "uring", loops
-	// that batch the receives and sends of every plain TCP socket through
-	// io_uring (Linux 6.1+; TLS clients stay on the epoll loops, and where
-	// io_uring is refused edge logs why and uses the epoll loops); or
+	// that batch the receives and sends of every socket (TLS 1.3 clients
+	// included) through io_uring (Linux 6.1+; where io_uring is refused
+	// edge logs why and uses the epoll loops); or
 	// "goroutines", two goroutines per socket, the fallback of the other
 	// two. Restart: the loops start once.
 	Relay Relay `koanf:"relay" reload:"restart"`

@@ -34,7 +34,7 @@ import (
 
 // TLSListener serves TLS on inner with cfg, as tls.NewListener does, and
 // lets the media proxy take over the records of the sockets it relays on
-// its epoll loops. Connections other than TCP are served as by
+// its event loops (epoll or uring). Connections other than TCP are served as by
 // tls.NewListener.
 func TLSListener(inner net.Listener, cfg *tls.Config) net.Listener {
 	base := cfg.Clone()
