@@ -81,7 +81,7 @@ func (k *LeaseLock) AcquireLeaderLock(ctx context.Context, identity string, ttl 
 		// one holds nothing while it campaigns), or another replica
 		// configured with the same identity, still renewing.
 		if holder := holderOf(l); holder != "" && !k.expired(l, ttl, now) {
-			k.noteLeader(holder)
+			k.noteLeader(holder, identity)
 			return "", false, nil
 		}
 		stamp(l, identity, ttl, now)
@@ -222,15 +222,23 @@ func (k *LeaseLock) expired(l *coordinationv1.Lease, ttl time.Duration, now time
 	return now.Sub(k.seenAt) >= d
 }
 
-func (k *LeaseLock) noteLeader(holder string) {
+// noteLeader logs a holder seen for the first time.
+func (k *LeaseLock) noteLeader(holder, identity string) {
 	k.mu.Lock()
 	changed := holder != k.leader
 	k.leader = holder
 	k.mu.Unlock()
-	if changed {
+	switch {
+	case !changed:
+	case holder == identity:
+		k.Log.Warn(leaseNamesMe, "identity", identity)
+	default:
 		k.Log.Info("leader: another replica leads", "leader", holder)
 	}
 }
+
+const leaseNamesMe = "leader: the Lease already names this replica's identity; waiting until it is no longer renewed " +
+	"(an earlier process of this pod, or another replica given the same leader.identity)"
 
 // LeaderReleases signals (without blocking; one pending signal is enough)
 // each time the Lease is updated with no holder. A watch that fails or ends

@@ -2,6 +2,7 @@ package poolmgr
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -73,7 +74,9 @@ func TestLeaseLockWaitsOutItsOwnNameToo(t *testing.T) {
 	client := fake.NewClientset()
 	heldLease(t, client, "edge-0", time.Now())
 	leases := client.CoordinationV1().Leases(ns)
-	k := &LeaseLock{Leases: leases, Name: "edge-leader", RetryPeriod: 50 * time.Millisecond, Log: quietLog()}
+	warned := make(chan struct{}, 1)
+	k := &LeaseLock{Leases: leases, Name: "edge-leader", RetryPeriod: 50 * time.Millisecond,
+		Log: slog.New(&onMessage{msg: leaseNamesMe, ch: warned})}
 
 	// The other "edge-0" renews every 300 ms for 2 s: never taken.
 	renewing, stop := make(chan struct{}), make(chan struct{})
@@ -99,6 +102,11 @@ func TestLeaseLockWaitsOutItsOwnNameToo(t *testing.T) {
 	}
 	close(stop)
 	<-renewing
+	select {
+	case <-warned:
+	default:
+		t.Error("no warning that the Lease names this replica's own identity")
+	}
 	if took := acquireWithin(t, k, "edge-0", 5*time.Second); took == 0 {
 		t.Fatal("never took its own name's Lease once it stood still")
 	}
