@@ -12,10 +12,10 @@ import (
 )
 
 // heldLease makes the Lease ns/edge-leader, held by holder since renewed
-// with a duration of one second and leaseTransitions 3.
-func heldLease(t *testing.T, client *fake.Clientset, holder string, renewed time.Time) {
+// with a duration of secs seconds and leaseTransitions 3.
+func heldLease(t *testing.T, client *fake.Clientset, holder string, renewed time.Time, secs int32) {
 	t.Helper()
-	secs, n := int32(1), int32(3)
+	n := int32(3)
 	at := metav1.NewMicroTime(renewed)
 	if _, err := client.CoordinationV1().Leases(ns).Create(context.Background(), &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge-leader"},
@@ -50,7 +50,7 @@ func acquireWithin(t *testing.T, k *LeaseLock, identity string, d time.Duration)
 // new.
 func TestLeaseLockWaitsOutAHolderByItsOwnClock(t *testing.T) {
 	client := fake.NewClientset()
-	heldLease(t, client, "edge-old", time.Now().Add(-time.Hour))
+	heldLease(t, client, "edge-old", time.Now().Add(-time.Hour), 1)
 	k := &LeaseLock{Leases: client.CoordinationV1().Leases(ns), Name: "edge-leader", RetryPeriod: 50 * time.Millisecond, Log: quietLog()}
 	if _, ok, err := k.AcquireLeaderLock(context.Background(), "edge-new", time.Second); ok || err != nil {
 		t.Fatalf("first sight of a holder's Lease: ok=%v err=%v, want not taken", ok, err)
@@ -72,13 +72,15 @@ func TestLeaseLockWaitsOutAHolderByItsOwnClock(t *testing.T) {
 // earlier holder's). A holder that keeps renewing keeps it.
 func TestLeaseLockWaitsOutItsOwnNameToo(t *testing.T) {
 	client := fake.NewClientset()
-	heldLease(t, client, "edge-0", time.Now())
+	// A 2 s duration renewed every 100 ms: only a stall of the renewing
+	// goroutine of most of 2 s would let the record stand still.
+	heldLease(t, client, "edge-0", time.Now(), 2)
 	leases := client.CoordinationV1().Leases(ns)
 	warned := make(chan struct{}, 1)
 	k := &LeaseLock{Leases: leases, Name: "edge-leader", RetryPeriod: 50 * time.Millisecond,
 		Log: slog.New(&onMessage{msg: leaseNamesMe, ch: warned})}
 
-	// The other "edge-0" renews every 300 ms for 2 s: never taken.
+	// The other "edge-0" renews every 100 ms for 3 s: never taken.
 	renewing, stop := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(renewing)
@@ -86,7 +88,7 @@ func TestLeaseLockWaitsOutItsOwnNameToo(t *testing.T) {
 			select {
 			case <-stop:
 				return
-			case <-time.After(300 * time.Millisecond):
+			case <-time.After(100 * time.Millisecond):
 			}
 			l, err := leases.Get(context.Background(), "edge-leader", metav1.GetOptions{})
 			if err != nil {
@@ -97,7 +99,7 @@ func TestLeaseLockWaitsOutItsOwnNameToo(t *testing.T) {
 			leases.Update(context.Background(), l, metav1.UpdateOptions{})
 		}
 	}()
-	if took := acquireWithin(t, k, "edge-0", 2*time.Second); took != 0 {
+	if took := acquireWithin(t, k, "edge-0", 3*time.Second); took != 0 {
 		t.Fatalf("took a Lease still renewed under its own name after %v", took)
 	}
 	close(stop)
@@ -107,7 +109,7 @@ func TestLeaseLockWaitsOutItsOwnNameToo(t *testing.T) {
 	default:
 		t.Error("no warning that the Lease names this replica's own identity")
 	}
-	if took := acquireWithin(t, k, "edge-0", 5*time.Second); took == 0 {
+	if took := acquireWithin(t, k, "edge-0", 10*time.Second); took == 0 {
 		t.Fatal("never took its own name's Lease once it stood still")
 	}
 	l, _ := leases.Get(context.Background(), "edge-leader", metav1.GetOptions{})
