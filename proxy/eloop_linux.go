@@ -95,11 +95,12 @@ func (ls *loops) stop() {
 	}
 }
 
-// add hands s to a loop, round robin: a uring loop for a plain TCP client
-// when they run, else an epoll loop. It reports false, leaving the connections untouched, when the loops cannot
-// carry them (none started, or a connection that is not TCP): the caller
-// then uses the goroutine relay. t, when not nil, is the client's TLS record layer taken
-// from crypto/tls (tlshandoff.go), and its TCP connection the client's.
+// add hands s to a loop, round robin: a uring loop when they run, else an
+// epoll loop. It reports false, leaving the connections untouched, when
+// the loops cannot carry them (none started, or a connection that is not
+// TCP): the caller then uses the goroutine relay. t, when not nil, is the
+// client's TLS record layer taken from crypto/tls (tlshandoff.go), and its
+// TCP connection the client's.
 func (ls *loops) add(s *socket, up *upstream, early []byte, t *tlsTakeover) bool {
 	set := ls.set.Load()
 	if set == nil {

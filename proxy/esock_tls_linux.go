@@ -21,8 +21,8 @@ func (e *esock) wire(i int, dst, plain []byte) []byte {
 }
 
 // answerKeyUpdate sends edge's KeyUpdate at once when the client asked for
-// one (update_requested): behind what already waits for the client, ahead
-// of anything sealed later. False when the socket ended.
+// one (update_requested) and nothing waits for the client; else the answer
+// goes out before the next record sealed. False when the socket ended.
 func (l *eloop) answerKeyUpdate(e *esock) bool {
 	d := &e.dirs[1]
 	if e.tls.closeSent {
@@ -30,11 +30,14 @@ func (l *eloop) answerKeyUpdate(e *esock) bool {
 		e.tls.owedUpdate = false
 		return true
 	}
-	idle := d.pend == nil
-	d.pend = e.tls.keyUpdate(d.pend)
-	if !idle {
+	if d.pend != nil {
+		// Bytes already wait for the client: the answer stays owed and
+		// seal puts it before the next record (RFC 8446 4.6.3), so a client
+		// that asks again and again without reading gets one answer, not
+		// one queued per request.
 		return true
 	}
+	d.pend = e.tls.keyUpdate(nil)
 	if !l.flush(e, d) {
 		return false
 	}

@@ -14,6 +14,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/edge-voice/edge/internal/fakeagent"
 )
 
 // rawTLSClient is a media client that does its handshake and upgrade with
@@ -285,4 +289,74 @@ func TestTLSClientCloseNotify(t *testing.T) {
 			t.Errorf("closes{client,4001} = %v, want 1", got)
 		}
 	})
+}
+
+// A client that asks for edge's KeyUpdate again and again while it does
+// not read gets one answer before edge's next record, not one queued per
+// request: what edge holds for a client stays bounded by the relay's
+// backpressure whatever the client sends (RFC 8446 4.6.3 allows one answer
+// to several requests). The pod talks on its own and keeps reading, so the
+// client's records keep reaching edge while its own side is stalled.
+func TestTLSKeyUpdateRequestsWhileNotReadingGetOneAnswer(t *testing.T) {
+	eachLoop(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.IdleTimeout = 5 * time.Minute }})
+		f := e.serveTLS(t)
+		_, url := e.allocate("CA-kus", "")
+		c := f.rawClient(t, e, url)
+		c.conn.SetDeadline(time.Now().Add(2 * time.Minute))
+		tcp := c.conn.(*net.TCPConn)
+		records := &recordCounter{}
+		c.conn = &countingConn{Conn: c.conn, rec: records}
+		const messages, size = 2048, 32 << 10 // 64 MiB: far beyond the socket buffers
+		c.sendText(fmt.Sprint(fakeagent.SpeakMessage, messages))
+		waitUnreadStalled(t, tcp)
+		const requests = 20000
+		for range requests {
+			c.writeRaw(c.rec.out.sealRecord(nil, recordTypeHShake, []byte{msgKeyUpdate, 0, 0, 1, 1}))
+			if err := c.rec.out.update(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Now read all the pod said: the requests were all opened by edge
+		// meanwhile (the client's key moved with each, so any lost one
+		// would have broken the stream).
+		got := 0
+		for got < messages*size {
+			b, err := c.read()
+			if err != nil {
+				t.Fatalf("after %d of %d bytes: %v", got, messages*size, err)
+			}
+			got += len(b)
+		}
+		// A KeyUpdate record is the only 27-byte one (every data record
+		// here is a 32 KiB message's).
+		if n := records.count(recordHeaderLen + 5 + 1 + tagLen); n == 0 || n > 10 {
+			t.Errorf("edge sent %d KeyUpdates for %d requests made while the client did not read; want one or a few", n, requests)
+		}
+	})
+}
+
+// waitUnreadStalled returns once what waits unread in c's receive queue
+// stopped growing (unchanged for 500 ms): the sender is held by
+// backpressure. A stall is the absence of an event, so this polls.
+func waitUnreadStalled(t *testing.T, c *net.TCPConn) {
+	t.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, still := -1, 0
+	for deadline := time.Now().Add(30 * time.Second); still < 10; {
+		if time.Now().After(deadline) {
+			t.Fatal("the client's receive queue never stopped growing")
+		}
+		time.Sleep(50 * time.Millisecond)
+		var n int
+		rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+		if n == last && n > 0 {
+			still++
+		} else {
+			last, still = n, 0
+		}
+	}
 }

@@ -53,13 +53,18 @@ func (d *udir) fill(add func(dst []byte) []byte) []byte {
 }
 
 // answerKeyUpdate sends edge's KeyUpdate at once when the client asked
-// for one: behind what already goes to the client, ahead of anything
-// sealed later.
+// for one and nothing goes to the client; else the answer goes out before
+// the next record sealed.
 func (l *uloop) answerKeyUpdate(e *usock) {
 	t := e.tls
 	if t.closeSent {
 		// Nothing follows edge's close_notify.
 		t.owedUpdate = false
+		return
+	}
+	if d := &e.dirs[1]; d.sending || d.next != nil {
+		// Bytes already go to the client: the answer stays owed and seal
+		// puts it before the next record, as on the epoll loop.
 		return
 	}
 	l.sendOut(e, 1, t.keyUpdate(nil), false)

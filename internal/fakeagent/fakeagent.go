@@ -130,6 +130,7 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	c.SetReadLimit(1 << 20)
 	ctx := r.Context()
+	speaking := false
 	for {
 		typ, msg, err := c.Read(ctx)
 		if err != nil {
@@ -142,6 +143,14 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			c.Close(status, "")
 			return
+		}
+		if speaking {
+			continue // reads on, echoes nothing
+		}
+		if n, ok := speakCommand(msg); ok {
+			speaking = true
+			go speak(ctx, c, n)
+			continue
 		}
 		if code, ok := closeCommand(msg); ok {
 			if code == 0 {
@@ -162,6 +171,30 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // "fakeagent:close 0" drops the TCP connection without a close frame.
 // Tests use it to make the pod the side that hangs up.
 const CloseMessage = "fakeagent:close "
+
+// SpeakMessage is a text message after which the agent sends "<n>"
+// binary messages of 32 KiB on its own, as a voice agent talks, and from
+// then on reads what comes without echoing it. Tests use it for a pod that
+// keeps reading while its writes wait on a client that does not read.
+const SpeakMessage = "fakeagent:speak "
+
+func speakCommand(msg []byte) (int, bool) {
+	rest, ok := strings.CutPrefix(string(msg), SpeakMessage)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil && n > 0
+}
+
+func speak(ctx context.Context, c *websocket.Conn, n int) {
+	msg := make([]byte, 32<<10)
+	for range n {
+		if err := c.Write(ctx, websocket.MessageBinary, msg); err != nil {
+			return
+		}
+	}
+}
 
 func closeCommand(msg []byte) (websocket.StatusCode, bool) {
 	rest, ok := strings.CutPrefix(string(msg), CloseMessage)
