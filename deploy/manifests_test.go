@@ -2,8 +2,10 @@ package deploy
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +136,12 @@ func TestManifests(t *testing.T) {
 		c.ReadinessProbe.HTTPGet.Port.String() != "admin" {
 		t.Error("probes must be /readyz and /healthz on the admin port")
 	}
+	if err := pluginSocketDirWritable(pod, c); err != nil {
+		t.Error(err)
+	}
+	for _, err := range restricted(pod) {
+		t.Errorf("Deployment/edge: %v", err)
+	}
 	identity := false
 	for _, e := range c.Env {
 		if e.Name == "EDGE_LEADER__IDENTITY" && e.ValueFrom != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name" {
@@ -167,4 +175,91 @@ func TestManifests(t *testing.T) {
 	if sts.Spec.Template.Labels["app"] != "voice-agent" || cfg.Pods.LabelSelector != "app=voice-agent" {
 		t.Error("voice-agent labels do not match pods.label_selector")
 	}
+}
+
+// pluginSocketDirWritable checks that c can create files where the provider
+// plugins put their sockets: TMPDIR, else /tmp (go-plugin's os.TempDir).
+// With a read-only root filesystem that takes a writable volume mounted
+// there; edge refuses to start without one.
+func pluginSocketDirWritable(pod corev1.PodSpec, c corev1.Container) error {
+	if c.SecurityContext == nil || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem {
+		return nil
+	}
+	dir := "/tmp"
+	for _, e := range c.Env {
+		if e.Name == "TMPDIR" {
+			dir = e.Value
+		}
+	}
+	for _, m := range c.VolumeMounts {
+		if m.MountPath != dir || m.ReadOnly {
+			continue
+		}
+		for _, v := range pod.Volumes {
+			if v.Name == m.Name && v.EmptyDir != nil {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("container %s has a read-only root filesystem and no writable emptyDir at %s, where the provider plugins create their sockets", c.Name, dir)
+}
+
+// restricted lists where pod breaks the Pod Security Standard "restricted"
+// (Kubernetes' pod-security-admission, latest version), so that a
+// namespace that enforces it admits edge.
+func restricted(pod corev1.PodSpec) []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if pod.HostNetwork || pod.HostPID || pod.HostIPC {
+		bad("host namespaces")
+	}
+	for _, v := range pod.Volumes {
+		switch {
+		case v.ConfigMap != nil, v.CSI != nil, v.DownwardAPI != nil, v.EmptyDir != nil, v.Ephemeral != nil,
+			v.PersistentVolumeClaim != nil, v.Projected != nil, v.Secret != nil:
+		default:
+			bad("volume %s is of a type restricted forbids", v.Name)
+		}
+	}
+	podSC := pod.SecurityContext
+	if podSC == nil {
+		podSC = &corev1.PodSecurityContext{}
+	}
+	for _, c := range append(append([]corev1.Container{}, pod.InitContainers...), pod.Containers...) {
+		sc := c.SecurityContext
+		if sc == nil {
+			sc = &corev1.SecurityContext{}
+		}
+		if sc.Privileged != nil && *sc.Privileged {
+			bad("container %s is privileged", c.Name)
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			bad("container %s: allowPrivilegeEscalation must be false", c.Name)
+		}
+		nonRoot := sc.RunAsNonRoot
+		if nonRoot == nil {
+			nonRoot = podSC.RunAsNonRoot
+		}
+		if nonRoot == nil || !*nonRoot || sc.RunAsUser != nil && *sc.RunAsUser == 0 {
+			bad("container %s must run as non-root", c.Name)
+		}
+		seccomp := sc.SeccompProfile
+		if seccomp == nil {
+			seccomp = podSC.SeccompProfile
+		}
+		if seccomp == nil || seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault && seccomp.Type != corev1.SeccompProfileTypeLocalhost {
+			bad("container %s: seccompProfile must be RuntimeDefault or Localhost", c.Name)
+		}
+		if sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+			bad("container %s must drop ALL capabilities", c.Name)
+		} else if add := slices.DeleteFunc(slices.Clone(sc.Capabilities.Add), func(c corev1.Capability) bool { return c == "NET_BIND_SERVICE" }); len(add) > 0 {
+			bad("container %s adds capabilities %v", c.Name, add)
+		}
+		for _, p := range c.Ports {
+			if p.HostPort != 0 {
+				bad("container %s uses host port %d", c.Name, p.HostPort)
+			}
+		}
+	}
+	return errs
 }

@@ -162,6 +162,12 @@ func TestTLSOverlayRendered(t *testing.T) {
 	}
 
 	c := dep.Spec.Template.Spec.Containers[0]
+	for _, err := range restricted(dep.Spec.Template.Spec) {
+		t.Errorf("rendered Deployment: %v", err)
+	}
+	if err := pluginSocketDirWritable(dep.Spec.Template.Spec, c); err != nil {
+		t.Errorf("rendered Deployment: %v", err)
+	}
 	env := map[string]string{}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {

@@ -84,7 +84,8 @@ type Host struct {
 	order []string
 }
 
-// New returns a host for specs; Run starts the plugins.
+// New returns a host for specs; Run starts the plugins. It fails when
+// the plugins would have nowhere to put their sockets (checkSocketDir).
 func New(opts Options, specs []Spec) (*Host, error) {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -106,6 +107,11 @@ func New(opts Options, specs []Spec) (*Host, error) {
 	}
 	if opts.Reg == nil {
 		opts.Reg = prometheus.NewRegistry()
+	}
+	if len(specs) > 0 {
+		if err := checkSocketDir(); err != nil {
+			return nil, err
+		}
 	}
 	h := &Host{opts: opts, log: opts.Log, m: newMetrics(opts.Reg), procs: map[string]*proc{}}
 	for _, s := range specs {

@@ -61,6 +61,9 @@ func ValidateSpec(ctx context.Context, s Spec, log *slog.Logger, timeout time.Du
 	if s.Command == nil {
 		return plugins.Configured{}, fmt.Errorf("provider %q: no command", s.Name)
 	}
+	if err := checkSocketDir(); err != nil {
+		return plugins.Configured{}, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	client, prov, _, err := launch(ctx, &s, log.With("plugin", s.Name), timeout)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edge-voice/edge/internal/edgetest"
 )
@@ -63,5 +64,47 @@ func TestCheckConfigAsksThePluginsToValidateSettings(t *testing.T) {
 	err = run(t.Context(), []string{"check-config", "--config", missing}, nil, &out, &out)
 	if err == nil || !strings.Contains(err.Error(), "providers.plugins.acme: start") {
 		t.Errorf("missing plugin binary: %v", err)
+	}
+}
+
+// A read-only root filesystem with nothing writable at /tmp (the shipped
+// Deployment before it mounted an emptyDir there): the built-in plugins
+// cannot create their sockets. edge, and check-config, refuse at start
+// and say what to fix, instead of serving with every provider down and a
+// log that names only a file under /tmp. TMPDIR names a regular file, which
+// nobody, root included, can create files in.
+func TestStartRefusesAnUnwritableTempDir(t *testing.T) {
+	notADir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notADir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--listen-public", "127.0.0.1:0", "--listen-admin", "127.0.0.1:0", "--listen-internal", "127.0.0.1:0"},
+		{"check-config"},
+	} {
+		var stderr bytes.Buffer
+		cmd := exec.Command(edgetest.Binary(t), args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "TMPDIR=" + notADir}
+		cmd.Stderr = &stderr
+		done := make(chan error, 1)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { done <- cmd.Wait() }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Fatalf("edge %v with TMPDIR=%s still runs after 30s:\n%s", args, notADir, stderr.String())
+		}
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+			t.Errorf("edge %v with TMPDIR=%s: %v, want a non-zero exit", args, notADir, err)
+		}
+		if want := "provider plugins need a writable directory for their sockets, and " + notADir; !strings.Contains(stderr.String(), want) {
+			t.Errorf("edge %v said:\n%s\nwant %q", args, stderr.String(), want)
+		}
 	}
 }
