@@ -33,7 +33,7 @@ func objects(t *testing.T) map[string]runtime.Object {
 		if err == nil && d.IsDir() && d.Name() == "testdata" {
 			return filepath.SkipDir // fixtures of the tests, not manifests
 		}
-		if err == nil && d.IsDir() && path == "overlays" {
+		if err == nil && d.IsDir() && (path == "overlays" || path == "components") {
 			return filepath.SkipDir // patches, not objects: overlays_test.go
 		}
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") {

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"html"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/edge-voice/edge/internal/edgetest"
+	"github.com/edge-voice/edge/internal/seccomptest"
+	"github.com/edge-voice/edge/internal/testpki"
+)
+
+// The seccomp profile deploy/components/uring ships for proxy.relay: uring
+// (the runtime's default profile refuses io_uring), enforced by the kernel
+// on edge and its plugin processes through a user's whole path: edge
+// terminating TLS, a Twilio webhook through its plugin, a media socket on
+// the uring loops, a CPU profile, a killed plugin restarted, a clean stop.
+// Any system call the profile lacks crashes edge with SIGSYS and the
+// caller's stack. With io_uring refused, as under the default profile,
+// edge says so and the epoll loops carry the socket.
+func TestUringRelayUnderTheShippedSeccompProfile(t *testing.T) {
+	if !seccomptest.Supported {
+		t.Skip("the seccomp launcher runs on linux/amd64 only")
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/io_uring_disabled"); err == nil && strings.TrimSpace(string(b)) != "0" {
+		t.Skip("io_uring is disabled on this machine (kernel.io_uring_disabled)")
+	}
+	profile, err := filepath.Abs(filepath.Join("..", "..", "deploy", "components", "uring", "edge-uring.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	launcher, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := testpki.NewCA(t)
+	cert, key := ca.Valid(t, "127.0.0.1").Write(t, t.TempDir(), "edge")
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientConfig("127.0.0.1")}, Timeout: 10 * time.Second}
+
+	for _, tc := range []struct {
+		name, relay string
+		deny        []string
+	}{
+		{"profile as shipped", "uring", nil},
+		{"io_uring refused", "epoll", []string{"io_uring_setup", "io_uring_enter", "io_uring_register"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := append(seccomptest.Env(edgetest.Binary(t), profile, tc.deny...),
+				"EDGE_PROXY__RELAY=uring", "EDGE_PROXY__URING_BATCH=1ms",
+				"EDGE_TLS__CERT_FILE="+cert, "EDGE_TLS__KEY_FILE="+key,
+				"TMPDIR="+t.TempDir())
+			edge := edgetest.StartBinary(t, launcher, nil, env...)
+			if !strings.HasPrefix(edge.PublicURL, "https://") {
+				t.Fatalf("public listener %s does not terminate TLS", edge.PublicURL)
+			}
+			if tc.relay == "epoll" && !strings.Contains(edge.Log(), "uring relay unavailable") {
+				t.Errorf("io_uring refused and edge did not say so:\n%s", edge.Log())
+			}
+
+			provWaitFor(t, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
+			wsURL := seccompWebhook(t, client, edge.PublicURL, "CA00000000000000000000000000005c01")
+			// The media URL's base derives from the configured :0; the
+			// socket goes to the bound port.
+			c := seccompDial(t, ca, "wss://"+strings.TrimPrefix(edge.PublicURL, "https://")+wsURL[strings.Index(wsURL, "/ws/"):])
+			mediaStream(t, c, "CA-seccomp", 25)
+			if got := seccompMetric(t, edge.AdminURL, `edge_proxy_relayed_sockets_total{client="tls",relay="`+tc.relay+`"}`); got != 1 {
+				t.Errorf("sockets carried by the %s relay = %v, want 1", tc.relay, got)
+			}
+			c.Close(websocket.StatusNormalClosure, "done")
+
+			// A CPU profile: the runtime's profiling timers.
+			resp, err := http.Get(edge.AdminURL + "/debug/pprof/profile?seconds=1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("CPU profile: %s", resp.Status)
+			}
+
+			// A plugin killed is restarted (fork, exec, wait, under the
+			// profile both) and answers the next webhook.
+			plugin := provChildPID(t, edge.Pid(), "plugin twilio")
+			if err := syscall.Kill(plugin, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			provWaitFor(t, "twilio plugin restarted", func() bool {
+				return seccompMetric(t, edge.AdminURL, `edge_plugin_restarts_total{plugin="twilio"}`) >= 1 &&
+					provGet(t, edge.AdminURL+"/readyz") == 200
+			})
+			seccompWebhook(t, client, edge.PublicURL, "CA00000000000000000000000000005c02")
+
+			if !edge.Stop(30 * time.Second) {
+				t.Fatal("edge did not stop within 30s of SIGTERM")
+			}
+			if code := edge.ExitCode(); code != 0 || strings.Contains(edge.Log(), "SIGSYS") {
+				t.Fatalf("exit code %d under the profile:\n%s", code, edge.Log())
+			}
+		})
+	}
+}
+
+var twimlStreamURL = regexp.MustCompile(`<Stream url="([^"]+)"`)
+
+// seccompWebhook posts a Twilio webhook (the embedded default takes them
+// unsigned) and returns the media URL of the TwiML answer.
+func seccompWebhook(t *testing.T, client *http.Client, base, callSid string) string {
+	t.Helper()
+	resp, err := client.PostForm(base+"/api/v1/twilio/allocate?merchant_id=demo", url.Values{"CallSid": {callSid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	m := twimlStreamURL.FindSubmatch(body)
+	if resp.StatusCode != http.StatusOK || m == nil {
+		t.Fatalf("webhook: %s\n%s", resp.Status, body)
+	}
+	return html.UnescapeString(string(m[1]))
+}
+
+func seccompDial(t *testing.T, ca *testpki.CA, u string) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientConfig("127.0.0.1")}}
+	c, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: hc})
+	if err != nil {
+		t.Fatalf("open %s: %v", u, err)
+	}
+	t.Cleanup(func() { c.CloseNow() })
+	return c
+}
+
+// seccompMetric reads one sample of edge's /metrics (0 when absent).
+func seccompMetric(t *testing.T, admin, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}
