@@ -72,6 +72,14 @@ type HTTP struct {
 	// Default 30s. Media sockets have their own, longer deadline:
 	// proxy.drain_timeout.
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+	// ShutdownDelay is how long a stopping edge keeps serving everything
+	// (webhooks, allocations, new media sockets) after SIGTERM with its
+	// readiness already false, before it stops accepting: load balancers
+	// and kube-proxy go on sending new connections to a pod for a few
+	// seconds after it turns unready, and a closed listener refuses them
+	// (a provider's webhook lost, a call failed, at every rolling update).
+	// Default 0 (stop accepting at once); deploy/ sets 10s.
+	ShutdownDelay time.Duration `koanf:"shutdown_delay"`
 	// BodyTimeout bounds reading one request's body. Default 10s.
 	BodyTimeout time.Duration `koanf:"body_timeout"`
 	// WriteTimeout bounds writing one answer (plain requests; media sockets
@@ -202,6 +210,9 @@ func (h HTTP) validate() error {
 		confcheck.Positive("http.body_timeout", h.BodyTimeout),
 		confcheck.Positive("http.idle_timeout", h.IdleTimeout),
 	)
+	if h.ShutdownDelay < 0 {
+		errs = append(errs, confcheck.Invalid("http.shutdown_delay", h.ShutdownDelay, "must be >= 0"))
+	}
 	if h.WriteTimeout <= h.RequestTimeout {
 		errs = append(errs, confcheck.Invalid("http.write_timeout", h.WriteTimeout, "must be > http.request_timeout, or a timed-out request loses its answer"))
 	}

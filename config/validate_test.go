@@ -160,8 +160,11 @@ func TestValidate(t *testing.T) {
 			want: []string{`leader.lease_name: must be a Kubernetes object name (got "Edge Leader")`},
 		},
 		"http": {
-			edit: func(c *Config) { c.HTTP.MaxBodyBytes, c.HTTP.ShutdownTimeout = 0, 0 },
-			want: []string{"http.max_body_bytes: must be > 0 (got 0)", `http.shutdown_timeout: must be > 0 (got "0s")`},
+			edit: func(c *Config) {
+				c.HTTP.MaxBodyBytes, c.HTTP.ShutdownTimeout, c.HTTP.ShutdownDelay = 0, 0, -time.Second
+			},
+			want: []string{"http.max_body_bytes: must be > 0 (got 0)", `http.shutdown_timeout: must be > 0 (got "0s")`,
+				`http.shutdown_delay: must be >= 0 (got "-1s")`},
 		},
 		"reload": {
 			edit: func(c *Config) { c.Reload.Interval = 0 },

@@ -127,9 +127,12 @@ func TestManifests(t *testing.T) {
 	}
 	pod := dep.Spec.Template.Spec
 	grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
-	drain := max(cfg.Proxy.DrainTimeout, cfg.HTTP.ShutdownTimeout)
+	drain := cfg.HTTP.ShutdownDelay + max(cfg.Proxy.DrainTimeout, cfg.HTTP.ShutdownTimeout)
 	if grace < drain || grace > drain+5*time.Minute {
-		t.Errorf("terminationGracePeriodSeconds %v does not match proxy.drain_timeout %v", grace, cfg.Proxy.DrainTimeout)
+		t.Errorf("terminationGracePeriodSeconds %v does not match http.shutdown_delay %v + proxy.drain_timeout %v", grace, cfg.HTTP.ShutdownDelay, cfg.Proxy.DrainTimeout)
+	}
+	if cfg.HTTP.ShutdownDelay < 5*time.Second {
+		t.Errorf("http.shutdown_delay %v: kube-proxy and load balancers take seconds to stop sending to an unready pod", cfg.HTTP.ShutdownDelay)
 	}
 	c := pod.Containers[0]
 	if c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.LivenessProbe.HTTPGet.Path != "/healthz" ||

@@ -9,8 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testredis"
@@ -125,4 +128,39 @@ func postJSON(t *testing.T, url, body string) (int, map[string]any) {
 	var out map[string]any
 	json.NewDecoder(resp.Body).Decode(&out)
 	return resp.StatusCode, out
+}
+
+// SIGTERM with http.shutdown_delay: readiness turns false at once, and for
+// the delay edge still answers webhooks and opens media sockets (load
+// balancers go on sending for a few seconds after a pod turns unready),
+// then stops cleanly. Without the delay a rolling update refused every
+// connection still routed to the old pod.
+func TestShutdownDelayKeepsServingWhileNotReady(t *testing.T) {
+	edge := edgetest.Start(t, []string{"--set", "http.shutdown_delay=5s"})
+	provWaitFor(t, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
+	if err := syscall.Kill(edge.Pid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	provWaitFor(t, "readiness false after SIGTERM", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 503 })
+
+	status, body := postJSON(t, edge.PublicURL+"/api/v1/allocate", `{"call_sid":"CA-after-sigterm","merchant_id":"demo"}`)
+	if status != 200 {
+		t.Fatalf("allocate while stopping: %d %v", status, body)
+	}
+	wsURL := body["ws_url"].(string)
+	c := mediaDial(t, "ws"+strings.TrimPrefix(edge.PublicURL, "http")+wsURL[strings.Index(wsURL, "/ws/"):])
+	mediaStream(t, c, "CA-after-sigterm", 10)
+	c.Close(websocket.StatusNormalClosure, "done")
+
+	select {
+	case <-edge.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatal("edge did not stop within 60s of SIGTERM")
+	}
+	if code := edge.ExitCode(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	if !strings.Contains(edge.Log(), "still serving for http.shutdown_delay") {
+		t.Errorf("no log line for the delay:\n%s", edge.Log())
+	}
 }

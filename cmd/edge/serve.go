@@ -186,15 +186,31 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	for _, ag := range agents {
 		components = append(components, ag)
 	}
-	g, gctx := errgroup.WithContext(ctx)
+	// The parts run until http.shutdown_delay after the signal (ctx);
+	// readiness turns false at the signal, so load balancers stop sending
+	// new calls while edge still takes the ones already on their way.
+	runCtx, stopParts := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopParts()
+	g, gctx := errgroup.WithContext(runCtx)
 	for _, c := range components {
 		g.Go(func() error { return c.Run(gctx) })
 	}
-	// Readiness turns false as soon as shutdown starts, before listeners
-	// close, so load balancers stop sending new calls.
 	g.Go(func() error {
-		<-gctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-gctx.Done(): // a part failed: stop now
+		}
 		ready.Stop()
+		if d := current().HTTP.ShutdownDelay; d > 0 && gctx.Err() == nil {
+			log.Info("stopping: not ready, still serving for http.shutdown_delay while load balancers catch up", "shutdown_delay", d)
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-gctx.Done():
+			}
+		}
+		stopParts()
 		return nil
 	})
 	err = g.Wait()
