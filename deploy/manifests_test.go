@@ -142,6 +142,22 @@ func TestManifests(t *testing.T) {
 	if err := pluginSocketDirWritable(pod, c); err != nil {
 		t.Error(err)
 	}
+	// Replicas spread over nodes, and the GC knows the memory limit.
+	spread := map[string]bool{}
+	for _, tsc := range pod.TopologySpreadConstraints {
+		spread[tsc.TopologyKey] = tsc.LabelSelector != nil && tsc.LabelSelector.MatchLabels["app"] == dep.Spec.Selector.MatchLabels["app"]
+	}
+	if !spread["kubernetes.io/hostname"] || !spread["topology.kubernetes.io/zone"] {
+		t.Errorf("replicas are not spread over nodes and zones: %+v", pod.TopologySpreadConstraints)
+	}
+	memLimit := false
+	for _, e := range c.Env {
+		memLimit = memLimit || e.Name == "GOMEMLIMIT" && e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil &&
+			e.ValueFrom.ResourceFieldRef.Resource == "limits.memory"
+	}
+	if _, limited := c.Resources.Limits[corev1.ResourceMemory]; !limited || !memLimit {
+		t.Error("GOMEMLIMIT does not follow the container's memory limit")
+	}
 	for _, err := range restricted(pod) {
 		t.Errorf("Deployment/edge: %v", err)
 	}
