@@ -340,6 +340,19 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 	go p.bridge(s, up, early)
 }
 
+// runningRelay is the relay new sockets take: what proxy.relay asks for,
+// or the one edge fell back to where it is refused (io_uring by seccomp or
+// the kernel, epoll off Linux).
+func (p *Proxy) runningRelay() Relay {
+	switch {
+	case p.cfg().Relay == RelayGoroutines || !p.loops.running():
+		return RelayGoroutines
+	case p.loops.uringRunning():
+		return RelayUring
+	}
+	return RelayEpoll
+}
+
 // countRelayed counts a socket by the relay that carries it and whether its
 // client speaks TLS: the share of TLS sockets on the goroutine relay shows
 // clients that the loops cannot serve (TLS 1.2). Each relay counts before

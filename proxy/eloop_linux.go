@@ -160,6 +160,10 @@ func (ls *loops) add(s *socket, up *upstream, early []byte, t *tlsTakeover) bool
 // running reports whether the loops take sockets.
 func (ls *loops) running() bool { return ls.set.Load() != nil }
 
+// uringRunning reports whether the uring loops started (they take every
+// socket then).
+func (ls *loops) uringRunning() bool { return ls.uset.Load() != nil }
+
 // detach takes c out of Go's netpoller and returns a non-blocking fd of
 // the same socket: a duplicate, then the Go conn's close (which removes
 // the original from the netpoller's epoll set first).

@@ -14,6 +14,7 @@ type loops struct{ carried, carriedTLS, carriedUring atomic.Int64 }
 func (*loops) start(*Proxy) error { return errors.New("epoll relay: Linux only") }
 func (*loops) stop()              {}
 func (*loops) running() bool      { return false }
+func (*loops) uringRunning() bool { return false }
 
 func (*loops) add(*socket, *upstream, []byte, *tlsTakeover) bool { return false }
 

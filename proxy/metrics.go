@@ -23,6 +23,7 @@ type metrics struct {
 	renewals     *prometheus.CounterVec
 	releases     *prometheus.CounterVec
 	relayed      *prometheus.CounterVec
+	relayInfo    *prometheus.GaugeVec
 	uringOwnBufs prometheus.Counter
 }
 
@@ -88,6 +89,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edge_proxy_relayed_sockets_total",
 			Help: "Media sockets relayed, by relay (epoll, uring, goroutines: the fallback) and client transport (tcp, tls: terminated in edge).",
 		}, []string{"relay", "client"}),
+		relayInfo: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "edge_proxy_relay_info",
+			Help: "1 for the relay proxy.relay configured and the one that runs: they differ where io_uring (or epoll) is refused and edge fell back.",
+		}, []string{"configured", "running"}),
 		uringOwnBufs: f.NewCounter(prometheus.CounterOpts{
 			Name: "edge_proxy_uring_buffer_ring_empty_total",
 			Help: "Receives of the uring relay that found the loop's buffer ring empty and used a buffer of the socket's own.",

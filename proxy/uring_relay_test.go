@@ -75,6 +75,10 @@ func TestUringRefusedFallsBackToTheEpollLoops(t *testing.T) {
 	if got := runtime.GOMAXPROCS(0); got != procs {
 		t.Errorf("GOMAXPROCS %d, want %d unchanged with no uring loop", got, procs)
 	}
+	// The fallback shows on /metrics (the EdgeUringRelayUnavailable alert).
+	if got := value(e.px.metrics.relayInfo.WithLabelValues("uring", "epoll")); got != 1 {
+		t.Errorf(`edge_proxy_relay_info{configured="uring",running="epoll"} = %v, want 1`, got)
+	}
 	found := false
 	for _, l := range sink.lines(t) {
 		if l["msg"] == "uring relay unavailable: media sockets use the epoll relay" {
@@ -96,6 +100,9 @@ func TestUringLoopsAddTheirPs(t *testing.T) {
 		_, url := e.allocate("CA1", "")
 		echo(t, e.mustDial(url), "hello")
 		e.checkCarried(t, RelayUring, 1)
+		if got := value(e.px.metrics.relayInfo.WithLabelValues("uring", "uring")); got != 1 {
+			t.Errorf(`edge_proxy_relay_info{configured="uring",running="uring"} = %v, want 1`, got)
+		}
 		if got, want := runtime.GOMAXPROCS(0), procs+loopCount(procs); got != want {
 			t.Errorf("GOMAXPROCS with the uring loops running = %d, want %d", got, want)
 		}

@@ -79,6 +79,9 @@ func TestUringRelayUnderTheShippedSeccompProfile(t *testing.T) {
 			if got := seccompMetric(t, edge.AdminURL, `edge_proxy_relayed_sockets_total{client="tls",relay="`+tc.relay+`"}`); got != 1 {
 				t.Errorf("sockets carried by the %s relay = %v, want 1", tc.relay, got)
 			}
+			if got := seccompMetric(t, edge.AdminURL, `edge_proxy_relay_info{configured="uring",running="`+tc.relay+`"}`); got != 1 {
+				t.Errorf("edge_proxy_relay_info says not running %s: %v", tc.relay, got)
+			}
 			c.Close(websocket.StatusNormalClosure, "done")
 
 			// A CPU profile: the runtime's profiling timers.
