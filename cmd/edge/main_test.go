@@ -164,3 +164,21 @@ func TestShutdownDelayKeepsServingWhileNotReady(t *testing.T) {
 		t.Errorf("no log line for the delay:\n%s", edge.Log())
 	}
 }
+
+// A real deployment (its own Redis) without public_base_url tells every
+// provider to open media at the public listener's own address, 127.0.0.1
+// for a wildcard: edge says so at start. Set, or on the embedded default,
+// nothing is said.
+func TestWarnsWhenMediaURLsPointAtLoopback(t *testing.T) {
+	srv := testredis.Start(t)
+	const warning = "public_base_url is not set: providers are told to open media sockets at this listener's own address"
+	edge := edgetest.Start(t, []string{"--redis-url", srv.URL()})
+	if log := edge.Log(); !strings.Contains(log, warning) || !strings.Contains(log, "media_base=ws://127.0.0.1:") {
+		t.Errorf("no warning about an unreachable media base:\n%s", edge.Log())
+	}
+	edge.Kill()
+	edge = edgetest.Start(t, []string{"--redis-url", srv.URL(), "--public-base-url", "wss://voice.example.com"})
+	if strings.Contains(edge.Log(), "public_base_url is not set") {
+		t.Errorf("warned with public_base_url set:\n%s", edge.Log())
+	}
+}

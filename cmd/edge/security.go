@@ -67,6 +67,13 @@ func warnExposure(cfg *config.Config, tr *forwarded.Trusted, log *slog.Logger) {
 	case api.OpenLoopback:
 		log.Info("the generic allocate API takes callers on this host without a token (development default with the embedded Redis); set generic_api.open: off, or configure generic_api.tokens, to require one")
 	}
+	// Outside the embedded development default, a derived media base
+	// (the public listener's own address, 127.0.0.1 for a wildcard) is
+	// no address a provider can dial: every call would be answered with a
+	// media URL that never connects.
+	if cfg.PublicBaseURL == "" && !cfg.Redis.Embedded() {
+		log.Warn("public_base_url is not set: providers are told to open media sockets at this listener's own address, which they cannot reach; set it to the wss:// address providers dial", "media_base", cfg.PublicURL())
+	}
 	if tr.TrustsAll() {
 		log.Warn(fmt.Sprintf("trusted_proxies %v trusts every client: any client sets its own address and scheme in X-Forwarded-*; list your load balancers' CIDRs instead", cfg.TrustedProxies))
 	}
