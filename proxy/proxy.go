@@ -239,7 +239,11 @@ func (p *Proxy) Run(ctx context.Context) error {
 	if err := p.loops.start(p); err != nil {
 		p.Log.Warn("event loops unavailable: media sockets use the goroutine relay", "err", err)
 	}
-	p.metrics.relayInfo.WithLabelValues(string(p.cfg().Relay), string(p.runningRelay())).Set(1)
+	configured := p.cfg().Relay
+	if configured == "" {
+		configured = RelayEpoll
+	}
+	p.metrics.relayInfo.WithLabelValues(string(configured), string(p.runningRelay())).Set(1)
 	renewCtx, stopRenew := context.WithCancel(context.WithoutCancel(ctx))
 	renewDone := make(chan struct{})
 	go func() {
