@@ -7,6 +7,10 @@
 # frames, 50/s each way, from bench/cmd/wsload):
 #
 #   bench/footprint/run.sh [streams...]    default: 200 1000
+#   REFS=20 bench/footprint/run.sh 200     also what the idle replica touches:
+#                                          its referenced bits cleared, then
+#                                          read back 20 s later (root: it
+#                                          writes /proc/PID/clear_refs)
 #
 # Per process: VmRSS, its anonymous part (the process's own memory: heap,
 # stacks, runtime) and file part (pages of the edge binary mapped in, shared
@@ -59,6 +63,20 @@ sample() { # label streams
 echo "# $(date -u +%FT%TZ) $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(go version | cut -d' ' -f3), load $(cut -d' ' -f1-3 /proc/loadavg)"
 sleep 2
 sample idle 0
+if [ -n "${REFS:-}" ]; then
+	# The pages an idle replica references in REFS seconds, against those
+	# mapped: the binary's (file) and its own (anonymous).
+	refs() { # KiB of smaps field $1 in the binary's mappings, then in the rest
+		awk -v bin="$work/edge" -v f="$1:" '/^[0-9a-f]+-[0-9a-f]+ / {inbin = ($6 == bin)}
+			$1 == f {if (inbin) b += $2; else o += $2} END {printf "%d %d\n", b, o}' /proc/$edge_pid/smaps
+	}
+	echo 1 >/proc/$edge_pid/clear_refs
+	sleep "$REFS"
+	read -r rss_bin rss_other < <(refs Rss)
+	read -r ref_bin ref_other < <(refs Referenced)
+	printf '{"label":"referenced in %ss","binary_rss_kib":%d,"binary_referenced_kib":%d,"other_rss_kib":%d,"other_referenced_kib":%d}\n' \
+		"$REFS" "$rss_bin" "$ref_bin" "$rss_other" "$ref_other"
+fi
 for n in $STREAMS; do
 	# Streams held open for 30 s; sampled once all are open and warm.
 	"$work/wsload" run -mode edge -streams "$n" -pods $PODS -target http://127.0.0.1:18080 -pids $edge_pid -warmup 5s -measure 25s >"$work/wsload-$n.json" &
