@@ -21,6 +21,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/edge-voice/edge/internal/seccomptest"
 )
 
 // cluster is one etcd + kube-apiserver for the whole test binary.
@@ -42,6 +44,9 @@ const (
 var shared *cluster
 
 func TestMain(m *testing.M) {
+	// This test binary doubles as the launcher that starts edge under a
+	// seccomp profile (seccomp_test.go); it never returns then.
+	seccomptest.Launch()
 	bin := os.Getenv("EDGE_KUBE_APISERVER")
 	if bin == "" {
 		fmt.Println("kube-e2e: skipped: EDGE_KUBE_APISERVER is not set (build the binary with test/kube-e2e/build-apiserver.sh, or run `make kube-e2e`)")
