@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -40,7 +41,10 @@ type kustomization struct {
 // What a platform team applies is accepted by the real kube-apiserver:
 // deploy/base's resources, then deploy/overlays/tls over them, its patches
 // applied as kustomize applies them (a strategic merge for the Deployment,
-// a JSON patch for the public Service) and its cert-manager Certificate.
+// a JSON patch for the public Service) and its cert-manager Certificate,
+// then deploy/components/uring's patch; a Pod of the result is admitted
+// under the Pod Security Standard "restricted" by the apiserver's own
+// PodSecurity admission.
 // The apiserver validates what strict decoding in deploy/ cannot: the
 // patched Deployment as a whole (volumes, mounts, the security context),
 // the Service's ports, the RBAC objects. cert-manager's CRD is not here:
@@ -138,6 +142,20 @@ func TestDeployManifestsAcceptedByTheAPIServer(t *testing.T) {
 		}
 	}
 
+	// deploy/components/uring over the same Deployment (it composes with
+	// any overlay): a strategic merge patch too.
+	uring, err := os.ReadFile(filepath.Join(root, "components", "uring", "deployment-uring.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := yaml.YAMLToJSON(uring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(applied["Deployment/edge"]).Namespace(ns).Patch(ctx, "edge", types.StrategicMergePatchType, body, metav1.PatchOptions{FieldValidation: "Strict"}); err != nil {
+		t.Errorf("the apiserver refused the uring component's patch: %v", err)
+	}
+
 	// What the patches were for, read back from the apiserver.
 	svc, err := dyn.Resource(applied["Service/edge"]).Namespace(ns).Get(ctx, "edge", metav1.GetOptions{})
 	if err != nil {
@@ -159,6 +177,43 @@ func TestDeployManifestsAcceptedByTheAPIServer(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("Deployment after the overlay mounts no Secret edge-tls: volumes %v", volumes)
+	}
+	if p, _, _ := unstructured.NestedString(dep.Object, "spec", "template", "spec", "securityContext", "seccompProfile", "localhostProfile"); p != "edge-uring.json" {
+		t.Errorf("Deployment after the uring component runs under seccomp profile %q, want edge-uring.json", p)
+	}
+
+	// The Pod Security Standard "restricted", judged by the apiserver's own
+	// PodSecurity admission: a Pod of the Deployment's template is admitted
+	// into a namespace that enforces it, with the component's Localhost
+	// profile and with the base's RuntimeDefault; without a profile (the
+	// base before it had one) it is refused.
+	var spec corev1.PodSpec
+	raw, _, _ := unstructured.NestedMap(dep.Object, "spec", "template", "spec")
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &spec); err != nil {
+		t.Fatal(err)
+	}
+	strict := ns + "-restricted"
+	if _, err := c.client(t, adminToken).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   strict,
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	admit := func(name string, seccomp *corev1.SeccompProfile) error {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: *spec.DeepCopy()}
+		pod.Spec.SecurityContext.SeccompProfile = seccomp
+		pod.Spec.ServiceAccountName = "" // the ServiceAccount lives in the other namespace
+		_, err := c.client(t, adminToken).CoreV1().Pods(strict).Create(ctx, pod, metav1.CreateOptions{})
+		return err
+	}
+	if err := admit("edge-uring", spec.SecurityContext.SeccompProfile); err != nil {
+		t.Errorf("restricted refused the uring Deployment's pod: %v", err)
+	}
+	if err := admit("edge-base", &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}); err != nil {
+		t.Errorf("restricted refused the base Deployment's pod: %v", err)
+	}
+	if err := admit("edge-no-seccomp", nil); err == nil || !strings.Contains(err.Error(), "seccompProfile") {
+		t.Errorf("a pod with no seccomp profile: %v, want refused by restricted (is PodSecurity admission on?)", err)
 	}
 }
 
