@@ -113,21 +113,14 @@ func TestTLSOverlayFiles(t *testing.T) {
 // and the ConfigMap's config with the overlay's environment is valid and
 // gives providers wss:// URLs.
 func TestTLSOverlayRendered(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl not installed: the overlay's files are checked by TestTLSOverlayFiles")
-	}
-	out, err := exec.Command(kubectl, "kustomize", filepath.Join("overlays", "tls")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl kustomize: %v\n%s", err, out)
-	}
+	docs := kustomize(t, filepath.Join("overlays", "tls"), "TestTLSOverlayFiles")
 	codec := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme,
 		json.SerializerOptions{Yaml: true, Strict: true})
 	var dep *appsv1.Deployment
 	var svc *corev1.Service
 	var cm *corev1.ConfigMap
 	var cert *certificate
-	for _, doc := range bytes.Split(out, []byte("\n---\n")) {
+	for _, doc := range docs {
 		if bytes.Contains(doc, []byte("kind: Certificate\n")) {
 			cert = new(certificate)
 			if err := yaml.UnmarshalStrict(doc, cert); err != nil {
@@ -212,4 +205,20 @@ func mustStrict(t *testing.T, path string, v any) {
 	if err := yaml.UnmarshalStrict(data, v); err != nil {
 		t.Errorf("%s: %v", path, err)
 	}
+}
+
+// kustomize renders dir with kubectl and returns its documents; the test
+// skips where kubectl is not installed (checkedBy names the test that
+// checks the files instead).
+func kustomize(t *testing.T, dir, checkedBy string) [][]byte {
+	t.Helper()
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not installed: the files are checked by " + checkedBy)
+	}
+	out, err := exec.Command(kubectl, "kustomize", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, out)
+	}
+	return bytes.Split(out, []byte("\n---\n"))
 }

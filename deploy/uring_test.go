@@ -1,9 +1,7 @@
 package deploy
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -78,19 +76,12 @@ func TestUringComponentFiles(t *testing.T) {
 // plugins' /tmp still writable, and the config edge would load relays
 // through io_uring with the window.
 func TestUringOverlayRendered(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl not installed: the component's files are checked by TestUringComponentFiles")
-	}
-	out, err := exec.Command(kubectl, "kustomize", filepath.Join("overlays", "uring")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl kustomize: %v\n%s", err, out)
-	}
+	docs := kustomize(t, filepath.Join("overlays", "uring"), "TestUringComponentFiles")
 	codec := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme,
 		json.SerializerOptions{Yaml: true, Strict: true})
 	var dep *appsv1.Deployment
 	var cm *corev1.ConfigMap
-	for _, doc := range bytes.Split(out, []byte("\n---\n")) {
+	for _, doc := range docs {
 		obj, _, err := codec.Decode(doc, nil, nil)
 		if err != nil {
 			t.Fatalf("rendered object: %v\n%s", err, doc)

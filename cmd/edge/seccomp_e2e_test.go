@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -32,19 +31,8 @@ import (
 // caller's stack. With io_uring refused, as under the default profile,
 // edge says so and the epoll loops carry the socket.
 func TestUringRelayUnderTheShippedSeccompProfile(t *testing.T) {
-	if !seccomptest.Supported {
-		t.Skip("the seccomp launcher runs on linux/amd64 only")
-	}
 	if b, err := os.ReadFile("/proc/sys/kernel/io_uring_disabled"); err == nil && strings.TrimSpace(string(b)) != "0" {
 		t.Skip("io_uring is disabled on this machine (kernel.io_uring_disabled)")
-	}
-	profile, err := filepath.Abs(filepath.Join("..", "..", "deploy", "components", "uring", "edge-uring.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	launcher, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
 	}
 	ca := testpki.NewCA(t)
 	cert, key := ca.Valid(t, "127.0.0.1").Write(t, t.TempDir(), "edge")
@@ -58,7 +46,8 @@ func TestUringRelayUnderTheShippedSeccompProfile(t *testing.T) {
 		{"io_uring refused", "epoll", []string{"io_uring_setup", "io_uring_enter", "io_uring_register"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := append(seccomptest.Env(edgetest.Binary(t), profile, tc.deny...),
+			launcher, env := seccomptest.Launcher(t, edgetest.Binary(t), tc.deny...)
+			env = append(env,
 				"EDGE_PROXY__RELAY=uring", "EDGE_PROXY__URING_BATCH=1ms",
 				"EDGE_TLS__CERT_FILE="+cert, "EDGE_TLS__KEY_FILE="+key,
 				"TMPDIR="+t.TempDir())

@@ -12,8 +12,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"testing"
 )
 
 // Profile is the part of an OCI seccomp profile the shipped ones use.
@@ -66,6 +69,28 @@ const (
 // with the names in deny refused (EPERM).
 func Env(program, profile string, deny ...string) []string {
 	return []string{envExec + "=" + program, envProfile + "=" + profile, envDeny + "=" + strings.Join(deny, ",")}
+}
+
+// ShippedProfile is the path of the profile deploy/components/uring ships.
+func ShippedProfile() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "deploy", "components", "uring", "edge-uring.json")
+}
+
+// Launcher returns what a test runs to start program under the shipped
+// profile with deny refused: this test binary (its TestMain calls Launch)
+// and the environment to add. It skips the test where the launcher cannot
+// run.
+func Launcher(tb testing.TB, program string, deny ...string) (launcher string, env []string) {
+	tb.Helper()
+	if !Supported {
+		tb.Skip("the seccomp launcher runs on linux/amd64 only")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return self, Env(program, ShippedProfile(), deny...)
 }
 
 // Launch is called first thing in TestMain. In a process started with

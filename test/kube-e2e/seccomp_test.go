@@ -25,17 +25,7 @@ import (
 // the profile would crash it with SIGSYS.
 func TestEdgeWithKubernetesUnderTheUringSeccompProfile(t *testing.T) {
 	c := need(t)
-	if !seccomptest.Supported {
-		t.Skip("the seccomp launcher runs on linux/amd64 only")
-	}
-	profile, err := filepath.Abs(filepath.Join("..", "..", "deploy", "components", "uring", "edge-uring.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	launcher, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	launcher, env := seccomptest.Launcher(t, edgetest.Binary(t))
 	admin := c.client(t, adminToken)
 	ns := namespace(t, admin)
 	redisSrv := testredis.Start(t, testredis.TCP())
@@ -46,7 +36,7 @@ leader: {lease_duration: 4s, renew_deadline: 2s, retry_period: 1s}
 pool: {reconcile_interval: 1s, zombie_sweep_interval: 1s}
 proxy: {relay: uring, uring_batch: 1ms}
 `, redisSrv.URL(), ns, c.kubeconfig(t, edgeToken))), 0o600)
-	env := append(seccomptest.Env(edgetest.Binary(t), profile), "EDGE_LEADER__IDENTITY=edge-sc", "TMPDIR="+t.TempDir())
+	env = append(env, "EDGE_LEADER__IDENTITY=edge-sc", "TMPDIR="+t.TempDir())
 	edge := edgetest.StartBinary(t, launcher, []string{"--config", cfgPath}, env...)
 
 	eventually(t, "edge leads", 30*time.Second, func() bool { return leaseHolder(admin, ns) == "edge-sc" && isLeader(edge) })
