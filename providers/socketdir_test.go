@@ -30,6 +30,14 @@ func TestNewRefusesAnUnwritableSocketDir(t *testing.T) {
 	if _, err := providers.New(providers.Options{}, nil); err != nil {
 		t.Fatalf("New without plugins: %v", err)
 	}
+	// go-plugin's own setting, when given, is where the sockets go: a
+	// writable one there is fine whatever TMPDIR is.
+	sockets := t.TempDir()
+	t.Setenv("PLUGIN_UNIX_SOCKET_DIR", sockets)
+	if _, err := providers.New(providers.Options{}, []providers.Spec{spec}); err != nil {
+		t.Fatalf("New with PLUGIN_UNIX_SOCKET_DIR=%s and TMPDIR unwritable: %v", sockets, err)
+	}
+	t.Setenv("PLUGIN_UNIX_SOCKET_DIR", "")
 	// A writable TMPDIR is fine, and the probe leaves nothing behind.
 	dir := t.TempDir()
 	t.Setenv("TMPDIR", dir)
