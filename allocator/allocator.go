@@ -33,6 +33,9 @@ type Allocator struct {
 	// one nobody would wake a waiter, so nobody waits.
 	waits  waitRegistry
 	wakers atomic.Int32
+	// tracked are the calls whose media sockets this replica holds, and
+	// the data set epoch it knows (recovery.go).
+	tracked tracker
 }
 
 // settings is the run-time part of Config with the tier table already laid
@@ -185,6 +188,19 @@ func (a *Allocator) Allocate(ctx context.Context, req Request) (Allocation, erro
 	if len(req.TraceParent) > MaxTraceParentLength {
 		return Allocation{}, fmt.Errorf("%w: traceparent is %d bytes long, the limit is %d", ErrInvalidID, len(req.TraceParent), MaxTraceParentLength)
 	}
+	// Right after Redis lost its data no pod is offered until the replicas
+	// have re-asserted their calls (recovery.go): the call asks again when
+	// the hold ends, for at most twice the hold and within ctx.
+	deadline := time.Now().Add(2 * a.current.Load().cfg.RecoveryHold)
+	for {
+		al, err := a.allocate(ctx, req)
+		if !waitRecovery(ctx, err, deadline) {
+			return al, err
+		}
+	}
+}
+
+func (a *Allocator) allocate(ctx context.Context, req Request) (Allocation, error) {
 	s := a.current.Load()
 	if budget := a.waitBudget(ctx, s); budget > 0 {
 		if w := a.waits.add(req.CallID, s.cfg.Admission.Wait.maxWaiters()); w != nil {
@@ -206,7 +222,7 @@ func (a *Allocator) allocateOnce(ctx context.Context, req Request, s *settings, 
 	args = append(args, req.CallID, req.MerchantID, s.cfg.EffectiveLeaseTTL().Milliseconds(), s.cfg.CallInfoTTL.Milliseconds(), req.Creator)
 	args = append(args, s.tierArgs...)
 	args = append(args, s.rateArgs...)
-	args = append(args, budget.Milliseconds())
+	args = append(args, budget.Milliseconds(), a.tracked.knownEpoch(), randomEpoch(), s.cfg.RecoveryHold.Milliseconds())
 	// Last, whatever comes before it (allocate.lua reads ARGV[#ARGV]).
 	args = append(args, req.TraceParent)
 	keys := []string{a.keys.Call(req.CallID), a.keys.CallEnded(req.CallID)}
@@ -256,6 +272,9 @@ func (a *Allocator) decodeAllocate(req Request, rep reply) (Allocation, error) {
 		return Allocation{Warning: rep.str(2)}, &NoCapacityError{Reason: reason, Chain: rep.strs(3)}
 	case "wait":
 		return Allocation{Warning: rep.str(2)}, errWaiting
+	case "recovering":
+		a.metrics.allocations.WithLabelValues("", "recovering").Inc()
+		return Allocation{}, fmt.Errorf("allocate %s: %w", req.CallID, &recoveringError{wait: time.Duration(rep.int(1)) * time.Millisecond})
 	default:
 		return Allocation{}, fmt.Errorf("allocate %s: unexpected script reply %v", req.CallID, []any(rep))
 	}

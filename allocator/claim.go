@@ -58,8 +58,13 @@ func (a *Allocator) ClaimMediaOn(ctx context.Context, callID, pod, holder, repli
 	rep := reply(r)
 	switch rep.str(0) {
 	case "claimed":
-		return ClaimedMedia{Pod: rep.str(1), TraceParent: rep.str(2), MerchantID: rep.str(3), Creator: rep.str(4),
-			MovedFrom: strings.FieldsFunc(rep.str(5), func(r rune) bool { return r == '|' })}, nil
+		c := ClaimedMedia{Pod: rep.str(1), TraceParent: rep.str(2), MerchantID: rep.str(3), Creator: rep.str(4),
+			MovedFrom: strings.FieldsFunc(rep.str(5), func(r rune) bool { return r == '|' })}
+		// This replica relays the call now: it can write it back should
+		// Redis lose its data (recovery.go).
+		a.tracked.track(callID, trackedCall{pod: c.Pod, holder: holder, replica: replica,
+			source: rep.str(6), kind: rep.str(7), merchant: c.MerchantID, creator: c.Creator})
+		return c, nil
 	case "not_found":
 		if on := rep.str(1); on != "" {
 			return ClaimedMedia{}, fmt.Errorf("claim media of %s on %s: the call is on %s: %w", callID, pod, on, ErrCallNotFound)
@@ -83,6 +88,9 @@ func (a *Allocator) DropMediaClaim(ctx context.Context, callID, holder string) (
 	r, err := a.run(ctx, "unclaim", []string{a.keys.Call(callID)}, holder)
 	if err != nil {
 		return false, fmt.Errorf("drop media claim of %s: %w", callID, err)
+	}
+	if c, ok := a.tracked.get(callID); ok && c.holder == holder {
+		a.tracked.untrack(callID)
 	}
 	return reply(r).int(0) == 1, nil
 }

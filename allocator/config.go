@@ -36,6 +36,21 @@ type Config struct {
 	// LeaseTTL, which it must stay below half of so that one lost renewal
 	// does not end a call. Default 20s.
 	RenewInterval time.Duration `koanf:"renew_interval"`
+	// RecoveryHold is how long no pod is offered after Redis lost its data
+	// (restarted empty, flushed), so that every replica re-asserts the calls
+	// whose sockets it relays first (at its next heartbeat): a busy pod
+	// must not look free. Webhooks arriving meanwhile wait for it. Default
+	// 3s; at least twice HeartbeatInterval.
+	RecoveryHold time.Duration `koanf:"recovery_hold"`
+	// HeartbeatInterval is how often every replica records that it is
+	// alive and looks whether Redis lost its data. Default 1s.
+	HeartbeatInterval time.Duration `koanf:"heartbeat_interval"`
+	// ReplicaTTL is how long a replica may miss its heartbeats before the
+	// leader ends the calls whose sockets it held, once it also holds no
+	// connection to Redis (a live replica cut off by a slow Redis keeps
+	// its connections, so a pause never ends calls). Default 5s; more
+	// than twice HeartbeatInterval.
+	ReplicaTTL time.Duration `koanf:"replica_ttl"`
 	// Migration says edge shares the Redis with a running predecessor, or
 	// media still flows through the predecessor's nginx hop and not through
 	// edge, so nothing renews leases (docs/migration.md). Leases then last
@@ -70,12 +85,15 @@ func (c Config) EffectiveLeaseTTL() time.Duration {
 // DefaultConfig is the allocator's defaults.
 func DefaultConfig() Config {
 	return Config{
-		KeyPrefix:     DefaultPrefix,
-		LeaseTTL:      60 * time.Second,
-		CallInfoTTL:   time.Hour,
-		DrainingTTL:   6 * time.Minute,
-		RenewInterval: 20 * time.Second,
-		Tiers:         DefaultTiers(),
+		KeyPrefix:         DefaultPrefix,
+		LeaseTTL:          60 * time.Second,
+		CallInfoTTL:       time.Hour,
+		DrainingTTL:       6 * time.Minute,
+		RenewInterval:     20 * time.Second,
+		RecoveryHold:      3 * time.Second,
+		HeartbeatInterval: time.Second,
+		ReplicaTTL:        5 * time.Second,
+		Tiers:             DefaultTiers(),
 	}
 }
 
@@ -102,6 +120,8 @@ func (c Config) withDefaults() Config {
 	for _, f := range []struct{ v, d *time.Duration }{
 		{&c.LeaseTTL, &def.LeaseTTL}, {&c.CallInfoTTL, &def.CallInfoTTL},
 		{&c.DrainingTTL, &def.DrainingTTL}, {&c.RenewInterval, &def.RenewInterval},
+		{&c.RecoveryHold, &def.RecoveryHold}, {&c.HeartbeatInterval, &def.HeartbeatInterval},
+		{&c.ReplicaTTL, &def.ReplicaTTL},
 	} {
 		if *f.v <= 0 {
 			*f.v = *f.d
@@ -122,6 +142,25 @@ func (c Config) Validate() error {
 	if c.LeaseTTL > 0 && c.RenewInterval > 0 && c.RenewInterval >= c.LeaseTTL/2 {
 		errs = append(errs, confcheck.Invalid("allocator.renew_interval", c.RenewInterval,
 			fmt.Sprintf("must be < allocator.lease_ttl/2 = %s", c.LeaseTTL/2)))
+	}
+	// Zero takes the default (withDefaults); relations are checked on the
+	// values in effect.
+	eff := c.withDefaults()
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"allocator.recovery_hold", c.RecoveryHold}, {"allocator.heartbeat_interval", c.HeartbeatInterval}, {"allocator.replica_ttl", c.ReplicaTTL}} {
+		if f.v < 0 {
+			errs = append(errs, confcheck.Invalid(f.name, f.v, "must be positive"))
+		}
+	}
+	if eff.RecoveryHold < 2*eff.HeartbeatInterval {
+		errs = append(errs, confcheck.Invalid("allocator.recovery_hold", eff.RecoveryHold,
+			fmt.Sprintf("must be >= 2 x allocator.heartbeat_interval = %s: every replica must beat at least once within it", 2*eff.HeartbeatInterval)))
+	}
+	if eff.ReplicaTTL <= 2*eff.HeartbeatInterval {
+		errs = append(errs, confcheck.Invalid("allocator.replica_ttl", eff.ReplicaTTL,
+			fmt.Sprintf("must be > 2 x allocator.heartbeat_interval = %s: one late beat must not look like a death", 2*eff.HeartbeatInterval)))
 	}
 	if lease := c.EffectiveLeaseTTL(); c.CallInfoTTL > 0 && lease > 0 && c.CallInfoTTL < lease {
 		// Call info outliving the lease is what makes release after a
@@ -162,6 +201,10 @@ type RedisConfig struct {
 	// Sentinel or Cluster (a URL carries its own).
 	Username string `koanf:"username"`
 	Password string `koanf:"password" secret:"true"`
+	// ClientName names every connection (CLIENT SETNAME), so that the
+	// leader can tell this replica's death from a slow heartbeat
+	// (ClientName(replica), set by edge). Not a key of this section.
+	ClientName string `koanf:"-"`
 	// Sentinel names a master set watched by Redis Sentinel: edge follows
 	// failovers with go-redis's failover client. Instead of URL.
 	Sentinel SentinelConfig `koanf:"sentinel"`

@@ -67,6 +67,7 @@ func (a *Allocator) MoveCall(ctx context.Context, callID, pod, holder, reason st
 	rep := reply(r)
 	switch rep.str(0) {
 	case "moved":
+		a.tracked.moved(callID, rep.str(1))
 		return Failover{Pod: rep.str(1), Ejected: rep.int(2) == 1, ProbeDue: time.UnixMilli(rep.int(3))}, nil
 	case "none":
 		return Failover{Pod: pod, Ejected: rep.int(1) == 1, ProbeDue: time.UnixMilli(rep.int(2))},

@@ -255,6 +255,34 @@ func (k Keys) ACMELock(host string) string { return k.prefix + "acme:lock:" + ho
 // that wait for the certificate instead of asking the CA.
 func (k Keys) ACMEIssued(host string) string { return k.prefix + "acme:issued:" + host }
 
+// Epoch (edge) STRING: the generation of this Redis data set, "<unix ms>-<random>",
+// written once by the first replica that finds it missing (SET NX). Every
+// replica remembers the value it last saw: a different one means Redis lost
+// its data since (restarted empty, or flushed), so the replica re-asserts the
+// calls whose sockets it relays (renew.lua) before any pod is offered again.
+// No TTL.
+func (k Keys) Epoch() string { return k.prefix + "epoch" }
+
+// Recovering (edge) STRING, the new Epoch, with a PX TTL of
+// allocator.recovery_hold: while it exists Redis has just lost its data and
+// the replicas are re-asserting their live calls, so allocate.lua and
+// failover.lua give no pod (a busy exclusive pod would look free).
+func (k Keys) Recovering() string { return k.prefix + "recovering" }
+
+// Replicas (edge) ZSET of replica name -> its last heartbeat (unix ms,
+// Redis' clock; presence.lua). A replica whose heartbeat is older than
+// allocator.replica_ttl and that holds no connection to Redis is dead: the
+// leader ends the calls whose sockets it held (orphans.lua). A replica of an
+// edge without heartbeats never appears here, so its calls are never judged.
+func (k Keys) Replicas() string { return k.prefix + "replicas" }
+
+// ReplicaCalls (edge) SET of the call ids whose media socket a replica
+// admitted (claim.lua adds, the end of the call or of the claim removes):
+// what the leader ends when that replica dies. An entry may outlive its
+// call by a script that does not know the set; the call info's
+// socket_replica is checked before anything is ended.
+func (k Keys) ReplicaCalls(replica string) string { return k.prefix + "replica:" + replica + ":calls" }
+
 // luaKeyBuilders renders the key functions as Lua, as a table K. Each builder
 // is derived from the Go method by calling it with a placeholder argument, so
 // the scripts cannot drift from this file.
@@ -281,6 +309,7 @@ func (k Keys) luaKeyBuilders() string {
 		{"call_ended", k.CallEnded},
 		{"wait_queue", k.WaitQueue},
 		{"wait_ticket", k.WaitTicket},
+		{"replica_calls", k.ReplicaCalls},
 	}
 	noArg := []struct {
 		name string
@@ -297,6 +326,9 @@ func (k Keys) luaKeyBuilders() string {
 		{"wait_ring", k.WaitRing},
 		{"wait_deadline", k.WaitDeadline},
 		{"wait_wake", k.WaitWake},
+		{"epoch", k.Epoch},
+		{"recovering", k.Recovering},
+		{"replicas", k.Replicas},
 	}
 	var b strings.Builder
 	b.WriteString("local K = {}\n")

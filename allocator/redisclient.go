@@ -36,6 +36,7 @@ func (r RedisConfig) NewClient() (redis.UniversalClient, error) {
 			SentinelPassword: r.Sentinel.Password,
 			Username:         r.Username,
 			Password:         r.Password,
+			ClientName:       r.ClientName,
 			PoolSize:         r.PoolSize,
 			DialTimeout:      r.DialTimeout,
 			ReadTimeout:      r.ReadTimeout,
@@ -51,6 +52,7 @@ func (r RedisConfig) NewClient() (redis.UniversalClient, error) {
 			Addrs:                 r.Cluster.Addrs,
 			Username:              r.Username,
 			Password:              r.Password,
+			ClientName:            r.ClientName,
 			PoolSize:              r.PoolSize,
 			DialTimeout:           r.DialTimeout,
 			ReadTimeout:           r.ReadTimeout,
@@ -63,6 +65,9 @@ func (r RedisConfig) NewClient() (redis.UniversalClient, error) {
 		opts, err := redis.ParseURL(r.URL)
 		if err != nil {
 			return nil, fmt.Errorf("redis.url: %w", err)
+		}
+		if r.ClientName != "" {
+			opts.ClientName = r.ClientName
 		}
 		return redis.NewClient(r.tune(opts)), nil
 	}

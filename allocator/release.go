@@ -32,6 +32,9 @@ func (a *Allocator) Release(ctx context.Context, callID string) (Released, error
 // ReleaseSocketEnd is Release by the end of the call's media socket: the
 // tombstone keeps the socket's close and counters (the call's timeline).
 func (a *Allocator) ReleaseSocketEnd(ctx context.Context, callID string, end SocketEnd) (Released, error) {
+	// The socket is over whatever the release answers: nothing of the
+	// call is this replica's to write back any more.
+	a.tracked.untrack(callID)
 	return a.release(ctx, callID, ReleasedBySocket, &end)
 }
 

@@ -27,35 +27,57 @@ const RenewBatch = 500
 // removed) or the socket lost its claim, and its media should stop. On error, the batches
 // already renewed stay renewed.
 func (a *Allocator) Renew(ctx context.Context, leases []Lease) (held []bool, err error) {
+	if len(leases) == 0 {
+		return nil, nil
+	}
+	// Every batch is sent with the epoch known before the first: a batch
+	// after the one that found Redis emptied must re-assert its calls too.
+	known := a.tracked.knownEpoch()
+	var epoch string
+	var back, lost int
 	held = make([]bool, 0, len(leases))
 	for len(leases) > 0 {
 		n := min(len(leases), RenewBatch)
-		h, err := a.renewBatch(ctx, leases[:n])
+		h, e, err := a.renewBatch(ctx, known, leases[:n], &back, &lost)
 		if err != nil {
 			return nil, err
 		}
+		epoch = e
 		held = append(held, h...)
 		leases = leases[n:]
+	}
+	if known != "" && epoch != "" && epoch != known {
+		a.tracked.lost(known, epoch, back, lost)
 	}
 	return held, nil
 }
 
-func (a *Allocator) renewBatch(ctx context.Context, leases []Lease) ([]bool, error) {
+func (a *Allocator) renewBatch(ctx context.Context, known string, leases []Lease, back, lost *int) ([]bool, string, error) {
 	s := a.current.Load()
 	keys := make([]string, len(leases))
-	args := make([]any, 0, 2+3*len(leases))
-	args = append(args, s.cfg.EffectiveLeaseTTL().Milliseconds(), s.cfg.CallInfoTTL.Milliseconds())
+	args := make([]any, 0, 6+7*len(leases))
+	args = append(args, s.cfg.EffectiveLeaseTTL().Milliseconds(), s.cfg.CallInfoTTL.Milliseconds(),
+		known, randomEpoch(), s.cfg.RecoveryHold.Milliseconds(), a.tracked.replicaName())
 	for i, l := range leases {
 		keys[i] = a.keys.Call(l.CallID)
-		args = append(args, l.CallID, l.PodName, l.Holder)
+		// What re-asserting the call needs, should Redis have lost it:
+		// known only for the sockets this replica admitted.
+		c, _ := a.tracked.get(l.CallID)
+		if c.pod != l.PodName {
+			c = trackedCall{}
+		}
+		args = append(args, l.CallID, l.PodName, l.Holder, c.source, c.kind, c.merchant, c.creator)
 	}
 	r, err := a.run(ctx, "renew", keys, args...)
 	if err != nil {
-		return nil, fmt.Errorf("renew %d leases: %w", len(leases), err)
+		return nil, "", fmt.Errorf("renew %d leases: %w", len(leases), err)
 	}
+	rep := reply(r)
+	*back += int(rep.int(1))
+	*lost += int(rep.int(2))
 	held := make([]bool, len(leases))
 	for i := range held {
-		held[i] = reply(r).int(i) == 1
+		held[i] = rep.int(i+3) == 1
 	}
-	return held, nil
+	return held, rep.str(0), nil
 }

@@ -19,6 +19,7 @@ type Pools interface {
 	RegisteredPods(ctx context.Context) ([]string, error)
 	SweepPods(ctx context.Context, fence string, pods []string) (allocator.SweepResult, error)
 	Rebalance(ctx context.Context, fence string, maxMoves int) ([]allocator.Move, error)
+	SweepDeadReplicas(ctx context.Context, fence string) (allocator.DeadReplicas, error)
 }
 
 // Manager runs leader election and, while this replica leads, the watcher,
@@ -32,6 +33,9 @@ type Manager struct {
 	// SweepInterval and ReconcileInterval are read before every wait, so a
 	// config reload applies from the next cycle.
 	SweepInterval, ReconcileInterval func() time.Duration
+	// DeadReplicaInterval is how often the leader looks for dead replicas
+	// (deadreplicas.go); nil: it does not.
+	DeadReplicaInterval func() time.Duration
 	// RetryDelay is the watcher's wait before retrying a failed sync
 	// (default 1s).
 	RetryDelay time.Duration
@@ -55,6 +59,10 @@ func (m *Manager) Lead(ctx context.Context, fence string) {
 	g.Go(func() error { return w.Run(gctx) })
 	g.Go(func() error { return r.Run(gctx) })
 	g.Go(func() error { return s.Run(gctx) })
+	if m.DeadReplicaInterval != nil {
+		d := &deadReplicas{m: m, fence: fence}
+		g.Go(func() error { return d.Run(gctx) })
+	}
 	if err := g.Wait(); err != nil {
 		m.Log.Warn("leader: loops stopped", "err", err)
 	}

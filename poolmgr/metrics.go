@@ -22,12 +22,18 @@ type Metrics struct {
 	LoopSeconds     *prometheus.HistogramVec // loop
 	LoopErrors      *prometheus.CounterVec   // loop
 	TierConfigLoads *prometheus.CounterVec   // result
+	// DataLost counts the times this replica found that Redis lost its
+	// data; Reasserted the calls it wrote back then (result reasserted or
+	// lost); DeadReplicas the replicas the leader found dead.
+	DataLost     prometheus.Counter
+	Reasserted   *prometheus.CounterVec // result
+	DeadReplicas prometheus.Counter
 }
 
 // NewMetrics registers the series on reg (nil: nowhere, for tests).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	f := promauto.With(reg)
-	return &Metrics{
+	m := &Metrics{
 		Leader: f.NewGauge(prometheus.GaugeOpts{
 			Name: "edge_poolmgr_leader", Help: "1 while this replica runs the leader loops.",
 		}),
@@ -62,7 +68,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		TierConfigLoads: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_tier_config_refresh_total", Help: "Tier config refreshes by result (unchanged, applied, invalid, error, restored: written back after Redis lost it; merchants_restored: the merchant config and pool targets written back with it).",
 		}, []string{"result"}),
+		DataLost: f.NewCounter(prometheus.CounterOpts{
+			Name: "edge_redis_data_lost_total", Help: "Times this replica found that Redis lost its data (restarted empty, flushed): the data set's epoch changed.",
+		}),
+		Reasserted: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_calls_reasserted_total", Help: "Live calls this replica wrote back after Redis lost its data, by result (reasserted; lost: its pod served another call, or it had ended).",
+		}, []string{"result"}),
+		DeadReplicas: f.NewCounter(prometheus.CounterOpts{
+			Name: "edge_replicas_dead_total", Help: "Replicas the leader found dead (heartbeat stale, no connection to Redis) and whose calls it ended.",
+		}),
 	}
+	// Exported from the start, at zero, for dashboards and alerts.
+	m.Reasserted.WithLabelValues("reasserted")
+	m.Reasserted.WithLabelValues("lost")
+	return m
 }
 
 // observe records one run of a loop.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/edge-voice/edge/allocator"
@@ -31,6 +32,9 @@ type TierRefresher struct {
 	Log       *slog.Logger
 	Metrics   *Metrics
 
+	// mu serialises Refresh: the periodic pass and the one the heartbeat
+	// runs after Redis lost its data.
+	mu        sync.Mutex
 	merchants allocator.MerchantSnapshot // the last one read beside a tier config
 }
 
@@ -41,8 +45,11 @@ type MerchantStore interface {
 	RestoreMerchants(ctx context.Context, snap allocator.MerchantSnapshot) (int, error)
 }
 
-// Run refreshes every Interval until ctx ends.
+// Run refreshes at once, then every Interval until ctx ends: the first
+// pass takes this replica's copy of the merchant config, which it writes
+// back should Redis lose its data.
 func (t *TierRefresher) Run(ctx context.Context) error {
+	t.Refresh(ctx)
 	for sleep(ctx, t.Interval()) {
 		t.Refresh(ctx)
 	}
@@ -51,6 +58,8 @@ func (t *TierRefresher) Run(ctx context.Context) error {
 
 // Refresh reads and applies the tier config once.
 func (t *TierRefresher) Refresh(ctx context.Context) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.snapshotMerchants(ctx)
 	start := time.Now()
 	tc, err := t.Load(ctx)

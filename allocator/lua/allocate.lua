@@ -14,6 +14,10 @@
 --            burst, source per second, source burst (0 per second: off)
 -- then    -> wait budget in ms (admission.wait, issue 10): a call that finds
 --            every pod of its chain busy waits this long (0: refused at once)
+-- then    -> the data set epoch the replica knows ("" none), the random
+--            part of a new epoch to store if none is, and the recovery hold in ms (lib.lua's
+--            recovery_wait: after Redis lost its data, no pod is offered
+--            until the replicas have re-asserted their live calls)
 -- last    -> traceparent: the W3C trace context of the webhook that asks, or
 --            "" (tracing off); kept with a new call so that its media
 --            socket's span links to the webhook's trace. It is read as
@@ -30,6 +34,9 @@
 --   {"limited", scope ("merchant"|"source"), retry_after_ms, warning}
 --                    the merchant or the creator (the source) started calls
 --                    faster than its admission rate; nothing is written
+--   {"recovering", ms} Redis lost its data moments ago and the replicas are
+--                    re-asserting their calls: ask again in ms; nothing is
+--                    written
 --   {"ended", how}   the call ended ("released"|"expired"|"unregistered"):
 --                    a late or replayed webhook; nothing is written
 -- warning is "" or a note for the log (a bad merchant config entry). creator
@@ -75,9 +82,13 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
 end
 
 local tiers, default_chain, rate_i = parse_tiers(6)
+local now = now_ms()
+local hold_wait = recovery_wait(ARGV[rate_i + 5] or '', ARGV[rate_i + 6] or '', tonumber(ARGV[rate_i + 7] or 0), now)
+if hold_wait > 0 then
+  return {'recovering', hold_wait}
+end
 local chain, warning, mc = chain_of(merchant, default_chain)
 local budget_ms = tonumber(ARGV[rate_i + 4] or 0)
-local now = now_ms()
 
 -- A waiting call asking again (its replica was woken, polls, or its budget
 -- ran out; or a duplicate webhook of it): room goes to the waiters in

@@ -9,7 +9,8 @@
 -- ARGV[3] -> the replica's name, for the call's timeline
 --
 -- Returns:
---   {"claimed", pod, traceparent, merchant_id, creator, moved_from}
+--   {"claimed", pod, traceparent, merchant_id, creator, moved_from,
+--    source_pool, pool_type}
 --                        the socket holds the call (also if it already did);
 --                        pod is where the call is: ARGV[1], or the pod it
 --                        was moved to when ARGV[1] is one it left after a
@@ -17,7 +18,8 @@
 --                        media URL the provider holds stays valid;
 --                        traceparent is the webhook's (allocate.lua), ""
 --                        when none was kept; the rest is the call info's,
---                        for the socket's log lines
+--                        for the socket's log lines and for re-asserting
+--                        the call should Redis lose its data (renew.lua)
 --   {"not_found", pod}   the call is not live on ARGV[1]; pod is where it
 --                        is ("" when it is live nowhere)
 --   {"held", holder}     another socket holds the call
@@ -25,9 +27,11 @@
 -- The claim is a field of the call info, so it ends with the call: release,
 -- the sweep and unregister delete the hash. A socket that ends without its
 -- call ending drops it (unclaim.lua); one whose replica died (kill -9) holds
--- it until the call's lease runs out and the sweep ends the call.
+-- it until the leader finds that replica dead (orphans.lua) or the call's
+-- lease runs out, and the sweep ends the call.
 
-local info = redis.call('HMGET', KEYS[1], 'pod_name', 'media_claim', 'moved_from', 'traceparent', 'merchant_id', 'creator')
+local info = redis.call('HMGET', KEYS[1], 'pod_name', 'media_claim', 'moved_from', 'traceparent', 'merchant_id', 'creator',
+  'source_pool', 'pool_type')
 if info[1] ~= ARGV[1] and not (info[1] and info[3] and
     string.find(info[3], '|' .. ARGV[1] .. '|', 1, true)) then
   return {'not_found', info[1] or ''}
@@ -40,5 +44,10 @@ end
 if not info[2] then
   redis.call('HSET', KEYS[1], 'media_claim', ARGV[2], 'socket_opened_at', tostring(now_ms()),
     'socket_replica', ARGV[3] or '')
+  -- The replica's calls, for the leader to end should it die (orphans.lua).
+  if ARGV[3] and ARGV[3] ~= '' then
+    local call_id = string.sub(KEYS[1], #K.call('') + 1)
+    redis.call('SADD', K.replica_calls(ARGV[3]), call_id)
+  end
 end
-return {'claimed', info[1], info[4] or '', info[5] or '', info[6] or '', info[3] or ''}
+return {'claimed', info[1], info[4] or '', info[5] or '', info[6] or '', info[3] or '', info[7] or '', info[8] or ''}

@@ -397,6 +397,10 @@ end
 local function end_call_record(call_id, how, ttl_ms, extra)
   local call_key, tomb = K.call(call_id), K.call_ended(call_id)
   uncount_call(call_id)
+  local replica = redis.call('HGET', call_key, 'socket_replica')
+  if replica and replica ~= '' then
+    redis.call('SREM', K.replica_calls(replica), call_id)
+  end
   local fields = redis.call('HGETALL', call_key)
   redis.call('DEL', tomb, call_key)
   for i = #fields - 1, 1, -2 do
@@ -426,4 +430,68 @@ local function write_allocation(call_id, merchant, creator, traceparent, pod, so
   redis.call('PEXPIRE', call_key, info_ms)
   assign(pod, call_id, source, kind, avail, lease_ms, now)
   count_call(merchant, call_id, now + lease_ms, now)
+end
+
+-- Recovery after Redis lost its data (restarted empty, flushed): K.epoch()
+-- names the data set; a replica that remembers another value has calls
+-- Redis no longer knows, and re-asserts them (renew.lua) while
+-- K.recovering() holds every allocation back.
+
+-- Starts the hold for a data set born at epoch ("<unix ms>-<random>"), to
+-- last hold_ms from its birth: a replica that finds the epoch changed
+-- after another replica (one with nothing to re-assert) created it holds
+-- back allocations for what remains of the window, never longer.
+local function start_hold(epoch, hold_ms, now)
+  local born = tonumber(string.match(epoch, '^(%d+)-'))
+  if hold_ms <= 0 or not born then
+    return
+  end
+  local left = born + hold_ms - now
+  if left > 0 then
+    redis.call('SET', K.recovering(), epoch, 'PX', left, 'NX')
+  end
+end
+
+-- Stores a new epoch, born now on Redis' clock (so that every replica
+-- measures the hold alike), unless one appeared meanwhile; returns the one
+-- stored.
+local function new_epoch(random, now)
+  redis.call('SET', K.epoch(), string.format('%.0f', now) .. '-' .. random, 'NX')
+  return redis.call('GET', K.epoch())
+end
+
+-- The epoch stored now, creating it (with candidate) when missing. known is
+-- the epoch the asking replica remembers ("" when it never saw one: a fresh
+-- process, which has no calls to re-assert) and candidate the random part
+-- of a new one. A replica that knew one and finds none is the first to see
+-- Redis emptied: it starts the hold.
+local function current_epoch(known, candidate, hold_ms, now)
+  local epoch = redis.call('GET', K.epoch())
+  if epoch then
+    if known ~= '' and epoch ~= known then
+      start_hold(epoch, hold_ms, now)
+    end
+    return epoch
+  end
+  if known == '' or candidate == '' then
+    return nil
+  end
+  epoch = new_epoch(candidate, now)
+  start_hold(epoch, hold_ms, now)
+  return epoch
+end
+
+-- How long (ms) an allocation must wait before a pod may be offered: while
+-- the hold lasts, and while the asking replica itself has not re-asserted
+-- its calls (it knows another epoch). 0: go on.
+local function recovery_wait(known, candidate, hold_ms, now)
+  local epoch = current_epoch(known, candidate, hold_ms, now)
+  local left = redis.call('PTTL', K.recovering())
+  if left > 0 then
+    return left
+  end
+  if known ~= '' and epoch and epoch ~= known then
+    return 100
+  end
+  return 0
 end

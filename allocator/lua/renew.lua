@@ -4,25 +4,91 @@
 -- KEYS[i] -> call info hash of the i-th call
 -- ARGV[1] -> lease TTL in ms
 -- ARGV[2] -> call info TTL in ms
--- ARGV[3i], ARGV[3i+1], ARGV[3i+2] -> call id, pod and media claim holder
---            of the i-th call ("" holder: no claim is checked)
+-- ARGV[3] -> the data set epoch this replica knows ("" none; see lib.lua)
+-- ARGV[4] -> the random part of a new epoch, stored if none is
+-- ARGV[5] -> recovery hold in ms
+-- ARGV[6] -> this replica's name (the socket_replica of what it re-asserts)
+-- then 7 per call: call id, pod, media claim holder ("" holder: no claim
+--            is checked), and what re-asserting it needs: source_pool,
+--            pool_type, merchant id, creator ("" pool_type: it cannot be)
 --
--- Returns: one integer per call, 1 renewed, 0 the call no longer owns the pod
--- (released, swept, or its pod removed) or the holder no longer holds the
--- call's media claim: its socket should close.
+-- Returns: the epoch stored now ("" none), the calls written back and the
+-- calls that could not be (see below), then one integer per call: 1 renewed,
+-- 0 the call no longer owns the pod (released, swept, or its pod removed) or
+-- the holder no longer holds the call's media claim: its socket should
+-- close.
 --
 -- Only the socket holding the claim keeps the call alive: a socket that lost
 -- its claim (dropped, or never taken, e.g. admitted by an edge before claims)
 -- cannot keep renewing a call whose media another socket may carry.
+--
+-- When the epoch differs from the one the replica knows, Redis lost its
+-- data since the replica last looked: a call whose info is gone and that has
+-- no tombstone is written back as the replica knows it (call info, claim,
+-- lease, the pod's state, the merchant's count), unless its pod serves
+-- another call by now. allocate.lua offers no pod meanwhile (the hold), so
+-- a busy pod is never given to a second call.
 
 local lease_ms, info_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
+local known, replica = ARGV[3], ARGV[6]
 local now = now_ms()
-local out = {}
+local epoch = current_epoch(known, ARGV[4], tonumber(ARGV[5]), now)
+local emptied = known ~= '' and epoch ~= nil and epoch ~= known
+
+local function reassert(call_key, call_id, pod, holder, source, kind, merchant, creator)
+  if kind == '' or source == '' or redis.call('EXISTS', K.call_ended(call_id)) == 1 then
+    return 0
+  end
+  if kind ~= 'shared' then
+    local owner = live_owner(pod)
+    if owner and owner ~= call_id then
+      return 0
+    end
+  end
+  -- The pod keeps the tier its call came from: the pod source's next sync
+  -- then finds it there, busy, instead of assigning it afresh.
+  local tier = redis.call('GET', K.pod_tier(pod))
+  if not tier then
+    tier = tier_of_source(source)
+    redis.call('SET', K.pod_tier(pod), tier)
+  end
+  local avail = pools_of(tier)
+  redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'merchant_id', merchant,
+    'allocated_at', tostring(math.floor(now / 1000)), 'pool_type', kind, 'creator', creator,
+    'socket_replica', replica, 'reasserted_at', tostring(now))
+  if holder ~= '' then
+    redis.call('HSET', call_key, 'media_claim', holder)
+  end
+  redis.call('PEXPIRE', call_key, info_ms)
+  if kind == 'shared' then
+    if redis.call('TYPE', avail)['ok'] == 'zset' and redis.call('ZSCORE', avail, pod) then
+      redis.call('ZINCRBY', avail, 1, pod)
+    end
+    redis.call('ZADD', K.pod_calls(pod), now + lease_ms, call_id)
+  else
+    remove_from_pool(avail, pod)
+  end
+  redis.call('HSET', K.pod_info(pod), 'status', 'allocated', 'allocated_call_sid', call_id,
+    'allocated_at', tostring(math.floor(now / 1000)), 'source_pool', source)
+  redis.call('SET', K.lease(pod), call_id, 'PX', lease_ms)
+  count_call(merchant, call_id, now + lease_ms, now)
+  if replica ~= '' then
+    redis.call('SADD', K.replica_calls(replica), call_id)
+  end
+  return 1
+end
+
+local out = {epoch or '', 0, 0}
+local reasserted, lost = 0, 0
 for i, call_key in ipairs(KEYS) do
-  local call_id, pod, holder = ARGV[3 * i], ARGV[3 * i + 1], ARGV[3 * i + 2]
+  local a = 7 + 7 * (i - 1)
+  local call_id, pod, holder = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   local info = redis.call('HMGET', call_key, 'pod_name', 'pool_type', 'media_claim', 'merchant_id')
   local ok = 0
-  if info[1] == pod and (holder == '' or info[3] == holder) then
+  if not info[1] and emptied then
+    ok = reassert(call_key, call_id, pod, holder, ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6])
+    reasserted, lost = reasserted + ok, lost + 1 - ok
+  elseif info[1] == pod and (holder == '' or info[3] == holder) then
     if info[2] == 'shared' then
       if redis.call('ZSCORE', K.pod_calls(pod), call_id) then
         redis.call('ZADD', K.pod_calls(pod), 'XX', now + lease_ms, call_id)
@@ -40,6 +106,7 @@ for i, call_key in ipairs(KEYS) do
       count_call(info[4], call_id, now + lease_ms) -- admission (issue 10)
     end
   end
-  out[i] = ok
+  out[#out + 1] = ok
 end
+out[2], out[3] = reasserted, lost
 return out

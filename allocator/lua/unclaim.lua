@@ -9,6 +9,11 @@
 -- (the call ended, or another socket holds it: left alone).
 
 if redis.call('HGET', KEYS[1], 'media_claim') == ARGV[1] then
+  local replica = redis.call('HGET', KEYS[1], 'socket_replica')
+  if replica and replica ~= '' then
+    local call_id = string.sub(KEYS[1], #K.call('') + 1)
+    redis.call('SREM', K.replica_calls(replica), call_id)
+  end
   redis.call('HDEL', KEYS[1], 'media_claim')
   return {1}
 end

@@ -23,6 +23,7 @@ type pools struct {
 	source    component // *poolmgr.KubeSource or *poolmgr.StaticSource
 	manager   *poolmgr.Manager
 	refresher *poolmgr.TierRefresher
+	presence  *poolmgr.Presence
 	// synced is the "pods" readiness check; nil when the source is
 	// complete at once (static).
 	synced func(context.Context) error
@@ -87,6 +88,8 @@ func newPools(ctx context.Context, cfg *config.Config, current func() *config.Co
 		Pools: alloc, Registry: p.registry, Elector: elector, Log: log.With("component", "poolmgr"), Metrics: metrics,
 		SweepInterval:     func() time.Duration { return current().Pool.ZombieSweepInterval },
 		ReconcileInterval: func() time.Duration { return current().Pool.ReconcileInterval },
+		// A dead replica's heartbeats stop: look at the pace they beat.
+		DeadReplicaInterval: func() time.Duration { return current().Allocator.HeartbeatInterval },
 	}
 	p.refresher = &poolmgr.TierRefresher{
 		Load:    alloc.LoadTierConfig,
@@ -102,6 +105,14 @@ func newPools(ctx context.Context, cfg *config.Config, current func() *config.Co
 		Merchants: alloc,
 		Interval:  func() time.Duration { return current().Pool.TierConfigRefresh },
 		Log:       log.With("component", "tier-config"), Metrics: metrics,
+	}
+	p.presence = &poolmgr.Presence{
+		Beat: func(ctx context.Context) (bool, int, int, error) { return alloc.Heartbeat(ctx, identity) },
+		// Policy that lived only in Redis comes back within the recovery
+		// hold, before the first allocation.
+		AfterDataLost: p.refresher.Refresh,
+		Interval:      func() time.Duration { return current().Allocator.HeartbeatInterval },
+		Log:           log.With("component", "presence"), Metrics: metrics,
 	}
 	return p, nil
 }

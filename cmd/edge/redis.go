@@ -20,6 +20,9 @@ import (
 // server.
 func newRedis(cfg *config.Config, log *slog.Logger) (rdb redis.UniversalClient, closeRedis func(), err error) {
 	rc := cfg.Redis
+	// Connections named after the replica: the leader tells a dead replica
+	// from a slow one by them (allocator.SweepDeadReplicas).
+	rc.ClientName = allocator.ClientName(replicaName(cfg))
 	if !rc.Embedded() {
 		client, err := rc.NewClient()
 		if err != nil {

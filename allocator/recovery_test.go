@@ -1,0 +1,269 @@
+package allocator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/internal/testredis"
+)
+
+// Redis restarted empty under live calls: the leader's reconcile puts every
+// pod back in its pool at once, as the pool manager does. No new call may
+// get a pod whose call still lives (its socket relays on this replica):
+// allocation waits out the hold, the replica writes its calls back at its
+// next heartbeat, and the new calls get only the free pods.
+func TestRedisEmptiedNeverOffersABusyPod(t *testing.T) {
+	rs := testredis.Start(t)
+	rdb := rs.Client()
+	ctx := context.Background()
+	a := newAllocator(t, rdb, func(c *allocator.Config) {
+		c.Tiers = allocator.TierConfig{
+			Tiers:        map[string]allocator.Tier{"gold": {Type: allocator.Exclusive, Target: 4}, "basic": {Type: allocator.Shared, Target: 1, MaxConcurrent: 2}},
+			DefaultChain: []string{"gold", "basic"},
+		}
+		c.RecoveryHold = 600 * time.Millisecond
+		c.HeartbeatInterval = 100 * time.Millisecond
+	})
+	pods := []allocator.PodState{
+		{Name: "pod-0", Address: "127.0.0.1:9000", Tier: "gold", Ready: true},
+		{Name: "pod-1", Address: "127.0.0.1:9001", Tier: "gold", Ready: true},
+		{Name: "pod-2", Address: "127.0.0.1:9002", Tier: "gold", Ready: true},
+		{Name: "pod-s", Address: "127.0.0.1:9003", Tier: "basic", Ready: true},
+	}
+	sync := func() {
+		t.Helper()
+		if _, err := a.SyncPods(ctx, "", pods); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sync()
+	if _, _, _, err := a.Heartbeat(ctx, "edge-a"); err != nil {
+		t.Fatal(err)
+	}
+	// Three live calls with sockets on this replica: two exclusive pods and
+	// one slot of the shared pod (the exclusive ones run out first).
+	live := map[string]string{}
+	for i := range 4 {
+		call := fmt.Sprintf("CA-live-%d", i)
+		al := mustAllocate(t, a, call, "")
+		if i == 2 {
+			// Leave pod-2 free: its call ends before the restart.
+			if _, err := a.Release(ctx, call); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if _, err := a.ClaimMediaOn(ctx, call, al.PodName, "holder-"+call, "edge-a"); err != nil {
+			t.Fatal(err)
+		}
+		live[call] = al.PodName
+	}
+
+	rs.Restart()
+	sync() // the leader's new term re-registers every pod as free
+
+	// Before the replica's heartbeat: allocation waits (within its ctx)
+	// rather than hand out a pod; with no time to wait it says edge cannot
+	// serve (not that the pool is empty).
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err := a.Allocate(short, allocator.Request{CallID: "CA-new-early"})
+	cancel()
+	if !errors.Is(err, allocator.ErrRecovering) || !errors.Is(err, allocator.ErrUnavailable) {
+		t.Fatalf("allocate right after the empty restart: %v, want ErrRecovering (an ErrUnavailable)", err)
+	}
+
+	changed, reasserted, lost, err := a.Heartbeat(ctx, "edge-a")
+	if err != nil || !changed || reasserted != len(live) || lost != 0 {
+		t.Fatalf("heartbeat after the restart: changed %v, reasserted %d, lost %d, err %v; want true, %d, 0", changed, reasserted, lost, err, len(live))
+	}
+
+	// New calls: each gets a pod no live call holds, or none.
+	busy := map[string]int{}
+	for _, pod := range live {
+		busy[pod]++
+	}
+	for i := range 3 {
+		al, err := a.Allocate(ctx, allocator.Request{CallID: fmt.Sprintf("CA-new-%d", i)})
+		if err != nil {
+			if errors.Is(err, allocator.ErrNoCapacity) {
+				continue
+			}
+			t.Fatalf("allocate after recovery: %v", err)
+		}
+		busy[al.PodName]++
+	}
+	for pod, n := range busy {
+		max := 1
+		if pod == "pod-s" {
+			max = 2
+		}
+		if n > max {
+			t.Errorf("%s serves %d calls at once, at most %d allowed", pod, n, max)
+		}
+	}
+	// The written-back calls renew, and their records are whole again.
+	var leases []allocator.Lease
+	for call, pod := range live {
+		leases = append(leases, allocator.Lease{CallID: call, PodName: pod, Holder: "holder-" + call})
+	}
+	held, err := a.Renew(ctx, leases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range held {
+		if !h {
+			t.Errorf("call %s lost its pod after being written back", leases[i].CallID)
+		}
+	}
+}
+
+// A replica that restarts with nothing known (a fresh process) on a fresh
+// Redis creates the epoch without holding allocation back: there is no call
+// it could protect.
+func TestFreshDataSetIsNotHeld(t *testing.T) {
+	rdb := testredis.Start(t).Client()
+	ctx := context.Background()
+	a := newAllocator(t, rdb, func(c *allocator.Config) { c.RecoveryHold = time.Minute })
+	register(t, a, "gold", "pod-0")
+	if changed, _, _, err := a.Heartbeat(ctx, "edge-a"); err != nil || changed {
+		t.Fatalf("first heartbeat: changed %v, err %v", changed, err)
+	}
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := a.Allocate(short, allocator.Request{CallID: "CA-1"}); err != nil {
+		t.Fatalf("allocate on a fresh data set: %v", err)
+	}
+}
+
+// A replica killed -9 leaves calls whose sockets nobody relays: the leader
+// ends them once the replica's heartbeat is stale and Redis holds none of
+// its connections. A replica that is only slow (its connection still open)
+// keeps its calls.
+func TestDeadReplicaCallsEnd(t *testing.T) {
+	rs := testredis.Start(t)
+	ctx := context.Background()
+	named := func(name string) *redis.Client {
+		opts := rs.Options()
+		opts.ClientName = allocator.ClientName(name)
+		c := redis.NewClient(opts)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	cfg := func(c *allocator.Config) {
+		c.ReplicaTTL = 300 * time.Millisecond
+		c.HeartbeatInterval = 100 * time.Millisecond
+	}
+	leader := newAllocator(t, named("edge-a"), cfg)
+	dying := newAllocator(t, named("edge-b"), cfg)
+	slowClient := named("edge-c")
+	slow := newAllocator(t, slowClient, cfg)
+	register(t, leader, "gold", "pod-0")
+	register(t, leader, "standard", "pod-1", "pod-2")
+
+	for _, r := range []struct {
+		a    *allocator.Allocator
+		name string
+		call string
+	}{{dying, "edge-b", "CA-b"}, {slow, "edge-c", "CA-c"}} {
+		if _, _, _, err := r.a.Heartbeat(ctx, r.name); err != nil {
+			t.Fatal(err)
+		}
+		al := mustAllocate(t, r.a, r.call, "")
+		if _, err := r.a.ClaimMediaOn(ctx, r.call, al.PodName, "h-"+r.call, r.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// edge-b dies: its connections close. edge-c stops beating but keeps
+	// its connection (a long GC pause, a starved CPU).
+	dyingPod := podOf(t, leader, "CA-b")
+	closeNamed(t, rs, "edge-b")
+	if err := slowClient.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Before the TTL nothing is judged.
+	if res, err := leader.SweepDeadReplicas(ctx, ""); err != nil || len(res.Replicas) > 0 {
+		t.Fatalf("sweep before the TTL: %+v, %v", res, err)
+	}
+	var res allocator.DeadReplicas
+	deadline := time.Now().Add(5 * time.Second)
+	for len(res.Replicas) == 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond) // the TTL is the event: Redis' clock passing it
+		if _, _, _, err := leader.Heartbeat(ctx, "edge-a"); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if res, err = leader.SweepDeadReplicas(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(res.Replicas) != 1 || res.Replicas[0] != "edge-b" || res.CallsCut != 1 {
+		t.Fatalf("dead replicas: %+v, want edge-b with its one call", res)
+	}
+	if len(res.Sweep.Recovered) != 1 || res.Sweep.Recovered[0] != dyingPod {
+		t.Fatalf("recovered %v, want [%s]", res.Sweep.Recovered, dyingPod)
+	}
+	tl, err := leader.Timeline(ctx, "CA-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tl.How != "expired" || tl.SocketEnd != "replica_lost" {
+		t.Fatalf("CA-b's record: how %q, socket_end %q; want expired, replica_lost", tl.How, tl.SocketEnd)
+	}
+	// edge-c's call lives on.
+	if _, err := leader.Timeline(ctx, "CA-c"); err != nil {
+		t.Fatal(err)
+	}
+	held, err := slow.Renew(ctx, []allocator.Lease{{CallID: "CA-c", PodName: podOf(t, leader, "CA-c"), Holder: "h-CA-c"}})
+	if err != nil || !held[0] {
+		t.Fatalf("the slow replica's call: held %v, err %v", held, err)
+	}
+}
+
+func podOf(t *testing.T, a *allocator.Allocator, call string) string {
+	t.Helper()
+	tl, err := a.Timeline(context.Background(), call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tl.Pod
+}
+
+// closeNamed kills the connections of a replica at Redis, as its death
+// would close them.
+func closeNamed(t *testing.T, rs *testredis.Server, replica string) {
+	t.Helper()
+	c := rs.Client()
+	defer c.Close()
+	list, err := c.ClientList(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "name=" + allocator.ClientName(replica)
+	n := 0
+	for _, line := range strings.Split(list, "\n") {
+		fields := strings.Fields(line)
+		if !slices.Contains(fields, want) {
+			continue
+		}
+		for _, f := range fields {
+			if id, ok := strings.CutPrefix(f, "id="); ok {
+				if err := c.ClientKillByFilter(context.Background(), "ID", id).Err(); err != nil {
+					t.Fatal(err)
+				}
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no connection of %s to close", replica)
+	}
+}

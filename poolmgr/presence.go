@@ -1,0 +1,61 @@
+package poolmgr
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Presence is every replica's heartbeat: it tells the leader this replica
+// is alive (so that its calls are ended promptly should it die) and
+// notices when Redis lost its data. Then the calls whose sockets this
+// replica relays are written back before any pod is offered again (the
+// allocator's recovery hold), and so is the policy that lived only in
+// Redis (tier and merchant config, through AfterDataLost). Run it on every
+// replica.
+type Presence struct {
+	// Beat is allocator.Allocator.Heartbeat for this replica.
+	Beat func(ctx context.Context) (changed bool, reasserted, lost int, err error)
+	// AfterDataLost runs after a beat found Redis emptied and wrote this
+	// replica's calls back (the tier refresher's Refresh); nil: nothing.
+	AfterDataLost func(ctx context.Context)
+	Interval      func() time.Duration
+	Log           *slog.Logger
+	Metrics       *Metrics
+}
+
+// Run beats every Interval until ctx ends.
+func (p *Presence) Run(ctx context.Context) error {
+	failing := false
+	for {
+		start := time.Now()
+		changed, reasserted, lost, err := p.Beat(ctx)
+		p.Metrics.observe("heartbeat", start, err)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			// One line per outage, not one per beat.
+			if !failing {
+				p.Log.Warn("heartbeat failed; retrying every interval", "err", err)
+			}
+			failing = true
+		case err == nil:
+			if failing {
+				p.Log.Info("heartbeat recovered")
+			}
+			failing = false
+		}
+		if changed && err == nil {
+			p.Metrics.DataLost.Inc()
+			p.Metrics.Reasserted.WithLabelValues("reasserted").Add(float64(reasserted))
+			p.Metrics.Reasserted.WithLabelValues("lost").Add(float64(lost))
+			p.Log.Warn("redis lost its data (restarted empty or flushed): wrote back the calls this replica relays",
+				"reasserted", reasserted, "lost", lost)
+			if p.AfterDataLost != nil {
+				p.AfterDataLost(ctx)
+			}
+		}
+		if !sleep(ctx, p.Interval()) {
+			return nil
+		}
+	}
+}
