@@ -56,6 +56,18 @@ type Failure struct {
 	Message string
 }
 
+// EdgeFault reports whether edge failed for reasons of its own (Redis
+// unreachable or timing out, shutting down, an internal error) rather than
+// refusing something about the call itself (no capacity after the wait,
+// the merchant's cap or rate, an ended call, a bad or foreign request).
+// It is the one place that line is drawn. A provider webhook answers an
+// edge fault so that the provider calls the number's fallback URL, where
+// another edge cluster may take the call; a refusal keeps the provider's
+// markup: edge decided about this call, and its caller hears the decision.
+func (f Failure) EdgeFault() bool {
+	return f.Kind == KindInternal || f.Kind == KindUnavailable
+}
+
 // FailureOf maps an error to its answer. It is the one place where errors
 // become HTTP statuses, for the generic API, the admin API and the
 // provider webhooks alike.

@@ -1,6 +1,7 @@
 package calls
 
 import (
+	"context"
 	"log/slog"
 	"maps"
 	"slices"
@@ -15,6 +16,9 @@ import (
 type refusalLog struct {
 	log      *slog.Logger
 	interval time.Duration
+	level    slog.Level
+	msg      string // the line of a refusal logged whole
+	aggMsg   string // the line of the counts
 
 	mu      sync.Mutex
 	counts  map[string]int // reason -> refusals not yet logged
@@ -22,7 +26,17 @@ type refusalLog struct {
 }
 
 func newRefusalLog(log *slog.Logger, interval time.Duration) *refusalLog {
-	return &refusalLog{log: log, interval: interval, counts: map[string]int{}}
+	return &refusalLog{log: log, interval: interval, level: slog.LevelWarn,
+		msg: "allocation refused", aggMsg: "allocations refused (aggregated)", counts: map[string]int{}}
+}
+
+// newReplayLog logs the webhooks of ended calls at info: a replay is no
+// trouble of edge's (the call stays ended), but whoever repeats a captured
+// webhook, or the README's curl, should find out why they got a hangup.
+// Aggregated like refusals, so a flood of replays stays a few lines.
+func newReplayLog(log *slog.Logger, interval time.Duration) *refusalLog {
+	return &refusalLog{log: log, interval: interval, level: slog.LevelInfo,
+		msg: "replay of an ended call refused", aggMsg: "replays of ended calls refused (aggregated)", counts: map[string]int{}}
 }
 
 // note records a refusal; first is logged whole when no flush is pending.
@@ -33,7 +47,7 @@ func (r *refusalLog) note(reason string, attrs ...any) {
 		r.counts[reason]++
 		return
 	}
-	r.log.Warn("allocation refused", append([]any{"reason", reason}, attrs...)...)
+	r.log.Log(context.Background(), r.level, r.msg, append([]any{"reason", reason}, attrs...)...)
 	r.pending = true
 	time.AfterFunc(r.interval, r.flush)
 }
@@ -51,7 +65,7 @@ func (r *refusalLog) flush() {
 	for _, reason := range slices.Sorted(maps.Keys(r.counts)) {
 		attrs = append(attrs, reason, r.counts[reason])
 	}
-	r.log.Warn("allocations refused (aggregated)", attrs...)
+	r.log.Log(context.Background(), r.level, r.aggMsg, attrs...)
 	clear(r.counts)
 	time.AfterFunc(r.interval, r.flush)
 }

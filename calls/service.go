@@ -39,6 +39,7 @@ type Service struct {
 	baseURL func() string
 	log     *slog.Logger
 	refused *refusalLog
+	replays *refusalLog
 }
 
 // NewService returns a Service. baseURL returns the public ws:// or wss://
@@ -47,7 +48,8 @@ func NewService(alloc Allocator, media MediaURLs, baseURL func() string, log *sl
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{alloc: alloc, media: media, baseURL: baseURL, log: log, refused: newRefusalLog(log, 10*time.Second)}
+	return &Service{alloc: alloc, media: media, baseURL: baseURL, log: log,
+		refused: newRefusalLog(log, 10*time.Second), replays: newReplayLog(log, 10*time.Second)}
 }
 
 // Allocate gives the call a pod and mints its media URL. A repeat for the
@@ -68,8 +70,11 @@ func (s *Service) Allocate(ctx context.Context, req Request) (Call, error) {
 	if err != nil {
 		// Refusals are logged here for both faces, aggregated under a
 		// burst; the faces log only what else goes wrong.
-		if f := FailureOf(err); f.Kind == KindNoCapacity || f.Kind == KindEnded {
+		switch f := FailureOf(err); f.Kind {
+		case KindNoCapacity:
 			s.refused.note(f.Code, "call_sid", req.CallID, "merchant_id", req.MerchantID, "provider", req.Provider)
+		case KindEnded:
+			s.replays.note(f.Code, "call_sid", req.CallID, "merchant_id", req.MerchantID, "provider", req.Provider)
 		}
 		return Call{}, err
 	}

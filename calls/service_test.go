@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -145,6 +146,10 @@ func TestEndedCallIsRefused(t *testing.T) {
 	if f := calls.FailureOf(err); f.Kind != calls.KindEnded || f.Code != "call_ended" {
 		t.Fatalf("replay after release: %v (%+v), want call_ended", err, f)
 	}
+	// A replay is no trouble of edge's: info, named as what it is.
+	if log := e.logs.String(); !strings.Contains(log, `level=INFO msg="replay of an ended call refused" reason=call_ended call_sid=CA6`) {
+		t.Errorf("the replay is not logged at info as a replay:\n%s", log)
+	}
 }
 
 // A call leaves one line at info when it is answered and one when its
@@ -207,5 +212,32 @@ func TestWaitedCallIsAnsweredAndLogged(t *testing.T) {
 	}
 	if log := e.logs.String(); !strings.Contains(log, `msg="call allocated" call_sid=CA11`) || !strings.Contains(log, "waited_ms=") {
 		t.Errorf("the waited call's answered line lacks waited_ms:\n%s", log)
+	}
+}
+
+// The line between edge's own failures (the provider is sent to the
+// number's fallback URL) and refusals about the call (its markup).
+func TestEdgeFault(t *testing.T) {
+	for name, tc := range map[string]struct {
+		err  error
+		want bool
+	}{
+		"redis down":      {fmt.Errorf("allocate CA1: %w", allocator.ErrUnavailable), true},
+		"backend timeout": {context.DeadlineExceeded, true},
+		"shutting down":   {calls.ErrShuttingDown, true},
+		"internal":        {errors.New("boom"), true},
+		"at capacity":     {&allocator.NoCapacityError{Reason: allocator.ReasonAtCapacity}, false},
+		"no pods":         {&allocator.NoCapacityError{Reason: allocator.ReasonNoPods}, false},
+		"merchant at cap": {&allocator.NoCapacityError{Reason: allocator.ReasonMerchantAtCap}, false},
+		"rate limited":    {&allocator.RateLimitedError{RetryAfter: time.Second}, false},
+		"call ended":      {allocator.ErrCallEnded, false},
+		"invalid":         {allocator.ErrInvalidID, false},
+		"another's call":  {calls.ErrCallExists, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := calls.FailureOf(tc.err).EdgeFault(); got != tc.want {
+				t.Errorf("FailureOf(%v).EdgeFault() = %v, want %v", tc.err, got, tc.want)
+			}
+		})
 	}
 }

@@ -51,11 +51,13 @@ func TestProvidersValidate(t *testing.T) {
 		env  string
 		want string
 	}{
-		"bad name":            {`EDGE_PROVIDERS__PLUGINS='{"Acme!":{"path":"/x"}}'`, "providers.plugins.Acme!"},
-		"third party no path": {`EDGE_PROVIDERS__PLUGINS='{"acme":{}}'`, "providers.plugins.acme.path: required"},
-		"bad sha":             {`EDGE_PROVIDERS__PLUGINS='{"acme":{"path":"/x","sha256":"zz"}}'`, "providers.plugins.acme.sha256"},
-		"ws base":             {"EDGE_PROVIDERS__WEBHOOK_BASE_URL=wss://edge.example", "providers.webhook_base_url"},
-		"zero timeout":        {"EDGE_PROVIDERS__RPC_TIMEOUT=0s", "providers.rpc_timeout"},
+		"bad name":                    {`EDGE_PROVIDERS__PLUGINS='{"Acme!":{"path":"/x"}}'`, "providers.plugins.Acme!"},
+		"third party no path":         {`EDGE_PROVIDERS__PLUGINS='{"acme":{}}'`, "providers.plugins.acme.path: required"},
+		"bad sha":                     {`EDGE_PROVIDERS__PLUGINS='{"acme":{"path":"/x","sha256":"zz"}}'`, "providers.plugins.acme.sha256"},
+		"ws base":                     {"EDGE_PROVIDERS__WEBHOOK_BASE_URL=wss://edge.example", "providers.webhook_base_url"},
+		"zero timeout":                {"EDGE_PROVIDERS__RPC_TIMEOUT=0s", "providers.rpc_timeout"},
+		"unavailable answer":          {"EDGE_PROVIDERS__UNAVAILABLE_ANSWER=hangup", `providers.unavailable_answer: must be "fallback" or "markup" (got "hangup")`},
+		"plugin's unavailable answer": {`EDGE_PROVIDERS__PLUGINS__TWILIO__UNAVAILABLE_ANSWER=say`, `providers.plugins.twilio.unavailable_answer: must be "fallback" or "markup"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			env := strings.Replace(tc.env, "'", "", 2)

@@ -113,6 +113,7 @@ var failureKinds = map[FailureKind]pb.FailureKind{
 	FailureInternal:       pb.FailureKind_FAILURE_INTERNAL,
 	FailureNoCapacity:     pb.FailureKind_FAILURE_NO_CAPACITY,
 	FailureInvalidRequest: pb.FailureKind_FAILURE_INVALID_REQUEST,
+	FailureUnavailable:    pb.FailureKind_FAILURE_UNAVAILABLE,
 }
 
 func answerReqToPB(a *AnswerRequest) *pb.AnswerRequest {
@@ -126,7 +127,7 @@ func answerReqToPB(a *AnswerRequest) *pb.AnswerRequest {
 	case a.Failure != nil:
 		f := a.Failure
 		out.Outcome = &pb.AnswerRequest_Failure{Failure: &pb.Failure{
-			Kind: failureKinds[f.Kind], Reason: f.Reason, Message: f.Message, Status: int32(f.Status),
+			Kind: failureKinds[f.Kind], Reason: f.Reason, Message: f.Message, Status: int32(f.Status), Fallback: f.Fallback,
 		}}
 	}
 	return out
@@ -147,7 +148,7 @@ func answerReqFromPB(a *pb.AnswerRequest) *AnswerRequest {
 				kind = k
 			}
 		}
-		out.Failure = &Failure{Kind: kind, Reason: f.GetReason(), Message: f.GetMessage(), Status: int(f.GetStatus())}
+		out.Failure = &Failure{Kind: kind, Reason: f.GetReason(), Message: f.GetMessage(), Status: int(f.GetStatus()), Fallback: f.GetFallback()}
 	}
 	return out
 }

@@ -30,6 +30,13 @@ type Description struct {
 	Name string
 	// Routes are extra routes under /providers/{Name}/.
 	Routes []Route
+	// RendersFallback is true when Answer renders a Failure with Fallback
+	// set (the answer on which the provider calls the number's fallback
+	// URL). A plugin built before the field leaves it false and is never
+	// sent such a failure: edge answers it itself with Failure.Status
+	// (503), the non-2xx answer providers take as their primary URL
+	// failing.
+	RendersFallback bool
 }
 
 // Route is one extra route, at /providers/{name}/{Path}.
@@ -124,6 +131,12 @@ const (
 	FailureInternal FailureKind = iota
 	FailureNoCapacity
 	FailureInvalidRequest
+	// FailureUnavailable: edge cannot serve for reasons of its own (Redis
+	// unreachable, a backend timeout, an internal error), nothing about
+	// the call. With Failure.Fallback, answer so that the provider calls
+	// the number's fallback URL. A plugin built before this kind reads it
+	// as FailureInternal.
+	FailureUnavailable
 )
 
 func (k FailureKind) String() string {
@@ -132,6 +145,8 @@ func (k FailureKind) String() string {
 		return "no_capacity"
 	case FailureInvalidRequest:
 		return "invalid_request"
+	case FailureUnavailable:
+		return "unavailable"
 	default:
 		return "internal"
 	}
@@ -149,20 +164,39 @@ const (
 	// than edge's admission rate (issue 10); Status is 429.
 	ReasonRateLimited = "rate_limited"
 	// ReasonCallEnded: the call has ended; a late or replayed webhook for
-	// it gets the hangup answer, never a pod.
+	// it gets the hangup answer, never a pod. It comes with
+	// FailureNoCapacity, so that a plugin that does not know the reason
+	// still hangs up; one that does should say the call has ended, not
+	// that no agent is available.
 	ReasonCallEnded = "call_ended"
+)
+
+// Reasons of FailureUnavailable (Failure.Reason).
+const (
+	ReasonRedisUnavailable = "redis_unavailable"
+	ReasonTimeout          = "timeout"
+	ReasonInternal         = "internal"
 )
 
 // Failure is a failed allocation.
 type Failure struct {
 	Kind FailureKind
-	// Reason refines FailureNoCapacity (ReasonNoPods, ...).
+	// Reason refines the kind (ReasonNoPods, ReasonCallEnded,
+	// ReasonRedisUnavailable, ...).
 	Reason string
 	// Message is safe to show the caller (never a cause's details).
 	Message string
 	// Status is the HTTP status edge's generic API answers for this
 	// failure (503, 400, 500): a provider may use it as it is.
 	Status int
+	// Fallback, set only with FailureUnavailable and only for a plugin
+	// whose Description has RendersFallback, asks for the answer on which
+	// the provider calls the number's fallback URL: a non-2xx status
+	// (Status; FallbackAnswer renders one) or the provider's documented
+	// equivalent. false asks for the provider's failure markup, as for any
+	// other failure (the operator chose providers.unavailable_answer:
+	// markup, for numbers without a fallback URL).
+	Fallback bool
 }
 
 // Response is an HTTP answer.

@@ -128,3 +128,19 @@ func RejectForbidden(why string) *WebhookResult {
 func RejectBadRequest(why string) *WebhookResult {
 	return Reject(http.StatusBadRequest, "invalid_request", why)
 }
+
+// FallbackAnswer is the answer to a Failure with Fallback set for a
+// provider that calls the number's fallback URL on an HTTP error: the
+// failure's status (503 unless it is 4xx or 5xx) with edge's JSON error as
+// the body, which the provider ignores but shows in its request log.
+func FallbackAnswer(f *Failure) *Response {
+	status := f.Status
+	if status < 400 || status > 599 {
+		status = http.StatusServiceUnavailable
+	}
+	code := f.Reason
+	if code == "" {
+		code = f.Kind.String()
+	}
+	return Reject(status, code, f.Message).Answer
+}

@@ -107,3 +107,24 @@ func TestParsedConfigureRefusesWithoutApplying(t *testing.T) {
 		t.Errorf("refused settings applied: %v", cur)
 	}
 }
+
+// oldProvider says nothing of Failure.Fallback, as a plugin built before
+// the field: the host reads false and answers such failures itself. A
+// provider that says it renders them is read as saying so.
+func TestDescribeRendersFallback(t *testing.T) {
+	for _, tc := range []struct {
+		impl plugins.Provider
+		want bool
+	}{{&oldProvider{}, false}, {&fallbackProvider{}, true}} {
+		d, err := plugintest.Connect(t, tc.impl).Describe(context.Background())
+		if err != nil || d.RendersFallback != tc.want {
+			t.Errorf("%T: Describe = %+v, %v; want RendersFallback %v", tc.impl, d, err, tc.want)
+		}
+	}
+}
+
+type fallbackProvider struct{ oldProvider }
+
+func (*fallbackProvider) Describe(context.Context) (plugins.Description, error) {
+	return plugins.Description{Name: "new", RendersFallback: true}, nil
+}

@@ -31,6 +31,17 @@ var BuiltinNames = []string{"twilio", "plivo", "exotel"}
 //
 // Environment: EDGE_PROVIDERS__PLUGINS__TWILIO__AUTH_TOKENS=tok1,tok2.
 type Config struct {
+	// UnavailableAnswer is how a webhook is answered when edge cannot serve
+	// for reasons of its own (Redis unreachable or timing out, an internal
+	// error): UnavailableFallback (default) answers so that the provider
+	// calls the number's fallback URL (a non-2xx status, 503, or the
+	// provider's documented equivalent), where a second edge cluster can
+	// take the call; UnavailableMarkup answers in the provider's failure
+	// markup (a spoken hangup with HTTP 200 for Twilio and Plivo), for
+	// numbers without a fallback URL. Refusals about the call (no capacity,
+	// the merchant's cap or rate, an ended call) always keep the markup.
+	// A plugin that is down or does not answer is a 503 either way.
+	UnavailableAnswer string `koanf:"unavailable_answer"`
 	// WebhookBaseURL is the http:// or https:// base providers call edge's
 	// webhooks at, as configured in their consoles (edge usually sits
 	// behind a TLS-terminating load balancer, so the request alone does not
@@ -78,6 +89,10 @@ type Plugin struct {
 	AuthTokens Secret `koanf:"auth_tokens"`
 	// WebhookBaseURL overrides providers.webhook_base_url for this provider.
 	WebhookBaseURL string `koanf:"webhook_base_url"`
+	// UnavailableAnswer overrides providers.unavailable_answer for this
+	// provider ("": the providers' setting): numbers of one provider may
+	// have a fallback URL while another's have none.
+	UnavailableAnswer string `koanf:"unavailable_answer"`
 	// Settings are options handed to the plugin as they are (see
 	// docs/plugins.md for the built-ins' keys). Not secret: logged.
 	Settings map[string]string `koanf:"settings"`
@@ -85,9 +100,16 @@ type Plugin struct {
 	Secrets map[string]Secret `koanf:"secrets"`
 }
 
+// Values of unavailable_answer.
+const (
+	UnavailableFallback = "fallback"
+	UnavailableMarkup   = "markup"
+)
+
 // DefaultConfig is the providers' defaults.
 func DefaultConfig() Config {
 	return Config{
+		UnavailableAnswer: UnavailableFallback,
 		Builtin:           true,
 		RPCTimeout:        2 * time.Second,
 		StartTimeout:      10 * time.Second,
@@ -101,6 +123,7 @@ var providerName = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
 // Validate checks names, binaries, checksums and URLs.
 func (c Config) Validate() error {
 	errs := []error{
+		validateUnavailableAnswer("providers.unavailable_answer", c.UnavailableAnswer),
 		validateWebhookBase("providers.webhook_base_url", c.WebhookBaseURL),
 		confcheck.Positive("providers.rpc_timeout", c.RPCTimeout),
 		confcheck.Positive("providers.start_timeout", c.StartTimeout),
@@ -127,9 +150,31 @@ func (c Config) Validate() error {
 		if strings.TrimSpace(string(pl.AuthTokens)) != string(pl.AuthTokens) {
 			errs = append(errs, fmt.Errorf("%s.auth_tokens: has leading or trailing whitespace", path))
 		}
-		errs = append(errs, validateWebhookBase(path+".webhook_base_url", pl.WebhookBaseURL))
+		errs = append(errs, validateWebhookBase(path+".webhook_base_url", pl.WebhookBaseURL),
+			validateUnavailableAnswer(path+".unavailable_answer", pl.UnavailableAnswer))
 	}
 	return errors.Join(errs...)
+}
+
+// validateUnavailableAnswer accepts "" too: the default (fallback) for
+// the providers' setting, the providers' setting for a plugin's.
+func validateUnavailableAnswer(path, s string) error {
+	switch s {
+	case "", UnavailableFallback, UnavailableMarkup:
+		return nil
+	}
+	return confcheck.Invalid(path, s, `must be "fallback" or "markup"`)
+}
+
+// unavailableFallback reports whether provider name answers edge's own
+// failures for the fallback URL: its override, else the providers'
+// setting; fallback unless one says markup.
+func (c Config) unavailableFallback(name string) bool {
+	v := c.Plugins[name].UnavailableAnswer
+	if v == "" {
+		v = c.UnavailableAnswer
+	}
+	return v != UnavailableMarkup
 }
 
 func validateWebhookBase(path, s string) error {

@@ -125,20 +125,27 @@ func (h *Host) allocate(w http.ResponseWriter, r *http.Request, p *proc, l *live
 	return "allocated"
 }
 
-// refuse answers a failed allocation in the provider's own markup (the
-// plugin's failure answer), with the status calls.FailureOf gives it.
+// refuse answers a failed allocation. A refusal about the call is
+// answered in the provider's own markup (the plugin's failure answer),
+// with the status calls.FailureOf gives it. edge's own failure
+// (calls.Failure.EdgeFault) is answered so that the provider calls the
+// number's fallback URL, unless unavailable_answer says markup.
 func (h *Host) refuse(w http.ResponseWriter, r *http.Request, p *proc, l *live, ar plugins.AllocationRequest, err error) string {
 	f := calls.FailureOf(err)
 	fail := &plugins.Failure{Kind: plugins.FailureInternal, Message: f.Message, Status: f.Status}
 	outcome := "internal"
-	switch f.Kind {
-	case calls.KindNoCapacity:
+	switch {
+	case f.EdgeFault():
+		fail.Kind, fail.Reason, outcome = plugins.FailureUnavailable, f.Code, f.Code
+		fail.Fallback = h.opts.Current().unavailableFallback(p.name)
+	case f.Kind == calls.KindNoCapacity:
 		fail.Kind, fail.Reason, outcome = plugins.FailureNoCapacity, f.Code, f.Code
-	case calls.KindEnded:
+	case f.Kind == calls.KindEnded:
 		// Plugins render no capacity as a hangup: what an ended call's
-		// late or replayed webhook must get (Reason tells them apart).
+		// late or replayed webhook must get (Reason tells them apart, so
+		// that it is not told that no agent is available).
 		fail.Kind, fail.Reason, outcome = plugins.FailureNoCapacity, f.Code, f.Code
-	case calls.KindInvalid:
+	case f.Kind == calls.KindInvalid:
 		fail.Kind, outcome = plugins.FailureInvalidRequest, "invalid_request"
 	}
 	// Refusals (no capacity, an ended call) are logged by calls.Service,
@@ -148,7 +155,15 @@ func (h *Host) refuse(w http.ResponseWriter, r *http.Request, p *proc, l *live, 
 	case calls.KindInvalid:
 		p.log.Debug("webhook allocation invalid", "code", f.Code, "err", err)
 	default:
-		p.log.Warn("webhook allocation failed", "call_sid", ar.CallID, "merchant_id", ar.MerchantID, "code", f.Code, "err", err)
+		p.log.Warn("webhook allocation failed", "call_sid", ar.CallID, "merchant_id", ar.MerchantID, "code", f.Code,
+			"fallback", fail.Fallback, "err", err)
+	}
+	if fail.Fallback && !l.rendersFallback {
+		// A plugin built before Failure.Fallback would answer with its
+		// markup (the kind reads as internal to it): edge answers for it
+		// with the failure's status, an HTTP error to every provider.
+		writeJSON(w, f.Status, f.Code, f.Message)
+		return outcome
 	}
 	resp, aerr := call(h, p, "Answer", r.Context(), func(ctx context.Context) (*plugins.Response, error) {
 		return l.prov.Answer(ctx, &plugins.AnswerRequest{Request: ar, Failure: fail})

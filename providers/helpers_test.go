@@ -31,6 +31,7 @@ import (
 // env is a host with real plugin processes, a real Redis and edge's own
 // public routes.
 type env struct {
+	redis *testredis.Server // stop it to take Redis away
 	rdb   *redis.Client
 	alloc *allocator.Allocator
 	host  *providers.Host
@@ -39,6 +40,8 @@ type env struct {
 	logs  *logSink
 	// trusted is the trusted-proxy list the host reads (nil: nobody).
 	trusted atomic.Pointer[forwarded.Trusted]
+	// cfg is the providers section the host reads per request (reloads).
+	cfg atomic.Pointer[providers.Config]
 }
 
 // spec runs this test binary as the plugin name.
@@ -63,7 +66,8 @@ func newEnv(t testing.TB, specs ...providers.Spec) *env {
 // newEnvNoWait is newEnv without waiting for the plugins to come up.
 func newEnvNoWait(t testing.TB, specs ...providers.Spec) *env {
 	t.Helper()
-	e := &env{rdb: testredis.Start(t).Client(), reg: prometheus.NewRegistry(), logs: &logSink{}}
+	e := &env{redis: testredis.Start(t), reg: prometheus.NewRegistry(), logs: &logSink{}}
+	e.rdb = e.redis.Client()
 	var err error
 	e.alloc, err = allocator.New(e.rdb, allocator.Config{Tiers: allocator.TierConfig{
 		Tiers:        map[string]allocator.Tier{"gold": {Type: allocator.Exclusive, Target: 1}, "basic": {Type: allocator.Shared, Target: 1, MaxConcurrent: 100000}},
@@ -72,13 +76,16 @@ func newEnvNoWait(t testing.TB, specs ...providers.Spec) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := calls.NewService(e.alloc, proxy.NewSigner([]byte("test-secret"), time.Minute), func() string { return "wss://edge.example.com" }, nil)
+	svc := calls.NewService(e.alloc, proxy.NewSigner([]byte("test-secret"), time.Minute), func() string { return "wss://edge.example.com" }, slog.New(e.logs))
+	cfg := providers.Config{
+		RPCTimeout: 500 * time.Millisecond, HealthInterval: 200 * time.Millisecond,
+		RestartBackoffMax: time.Second, WebhookBaseURL: "https://edge.example.com",
+	}
+	e.cfg.Store(&cfg)
 	e.host, err = providers.New(providers.Options{
 		Calls: svc, Log: slog.New(e.logs), Reg: e.reg,
-		Config: providers.Config{
-			RPCTimeout: 500 * time.Millisecond, HealthInterval: 200 * time.Millisecond,
-			RestartBackoffMax: time.Second, WebhookBaseURL: "https://edge.example.com",
-		},
+		Config:     cfg,
+		Current:    func() providers.Config { return *e.cfg.Load() },
 		BackoffMin: 10 * time.Millisecond,
 		Trusted:    e.trusted.Load,
 	}, specs)

@@ -15,10 +15,11 @@ import (
 // launch starts s's plugin process and checks that it serves s.Name. The
 // caller owns the returned client (Kill); on an error nothing is left
 // running.
-func launch(ctx context.Context, s *Spec, log *slog.Logger, timeout time.Duration, dial ...grpc.DialOption) (*plugin.Client, plugins.Provider, []plugins.Route, error) {
+func launch(ctx context.Context, s *Spec, log *slog.Logger, timeout time.Duration, dial ...grpc.DialOption) (*plugin.Client, plugins.Provider, plugins.Description, error) {
+	var none plugins.Description
 	client, err := plugins.NewClient(plugins.ClientOptions{Cmd: s.Command(), SHA256: s.SHA256, Log: log, StartTimeout: timeout, GRPCDialOptions: dial})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, none, err
 	}
 	ok := false
 	defer func() {
@@ -28,21 +29,21 @@ func launch(ctx context.Context, s *Spec, log *slog.Logger, timeout time.Duratio
 	}()
 	rpc, err := client.Client()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("start %s: %w", s.Describe(), err)
+		return nil, nil, none, fmt.Errorf("start %s: %w", s.Describe(), err)
 	}
 	prov, err := plugins.Dispense(rpc)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, none, err
 	}
 	d, err := prov.Describe(ctx)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("describe: %w", err)
+		return nil, nil, none, fmt.Errorf("describe: %w", err)
 	}
 	if d.Name != s.Name {
-		return nil, nil, nil, fmt.Errorf("the binary serves provider %q, configured as %q", d.Name, s.Name)
+		return nil, nil, none, fmt.Errorf("the binary serves provider %q, configured as %q", d.Name, s.Name)
 	}
 	ok = true
-	return client, prov, d.Routes, nil
+	return client, prov, d, nil
 }
 
 // ValidateSpec starts s's plugin once, asks it to dry-run s.Settings

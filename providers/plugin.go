@@ -46,8 +46,11 @@ type live struct {
 	client *plugin.Client
 	prov   plugins.Provider
 	routes []plugins.Route
-	gen    int
-	spec   *Spec // what the process was started and configured with
+	// rendersFallback: the plugin answers Failure.Fallback itself (one
+	// built before the field did not say so, and edge answers for it).
+	rendersFallback bool
+	gen             int
+	spec            *Spec // what the process was started and configured with
 }
 
 func newProc(h *Host, s Spec) *proc {
@@ -112,7 +115,7 @@ func (p *proc) start(ctx context.Context) (*live, error) {
 	s := p.spec.Load()
 	sctx, cancel := context.WithTimeout(ctx, p.h.opts.Config.StartTimeout)
 	defer cancel()
-	client, prov, routes, err := launch(sctx, s, p.log, p.h.opts.Config.StartTimeout, p.h.dialOptions()...)
+	client, prov, desc, err := launch(sctx, s, p.log, p.h.opts.Config.StartTimeout, p.h.dialOptions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +132,7 @@ func (p *proc) start(ctx context.Context) (*live, error) {
 		}
 	}
 	p.good.Store(s)
-	return &live{client: client, prov: prov, routes: routes, spec: s}, nil
+	return &live{client: client, prov: prov, routes: desc.Routes, rendersFallback: desc.RendersFallback, spec: s}, nil
 }
 
 // configure hands the settings over and warns when nothing is verified.

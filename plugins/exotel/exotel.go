@@ -47,7 +47,7 @@ func New() *Provider {
 
 // Describe implements plugins.Provider.
 func (p *Provider) Describe(context.Context) (plugins.Description, error) {
-	return plugins.Description{Name: "exotel", Routes: []plugins.Route{{Method: http.MethodGet, Path: RouteVoicebot}}}, nil
+	return plugins.Description{Name: "exotel", Routes: []plugins.Route{{Method: http.MethodGet, Path: RouteVoicebot}}, RendersFallback: true}, nil
 }
 
 func parseSettings(s plugins.Settings) (*settings, plugins.Configured, error) {
@@ -101,6 +101,9 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 
 // Answer implements plugins.Provider: {"url": ...}, or a JSON failure with
 // its status (503 for no capacity) so that the applet's failure branch runs.
+// The applet has no 2xx failure form (a 2xx must name a URL), so edge's own
+// failures answer alike whether or not Failure.Fallback is set: a non-2xx
+// that fails the applet, after which the flow goes on as it is built.
 func (p *Provider) Answer(_ context.Context, req *plugins.AnswerRequest) (*plugins.Response, error) {
 	if req.Allocation != nil {
 		return urlAnswer(*req.Allocation)
@@ -108,6 +111,9 @@ func (p *Provider) Answer(_ context.Context, req *plugins.AnswerRequest) (*plugi
 	f := req.Failure
 	if f == nil {
 		f = &plugins.Failure{Message: "internal error"}
+	}
+	if f.Fallback {
+		return plugins.FallbackAnswer(f), nil
 	}
 	status := f.Status
 	if status == 0 {

@@ -89,6 +89,8 @@ func TestGoldenAnswers(t *testing.T) {
 			WSURL: "wss://edge.example.com/ws/pod/voice-agent-0/c.tok/agent/voice/breeze-buddy/exotel/callback/template/v2"}},
 		"all_draining": {Request: req, Failure: &plugins.Failure{Kind: plugins.FailureNoCapacity, Reason: plugins.ReasonAllDraining, Message: "all pods are draining", Status: 503}},
 		"internal":     {Request: req, Failure: &plugins.Failure{Kind: plugins.FailureInternal, Message: "internal error", Status: 500}},
+		"call_ended":   {Request: req, Failure: &plugins.Failure{Kind: plugins.FailureNoCapacity, Reason: plugins.ReasonCallEnded, Message: "the call has ended", Status: 410}},
+		"fallback_url": {Request: req, Failure: &plugins.Failure{Kind: plugins.FailureUnavailable, Reason: plugins.ReasonRedisUnavailable, Message: "pool state unavailable, retry", Status: 503, Fallback: true}},
 	} {
 		resp, err := p.Answer(ctx, ar)
 		if err != nil {

@@ -21,17 +21,26 @@ const (
 	// SettingContentType is the <Stream contentType>; default
 	// "audio/x-mulaw;rate=8000".
 	SettingContentType = "content_type"
-	// SettingFailureMode: "speak" (default: HTTP 200 <Speak> + <Hangup/>) or
-	// "fallback" (the failure's HTTP status, 503 for no capacity).
+	// SettingFailureMode is how refusals about the call (no capacity, a bad
+	// request) are answered: "speak" (default: HTTP 200 <Speak> +
+	// <Hangup/>) or "fallback" (their HTTP status, 503 for no capacity, so
+	// that the application's fallback_answer_url takes those calls too).
+	// edge's own failures follow providers.unavailable_answer instead.
 	SettingFailureMode = "failure_mode"
 	// SettingSpeakMessage is what <Speak> says on a failure.
 	SettingSpeakMessage = "speak_message"
+	// SettingEndedMessage is what <Speak> says to a webhook of a call that
+	// has ended (a late or replayed one).
+	SettingEndedMessage = "ended_message"
 )
 
 // Defaults.
 const (
 	DefaultContentType  = "audio/x-mulaw;rate=8000"
 	DefaultSpeakMessage = "Sorry, no agent is available right now. Please try again later."
+	// DefaultEndedMessage is said to a webhook of an ended call: telling
+	// it that no agent is available would be false while pods are free.
+	DefaultEndedMessage = "This call has ended."
 )
 
 type settings struct {
@@ -39,6 +48,7 @@ type settings struct {
 	contentType string
 	fallback    bool
 	speak       string
+	ended       string
 }
 
 // Provider is the Plivo provider; use New.
@@ -54,26 +64,30 @@ func New() *Provider {
 
 func newProvider(now func() time.Time) *Provider {
 	return &Provider{
-		Parsed: plugins.NewParsed(&settings{contentType: DefaultContentType, speak: DefaultSpeakMessage}, parseSettings),
+		Parsed: plugins.NewParsed(&settings{contentType: DefaultContentType, speak: DefaultSpeakMessage, ended: DefaultEndedMessage}, parseSettings),
 		nonce:  newNonceSet(DefaultNonceWindow, DefaultNonceCap, now),
 	}
 }
 
 // Describe implements plugins.Provider.
 func (p *Provider) Describe(context.Context) (plugins.Description, error) {
-	return plugins.Description{Name: "plivo", Routes: []plugins.Route{{Method: http.MethodPost, Path: "hangup"}}}, nil
+	return plugins.Description{Name: "plivo", Routes: []plugins.Route{{Method: http.MethodPost, Path: "hangup"}}, RendersFallback: true}, nil
 }
 
 // parseSettings never refuses: an unknown failure_mode is a warning.
 func parseSettings(s plugins.Settings) (*settings, plugins.Configured, error) {
 	next := &settings{
 		tokens: plugins.SplitList(s[SettingAuthTokens]), contentType: s[SettingContentType], speak: s[SettingSpeakMessage],
+		ended: s[SettingEndedMessage],
 	}
 	if next.contentType == "" {
 		next.contentType = DefaultContentType
 	}
 	if next.speak == "" {
 		next.speak = DefaultSpeakMessage
+	}
+	if next.ended == "" {
+		next.ended = DefaultEndedMessage
 	}
 	var warnings []string
 	switch s[SettingFailureMode] {
@@ -147,11 +161,25 @@ func (p *Provider) Answer(_ context.Context, req *plugins.AnswerRequest) (*plugi
 	if req.Allocation != nil {
 		return streamAnswer(s, *req.Allocation)
 	}
-	status := http.StatusOK
-	if s.fallback && req.Failure != nil && req.Failure.Status != 0 {
-		status = req.Failure.Status
+	f := req.Failure
+	if f == nil {
+		f = &plugins.Failure{}
 	}
-	resp, err := plugins.XMLAnswer(status, plivoSpeakHangup{Speak: s.speak, Hangup: &struct{}{}})
+	if f.Fallback {
+		// Plivo requests the application's fallback_answer_url when the
+		// answer_url is unavailable (an HTTP error, a timeout) or its XML
+		// is invalid.
+		return plugins.FallbackAnswer(f), nil
+	}
+	status := http.StatusOK
+	if s.fallback && f.Status != 0 {
+		status = f.Status
+	}
+	msg := s.speak
+	if f.Reason == plugins.ReasonCallEnded {
+		msg = s.ended
+	}
+	resp, err := plugins.XMLAnswer(status, plivoSpeakHangup{Speak: msg, Hangup: &struct{}{}})
 	if err == nil {
 		resp.ContentType = "text/xml"
 	}

@@ -156,7 +156,10 @@ func TestGoldenAnswers(t *testing.T) {
 	for name, ar := range map[string]*plugins.AnswerRequest{
 		"stream": {Request: req, Allocation: &plugins.Allocation{CallID: uuid, PodName: "voice-agent-0",
 			WSURL: "wss://edge.example.com/ws/pod/voice-agent-0/c.tok/agent/voice/breeze-buddy/plivo/callback/order-confirmation/v2"}},
-		"at_capacity": {Request: req, Failure: &plugins.Failure{Kind: plugins.FailureNoCapacity, Reason: plugins.ReasonAtCapacity, Message: "all pods are busy", Status: 503}},
+		"at_capacity":        {Request: req, Failure: &plugins.Failure{Kind: plugins.FailureNoCapacity, Reason: plugins.ReasonAtCapacity, Message: "all pods are busy", Status: 503}},
+		"call_ended":         {Request: req, Failure: &plugins.Failure{Kind: plugins.FailureNoCapacity, Reason: plugins.ReasonCallEnded, Message: "the call has ended", Status: 410}},
+		"unavailable_markup": {Request: req, Failure: &plugins.Failure{Kind: plugins.FailureUnavailable, Reason: plugins.ReasonRedisUnavailable, Message: "pool state unavailable, retry", Status: 503}},
+		"fallback_url":       {Request: req, Failure: &plugins.Failure{Kind: plugins.FailureUnavailable, Reason: plugins.ReasonRedisUnavailable, Message: "pool state unavailable, retry", Status: 503, Fallback: true}},
 	} {
 		resp, err := p.Answer(ctx, ar)
 		if err != nil {

@@ -40,6 +40,12 @@ type Suite struct {
 	// Configure, each naming its key; the suite then checks that neither
 	// changed the settings in force.
 	BadSettings []BadSettings
+	// FallbackAnswer, for a provider whose Description has
+	// RendersFallback, checks its answer to a Failure with Fallback set.
+	// nil: the answer must be an HTTP error (4xx or 5xx), on which
+	// providers call the number's fallback URL; a provider whose documented
+	// equivalent is another answer checks for that instead.
+	FallbackAnswer func(*plugins.Response) error
 }
 
 // BadSettings are settings the provider must refuse because of Key.
@@ -129,6 +135,7 @@ func Run(t *testing.T, impl plugins.Provider, s Suite) {
 		})
 	}
 	t.Run("failures", func(t *testing.T) { checkFailures(ctx, t, p) })
+	t.Run("fallback", func(t *testing.T) { checkFallback(ctx, t, p, s.FallbackAnswer) })
 	t.Run("garbage", func(t *testing.T) {
 		for _, body := range [][]byte{nil, []byte("%zz"), []byte("{"), bytes.Repeat([]byte{0xff}, 64)} {
 			res, err := p.Webhook(ctx, &plugins.Request{Route: plugins.RouteAllocate, Method: "POST", URL: "http://127.0.0.1/x", Body: body, Header: http.Header{}})
@@ -201,6 +208,10 @@ func checkFailures(ctx context.Context, t *testing.T, p plugins.Provider) {
 		{Kind: plugins.FailureNoCapacity, Reason: plugins.ReasonNoPods, Message: "no pods available", Status: 503},
 		{Kind: plugins.FailureNoCapacity, Reason: plugins.ReasonAllDraining, Message: "all pods are draining", Status: 503},
 		{Kind: plugins.FailureNoCapacity, Reason: plugins.ReasonAtCapacity, Message: "all pods are busy", Status: 503},
+		{Kind: plugins.FailureNoCapacity, Reason: plugins.ReasonMerchantAtCap, Message: "the merchant has reached its maximum of live calls", Status: 503},
+		{Kind: plugins.FailureNoCapacity, Reason: plugins.ReasonRateLimited, Message: "too many new calls, retry later", Status: 429},
+		{Kind: plugins.FailureNoCapacity, Reason: plugins.ReasonCallEnded, Message: "the call has ended", Status: 410},
+		{Kind: plugins.FailureUnavailable, Reason: plugins.ReasonRedisUnavailable, Message: "pool state unavailable, retry", Status: 503},
 		{Kind: plugins.FailureInvalidRequest, Message: `bad <id> & "x"`, Status: 400},
 		{Kind: plugins.FailureInternal, Message: "internal error", Status: 500},
 	} {
@@ -214,6 +225,37 @@ func checkFailures(ctx context.Context, t *testing.T, p plugins.Provider) {
 		}
 		if bytes.Contains(resp.Body, []byte("<id>")) {
 			t.Errorf("Answer(%v): message pasted unescaped: %s", f.Kind, resp.Body)
+		}
+	}
+}
+
+// checkFallback asks a provider that renders Failure.Fallback for the
+// answer to edge's own failure; one that does not is answered for by edge
+// and never asked.
+func checkFallback(ctx context.Context, t *testing.T, p plugins.Provider, check func(*plugins.Response) error) {
+	d, err := p.Describe(ctx)
+	if err != nil {
+		t.Fatalf("Describe: %v", err)
+	}
+	if !d.RendersFallback {
+		t.Skip("the provider does not render Failure.Fallback: edge answers those failures itself")
+	}
+	for _, f := range []plugins.Failure{
+		{Kind: plugins.FailureUnavailable, Reason: plugins.ReasonRedisUnavailable, Message: "pool state unavailable, retry", Status: 503, Fallback: true},
+		{Kind: plugins.FailureUnavailable, Reason: plugins.ReasonInternal, Message: "internal error", Status: 500, Fallback: true},
+	} {
+		resp, err := p.Answer(ctx, &plugins.AnswerRequest{Request: plugins.AllocationRequest{CallID: "CA0123456789abcdef0123456789abcdef"}, Failure: &f})
+		if err != nil {
+			t.Errorf("Answer(fallback %s): %v", f.Reason, err)
+			continue
+		}
+		switch {
+		case check != nil:
+			if err := check(resp); err != nil {
+				t.Errorf("Answer(fallback %s): %v", f.Reason, err)
+			}
+		case resp.Status < 400 || resp.Status > 599:
+			t.Errorf("Answer(fallback %s): status %d, want an HTTP error so that the provider calls the fallback URL", f.Reason, resp.Status)
 		}
 	}
 }

@@ -17,21 +17,33 @@ const (
 	// SettingAuthTokens: comma-separated auth tokens; any one verifies
 	// (rotation). Empty: no verification (edge warns at start).
 	SettingAuthTokens = "auth_tokens"
-	// SettingFailureMode: "say" (default) answers a failure with HTTP 200
-	// <Say> + <Hangup/>; "fallback" answers it with its HTTP status (503 for
-	// no capacity) so that the number's fallback URL takes over.
+	// SettingFailureMode is how refusals about the call (no capacity, a bad
+	// request) are answered: "say" (default) with HTTP 200 <Say> +
+	// <Hangup/>; "fallback" with their HTTP status (503 for no capacity),
+	// so that the number's fallback URL takes those calls too. edge's own
+	// failures follow providers.unavailable_answer, not this setting.
 	SettingFailureMode = "failure_mode"
 	// SettingSayMessage is what <Say> speaks on a failure.
 	SettingSayMessage = "say_message"
+	// SettingEndedMessage is what <Say> speaks to a webhook of a call that
+	// has ended (a late or replayed one).
+	SettingEndedMessage = "ended_message"
 )
 
-// DefaultSayMessage is spoken when no pod can take the call.
-const DefaultSayMessage = "Sorry, no agent is available right now. Please try again later."
+// Default words.
+const (
+	// DefaultSayMessage is spoken when no pod can take the call.
+	DefaultSayMessage = "Sorry, no agent is available right now. Please try again later."
+	// DefaultEndedMessage is spoken to a webhook of an ended call: telling
+	// it that no agent is available would be false while pods are free.
+	DefaultEndedMessage = "This call has ended."
+)
 
 type settings struct {
 	tokens   []string
 	fallback bool
 	say      string
+	ended    string
 }
 
 // Provider is the Twilio provider. The zero value is not ready: use New.
@@ -42,19 +54,22 @@ type Provider struct {
 
 // New returns a Twilio provider with default settings (no verification).
 func New() *Provider {
-	return &Provider{plugins.NewParsed(&settings{say: DefaultSayMessage}, parseSettings)}
+	return &Provider{plugins.NewParsed(&settings{say: DefaultSayMessage, ended: DefaultEndedMessage}, parseSettings)}
 }
 
 // Describe implements plugins.Provider.
 func (p *Provider) Describe(context.Context) (plugins.Description, error) {
-	return plugins.Description{Name: "twilio", Routes: []plugins.Route{{Method: http.MethodPost, Path: "status"}}}, nil
+	return plugins.Description{Name: "twilio", Routes: []plugins.Route{{Method: http.MethodPost, Path: "status"}}, RendersFallback: true}, nil
 }
 
 // parseSettings never refuses: an unknown failure_mode is a warning.
 func parseSettings(s plugins.Settings) (*settings, plugins.Configured, error) {
-	next := &settings{tokens: plugins.SplitList(s[SettingAuthTokens]), say: s[SettingSayMessage]}
+	next := &settings{tokens: plugins.SplitList(s[SettingAuthTokens]), say: s[SettingSayMessage], ended: s[SettingEndedMessage]}
 	if next.say == "" {
 		next.say = DefaultSayMessage
+	}
+	if next.ended == "" {
+		next.ended = DefaultEndedMessage
 	}
 	var warnings []string
 	switch s[SettingFailureMode] {
@@ -117,10 +132,23 @@ func (p *Provider) Answer(_ context.Context, req *plugins.AnswerRequest) (*plugi
 	if req.Allocation != nil {
 		return connectAnswer(req.Request, *req.Allocation)
 	}
+	f := req.Failure
+	if f == nil {
+		f = &plugins.Failure{}
+	}
+	if f.Fallback {
+		// Twilio requests the number's fallback URL when the voice URL
+		// answers an HTTP error or times out (its error 11200).
+		return plugins.FallbackAnswer(f), nil
+	}
 	s := p.Current()
 	status := http.StatusOK
-	if s.fallback && req.Failure != nil && req.Failure.Status != 0 {
-		status = req.Failure.Status
+	if s.fallback && f.Status != 0 {
+		status = f.Status
 	}
-	return sayHangupAnswer(status, s.say)
+	msg := s.say
+	if f.Reason == plugins.ReasonCallEnded {
+		msg = s.ended
+	}
+	return sayHangupAnswer(status, msg)
 }

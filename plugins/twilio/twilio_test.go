@@ -152,6 +152,14 @@ func TestGoldenAnswers(t *testing.T) {
 			}},
 			"no_pods": {Request: req, Failure: &plugins.Failure{Kind: plugins.FailureNoCapacity, Reason: plugins.ReasonNoPods, Message: "no pods available", Status: 503}},
 			"invalid": {Request: req, Failure: &plugins.Failure{Kind: plugins.FailureInvalidRequest, Message: "bad id", Status: 400}},
+			// A replay of an ended call hears that it ended, not that no
+			// agent is available.
+			"call_ended": {Request: req, Failure: &plugins.Failure{Kind: plugins.FailureNoCapacity, Reason: plugins.ReasonCallEnded, Message: "the call has ended", Status: 410}},
+			// edge's own failure: its markup when the operator chose it,
+			// else an HTTP error on which Twilio calls the fallback URL,
+			// whatever failure_mode says of refusals.
+			"unavailable_markup": {Request: req, Failure: &plugins.Failure{Kind: plugins.FailureUnavailable, Reason: plugins.ReasonRedisUnavailable, Message: "pool state unavailable, retry", Status: 503}},
+			"fallback_url":       {Request: req, Failure: &plugins.Failure{Kind: plugins.FailureUnavailable, Reason: plugins.ReasonRedisUnavailable, Message: "pool state unavailable, retry", Status: 503, Fallback: true}},
 		}
 		for name, ar := range answers {
 			if name == "connect" && mode != "say" {

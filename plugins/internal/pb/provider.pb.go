@@ -145,6 +145,10 @@ const (
 	FailureKind_FAILURE_NO_CAPACITY     FailureKind = 1
 	FailureKind_FAILURE_INVALID_REQUEST FailureKind = 2
 	FailureKind_FAILURE_INTERNAL        FailureKind = 3
+	// edge cannot serve for reasons of its own (Redis unreachable, a backend
+	// timeout, an internal error). Added within ProtocolVersion 1: a plugin
+	// built before it reads it as FAILURE_INTERNAL.
+	FailureKind_FAILURE_UNAVAILABLE FailureKind = 4
 )
 
 // Enum value maps for FailureKind.
@@ -154,12 +158,14 @@ var (
 		1: "FAILURE_NO_CAPACITY",
 		2: "FAILURE_INVALID_REQUEST",
 		3: "FAILURE_INTERNAL",
+		4: "FAILURE_UNAVAILABLE",
 	}
 	FailureKind_value = map[string]int32{
 		"FAILURE_UNSPECIFIED":     0,
 		"FAILURE_NO_CAPACITY":     1,
 		"FAILURE_INVALID_REQUEST": 2,
 		"FAILURE_INTERNAL":        3,
+		"FAILURE_UNAVAILABLE":     4,
 	}
 )
 
@@ -232,9 +238,15 @@ type Description struct {
 	// /providers/{name}/... are its routes. [a-z0-9_-]+.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// routes are extra routes under /providers/{name}/.
-	Routes        []*Route `protobuf:"bytes,2,rep,name=routes,proto3" json:"routes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Routes []*Route `protobuf:"bytes,2,rep,name=routes,proto3" json:"routes,omitempty"`
+	// renders_fallback is true when the plugin answers a Failure with
+	// fallback set itself. Added after ProtocolVersion 1 shipped: a plugin
+	// built before it leaves it false, and edge answers such failures
+	// without asking it (the failure's status, 503), so the provider still
+	// calls the number's fallback URL.
+	RendersFallback bool `protobuf:"varint,3,opt,name=renders_fallback,json=rendersFallback,proto3" json:"renders_fallback,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Description) Reset() {
@@ -279,6 +291,13 @@ func (x *Description) GetRoutes() []*Route {
 		return x.Routes
 	}
 	return nil
+}
+
+func (x *Description) GetRendersFallback() bool {
+	if x != nil {
+		return x.RendersFallback
+	}
+	return false
 }
 
 type Route struct {
@@ -1274,12 +1293,21 @@ func (x *Allocation) GetWasExisting() bool {
 type Failure struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Kind  FailureKind            `protobuf:"varint,1,opt,name=kind,proto3,enum=edge.provider.v1.FailureKind" json:"kind,omitempty"`
-	// reason refines no capacity: no_pods, all_draining, at_capacity.
+	// reason refines the kind: no_pods, all_draining, at_capacity,
+	// merchant_at_cap, rate_limited, call_ended (a late or replayed webhook
+	// of an ended call, sent as no capacity so that older plugins hang up);
+	// for FAILURE_UNAVAILABLE redis_unavailable, timeout, internal.
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// message is safe to show the caller.
 	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
 	// status is what edge's generic API answers for this failure.
-	Status        int32 `protobuf:"varint,4,opt,name=status,proto3" json:"status,omitempty"`
+	Status int32 `protobuf:"varint,4,opt,name=status,proto3" json:"status,omitempty"`
+	// fallback, with FAILURE_UNAVAILABLE, asks for the answer on which the
+	// provider calls the number's fallback URL: a non-2xx status (status,
+	// 503) or the provider's documented equivalent. false asks for the
+	// provider's failure markup (providers.unavailable_answer: markup). Only
+	// sent to plugins whose Description has renders_fallback.
+	Fallback      bool `protobuf:"varint,5,opt,name=fallback,proto3" json:"fallback,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1342,15 +1370,23 @@ func (x *Failure) GetStatus() int32 {
 	return 0
 }
 
+func (x *Failure) GetFallback() bool {
+	if x != nil {
+		return x.Fallback
+	}
+	return false
+}
+
 var File_provider_proto protoreflect.FileDescriptor
 
 const file_provider_proto_rawDesc = "" +
 	"\n" +
 	"\x0eprovider.proto\x12\x10edge.provider.v1\"\x11\n" +
-	"\x0fDescribeRequest\"R\n" +
+	"\x0fDescribeRequest\"}\n" +
 	"\vDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
-	"\x06routes\x18\x02 \x03(\v2\x17.edge.provider.v1.RouteR\x06routes\"3\n" +
+	"\x06routes\x18\x02 \x03(\v2\x17.edge.provider.v1.RouteR\x06routes\x12)\n" +
+	"\x10renders_fallback\x18\x03 \x01(\bR\x0frendersFallback\"3\n" +
 	"\x05Route\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\"\x9d\x01\n" +
@@ -1427,12 +1463,13 @@ const file_provider_proto_rawDesc = "" +
 	"\x06ws_url\x18\x03 \x01(\tR\x05wsUrl\x12\x1f\n" +
 	"\vsource_pool\x18\x04 \x01(\tR\n" +
 	"sourcePool\x12!\n" +
-	"\fwas_existing\x18\x05 \x01(\bR\vwasExisting\"\x86\x01\n" +
+	"\fwas_existing\x18\x05 \x01(\bR\vwasExisting\"\xa2\x01\n" +
 	"\aFailure\x121\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1d.edge.provider.v1.FailureKindR\x04kind\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x16\n" +
-	"\x06status\x18\x04 \x01(\x05R\x06status*d\n" +
+	"\x06status\x18\x04 \x01(\x05R\x06status\x12\x1a\n" +
+	"\bfallback\x18\x05 \x01(\bR\bfallback*d\n" +
 	"\x04Slot\x12\x10\n" +
 	"\fSLOT_LITERAL\x10\x00\x12\x0f\n" +
 	"\vSLOT_WS_URL\x10\x01\x12\x11\n" +
@@ -1443,12 +1480,13 @@ const file_provider_proto_rawDesc = "" +
 	"\x12ESCAPE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
 	"ESCAPE_XML\x10\x01\x12\x0f\n" +
-	"\vESCAPE_JSON\x10\x02*r\n" +
+	"\vESCAPE_JSON\x10\x02*\x8b\x01\n" +
 	"\vFailureKind\x12\x17\n" +
 	"\x13FAILURE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13FAILURE_NO_CAPACITY\x10\x01\x12\x1b\n" +
 	"\x17FAILURE_INVALID_REQUEST\x10\x02\x12\x14\n" +
-	"\x10FAILURE_INTERNAL\x10\x032\xb4\x03\n" +
+	"\x10FAILURE_INTERNAL\x10\x03\x12\x17\n" +
+	"\x13FAILURE_UNAVAILABLE\x10\x042\xb4\x03\n" +
 	"\bProvider\x12L\n" +
 	"\bDescribe\x12!.edge.provider.v1.DescribeRequest\x1a\x1d.edge.provider.v1.Description\x12T\n" +
 	"\tConfigure\x12\".edge.provider.v1.ConfigureRequest\x1a#.edge.provider.v1.ConfigureResponse\x12i\n" +
