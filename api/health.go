@@ -4,6 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -11,27 +14,65 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/edge-voice/edge/calls"
 )
 
-// Readiness answers /readyz: ready while no check fails and the process is
-// not shutting down. Components add their checks at wiring time.
+// Readiness answers /readyz: ready while this replica can serve. A check
+// of the replica's own (plugins, media sockets, the pod source; shutdown)
+// fails it at once. A check of a dependency every replica shares (Redis,
+// AddShared) fails it only once that dependency has failed without a break
+// for longer than its grace: a blip of the shared Redis turns every replica
+// unready at the same moment, and a balancer that honours readiness is then
+// left with no backend at all, refusing the webhooks and the media sockets
+// of calls edge had just answered, while a replica in the balancer would
+// have had them wait for Redis or given the provider its fallback answer.
+// Components add their checks at wiring time.
 type Readiness struct {
+	// Log, when set, gets a line when a shared dependency starts failing,
+	// when its grace runs out and when it answers again.
+	Log *slog.Logger
+
 	mu       sync.RWMutex
 	checks   []check
 	stopping atomic.Bool
+	// ready is the verdict of the last evaluation (edge_ready).
+	ready atomic.Bool
 }
 
 type check struct {
-	name string
-	fn   func(context.Context) error
+	name   string
+	fn     func(context.Context) error
+	shared *outage // nil: the replica's own check
 }
 
-// Add registers a named check (e.g. "redis", "plugin twilio").
+// sharedCheckTimeout bounds one check of a shared dependency: a probe that
+// times out is a failed probe whatever the grace (kubelet's timeoutSeconds
+// is 1 s unless set), and a hung Redis would otherwise hold it for the
+// client's retries.
+const sharedCheckTimeout = 500 * time.Millisecond
+
+// Add registers a named check of the replica's own (e.g. "plugin twilio"):
+// its first failure fails readiness.
 func (rd *Readiness) Add(name string, fn func(context.Context) error) {
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
-	rd.checks = append(rd.checks, check{name, fn})
+	rd.checks = append(rd.checks, check{name: name, fn: fn})
+}
+
+// AddShared registers a named check of a dependency that every replica
+// shares (e.g. "redis"): it fails readiness only once it has failed without
+// a break for longer than grace() (read at each check, so it follows a
+// reload); a passing check ends the run. Within the grace /readyz stays
+// ready and names the check under "degraded". Before the dependency first
+// answers, a failure fails readiness at once: a replica that never reached
+// it has served nothing and keeps no calls waiting. A grace of 0 fails at
+// once, as Add does.
+func (rd *Readiness) AddShared(name string, grace func() time.Duration, fn func(context.Context) error) {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	rd.checks = append(rd.checks, check{name: name, fn: fn, shared: &outage{grace: grace}})
 }
 
 // Stop turns readiness false for good: the load balancer stops sending new
@@ -41,21 +82,157 @@ func (rd *Readiness) Stop() { rd.stopping.Store(true) }
 // Stopping reports whether Stop was called.
 func (rd *Readiness) Stopping() bool { return rd.stopping.Load() }
 
-// Check runs every check and returns each failure by name.
+// Check runs every check and returns each failure by name (a shared check
+// within its grace is not one).
 func (rd *Readiness) Check(ctx context.Context) map[string]string {
+	failed, _ := rd.evaluate(ctx)
+	return failed
+}
+
+// evaluate runs every check: failed turns readiness false, degraded names
+// the shared checks failing within their grace.
+func (rd *Readiness) evaluate(ctx context.Context) (failed, degraded map[string]string) {
 	rd.mu.RLock()
 	checks := append([]check(nil), rd.checks...)
 	rd.mu.RUnlock()
-	failed := map[string]string{}
+	failed, degraded = map[string]string{}, map[string]string{}
 	if rd.stopping.Load() {
 		failed["shutdown"] = calls.ErrShuttingDown.Error()
 	}
 	for _, c := range checks {
-		if err := c.fn(ctx); err != nil {
-			failed[c.name] = err.Error()
+		if c.shared == nil {
+			if err := c.fn(ctx); err != nil {
+				failed[c.name] = err.Error()
+			}
+			continue
+		}
+		start := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, sharedCheckTimeout)
+		err := c.fn(cctx)
+		if err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			err = fmt.Errorf("no answer within %v: %w", sharedCheckTimeout, err)
+		}
+		cancel()
+		if msg, fails := c.shared.observe(c.name, start, err, rd.Log); msg != "" && fails {
+			failed[c.name] = msg
+		} else if msg != "" {
+			degraded[c.name] = msg
 		}
 	}
-	return failed
+	rd.ready.Store(len(failed) == 0)
+	return failed, degraded
+}
+
+// outage follows one shared dependency through its checks: since when it
+// has been failing without a break.
+type outage struct {
+	grace func() time.Duration
+
+	mu      sync.Mutex
+	newest  time.Time // start of the newest check recorded
+	since   time.Time // start of the first failed check of this run; zero while it answers
+	reached bool      // it answered once since the process started
+	dropped bool      // the grace of this run ran out (logged once)
+	lastErr string
+}
+
+// observe records a check that started at start and ended with err, and
+// says what it means now: msg is "" while the dependency answers, else how
+// long it has been failing; fails is whether that fails readiness. A check
+// that started before the newest one recorded (probes overlap) says nothing
+// new: the newer one already told.
+func (o *outage) observe(name string, start time.Time, err error, log *slog.Logger) (msg string, fails bool) {
+	grace := o.grace()
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err == nil {
+		o.reached = true
+	}
+	if !start.Before(o.newest) {
+		o.newest = start
+		switch {
+		case err == nil && !o.since.IsZero():
+			if log != nil {
+				log.Info("shared readiness check passes again", "check", name, "failed_for", now.Sub(o.since).Round(time.Millisecond), "grace", grace)
+			}
+			o.since, o.dropped = time.Time{}, false
+		case err != nil:
+			o.lastErr = err.Error()
+			if o.since.IsZero() {
+				o.since = start
+				if log != nil && o.reached && grace > 0 {
+					log.Warn("shared readiness check failing: this replica stays ready for its grace", "check", name, "grace", grace, "err", err)
+				}
+			}
+		}
+	}
+	if o.since.IsZero() {
+		return "", false
+	}
+	down := now.Sub(o.since)
+	switch {
+	case grace <= 0:
+		return o.lastErr, true
+	case !o.reached:
+		return fmt.Sprintf("never reached since start: %s", o.lastErr), true
+	case down >= grace:
+		if !o.dropped && log != nil {
+			log.Warn("shared readiness check failing for longer than its grace: this replica is not ready", "check", name, "failed_for", down.Round(time.Millisecond), "grace", grace, "err", o.lastErr)
+		}
+		o.dropped = true
+		return fmt.Sprintf("unreachable for %v, longer than the grace %v: %s", down.Round(100*time.Millisecond), grace, o.lastErr), true
+	}
+	return fmt.Sprintf("unreachable for %v, grace %v: %s", down.Round(100*time.Millisecond), grace, o.lastErr), false
+}
+
+// downFor is how long the dependency has been failing at now (0 while it
+// answers).
+func (o *outage) downFor(now time.Time) time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.since.IsZero() {
+		return 0
+	}
+	return now.Sub(o.since)
+}
+
+var (
+	readyDesc = prometheus.NewDesc("edge_ready",
+		"1 when this replica's last readiness evaluation (a /readyz probe) found it ready, else 0.", nil, nil)
+	sharedDownDesc = prometheus.NewDesc("edge_readiness_shared_down_seconds",
+		"How long a shared dependency's readiness check (redis) has been failing without a break, 0 while it answers; readiness drops once this passes its grace (http.readiness_redis_grace).",
+		[]string{"check"}, nil)
+)
+
+// MustRegister exports edge_ready and edge_readiness_shared_down_seconds on
+// reg, read at scrape time without running any check.
+func (rd *Readiness) MustRegister(reg prometheus.Registerer) {
+	reg.MustRegister(readinessCollector{rd})
+}
+
+type readinessCollector struct{ rd *Readiness }
+
+func (c readinessCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- readyDesc
+	ch <- sharedDownDesc
+}
+
+func (c readinessCollector) Collect(ch chan<- prometheus.Metric) {
+	ready := 0.0
+	if c.rd.ready.Load() && !c.rd.stopping.Load() {
+		ready = 1
+	}
+	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready)
+	c.rd.mu.RLock()
+	checks := append([]check(nil), c.rd.checks...)
+	c.rd.mu.RUnlock()
+	now := time.Now()
+	for _, ck := range checks {
+		if ck.shared != nil {
+			ch <- prometheus.MustNewConstMetric(sharedDownDesc, prometheus.GaugeValue, ck.shared.downFor(now).Seconds(), ck.name)
+		}
+	}
 }
 
 // serve answers /readyz with each failed check and its error: for the
@@ -67,24 +244,35 @@ func (rd *Readiness) serve(w http.ResponseWriter, r *http.Request) { rd.answer(w
 // stranger's business.
 func (rd *Readiness) servePublic(w http.ResponseWriter, r *http.Request) { rd.answer(w, r, false) }
 
+// answer writes 200 or 503 with the failed checks under "failed", and the
+// shared checks failing within their grace under "degraded" (ready
+// nonetheless).
 func (rd *Readiness) answer(w http.ResponseWriter, r *http.Request, detail bool) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	failed := rd.Check(ctx)
-	if len(failed) == 0 {
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
-		return
+	failed, degraded := rd.evaluate(ctx)
+	body, status := map[string]any{"status": "ready"}, http.StatusOK
+	if len(failed) > 0 {
+		body["status"], status = "not ready", http.StatusServiceUnavailable
+		body["failed"] = shown(failed, detail)
 	}
+	if len(degraded) > 0 {
+		body["degraded"] = shown(degraded, detail)
+	}
+	writeJSON(w, status, body)
+}
+
+// shown is checks with their messages for detail, else their sorted names.
+func shown(checks map[string]string, detail bool) any {
 	if detail {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "failed": failed})
-		return
+		return checks
 	}
-	names := make([]string, 0, len(failed))
-	for name := range failed {
+	names := make([]string, 0, len(checks))
+	for name := range checks {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "failed": names})
+	return names
 }
 
 func healthz(w http.ResponseWriter, _ *http.Request) {

@@ -80,6 +80,22 @@ type HTTP struct {
 	// (a provider's webhook lost, a call failed, at every rolling update).
 	// Default 0 (stop accepting at once); deploy/ sets 10s.
 	ShutdownDelay time.Duration `koanf:"shutdown_delay"`
+	// ReadinessRedisGrace is how long Redis may fail without a break
+	// before /readyz turns false. Redis is shared: when it blips every
+	// replica sees it at once, and a balancer that honours readiness is
+	// then left with no backend, refusing webhooks and the media sockets
+	// of calls just answered; a replica kept in the balancer has them wait
+	// for Redis or answers the provider's fallback. The grace only bounds
+	// how long a replica cut off from Redis alone (a partition of its own)
+	// keeps taking traffic it cannot serve. Default 30s: several times a
+	// Sentinel failover with a tuned down-after-milliseconds (2-5 s; 2.3 s
+	// measured in docs/reliability.md) and longer than a Redis container's
+	// restart, while a replica partitioned alone still leaves the balancer
+	// within a minute. Sentinel's own default down-after-milliseconds is
+	// 30 s: with it, set the grace above down-after plus a few seconds. 0
+	// fails readiness at the first failed check. The replica's own faults
+	// (plugins, a full proxy, shutdown) fail it at once whatever this is.
+	ReadinessRedisGrace time.Duration `koanf:"readiness_redis_grace"`
 	// BodyTimeout bounds reading one request's body. Default 10s.
 	BodyTimeout time.Duration `koanf:"body_timeout"`
 	// WriteTimeout bounds writing one answer (plain requests; media sockets
@@ -106,9 +122,11 @@ func DefaultConfig() Config {
 			RequestTimeout:    10 * time.Second,
 			ShutdownTimeout:   30 * time.Second,
 			BodyTimeout:       10 * time.Second,
-			WriteTimeout:      15 * time.Second,
-			IdleTimeout:       60 * time.Second,
-			MaxConnections:    8192,
+			// See HTTP.ReadinessRedisGrace for why 30s.
+			ReadinessRedisGrace: 30 * time.Second,
+			WriteTimeout:        15 * time.Second,
+			IdleTimeout:         60 * time.Second,
+			MaxConnections:      8192,
 		},
 	}
 }
@@ -212,6 +230,9 @@ func (h HTTP) validate() error {
 	)
 	if h.ShutdownDelay < 0 {
 		errs = append(errs, confcheck.Invalid("http.shutdown_delay", h.ShutdownDelay, "must be >= 0"))
+	}
+	if h.ReadinessRedisGrace < 0 {
+		errs = append(errs, confcheck.Invalid("http.readiness_redis_grace", h.ReadinessRedisGrace, "must be >= 0 (0: unready at the first failed Redis check)"))
 	}
 	if h.WriteTimeout <= h.RequestTimeout {
 		errs = append(errs, confcheck.Invalid("http.write_timeout", h.WriteTimeout, "must be > http.request_timeout, or a timed-out request loses its answer"))

@@ -162,9 +162,11 @@ func TestValidate(t *testing.T) {
 		"http": {
 			edit: func(c *Config) {
 				c.HTTP.MaxBodyBytes, c.HTTP.ShutdownTimeout, c.HTTP.ShutdownDelay = 0, 0, -time.Second
+				c.HTTP.ReadinessRedisGrace = -time.Second
 			},
 			want: []string{"http.max_body_bytes: must be > 0 (got 0)", `http.shutdown_timeout: must be > 0 (got "0s")`,
-				`http.shutdown_delay: must be >= 0 (got "-1s")`},
+				`http.shutdown_delay: must be >= 0 (got "-1s")`,
+				`http.readiness_redis_grace: must be >= 0 (0: unready at the first failed Redis check) (got "-1s")`},
 		},
 		"reload": {
 			edit: func(c *Config) { c.Reload.Interval = 0 },

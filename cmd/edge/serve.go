@@ -120,8 +120,14 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		return err
 	}
 
-	ready := &api.Readiness{}
-	ready.Add("redis", func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
+	// Redis is every replica's: a blip of it within http.readiness_redis_grace
+	// leaves the replicas in the balancer (webhooks wait or get the
+	// fallback answer) instead of taking them all out at once. The other
+	// checks are this replica's own and fail it at once.
+	ready := &api.Readiness{Log: log.With("component", "readiness")}
+	ready.MustRegister(reg)
+	ready.AddShared("redis", func() time.Duration { return current().HTTP.ReadinessRedisGrace },
+		func(ctx context.Context) error { return rdb.Ping(ctx).Err() })
 	if pools.synced != nil {
 		ready.Add("pods", pools.synced)
 	}
