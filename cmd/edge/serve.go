@@ -178,7 +178,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 
 	// The Waker wakes this replica's calls waiting for capacity
 	// (admission.wait); without it no call waits.
-	components := []component{watcher, alloc.Waker(), pools.source, pools.manager, pools.refresher, px, provs, pub, adm}
+	components := []component{watcher, alloc.Waker(), pools.source, pools.manager, pools.refresher, pools.presence, px, provs, pub, adm}
 	internal, err := newInternalListener(cfg, current, surface, reg, log)
 	if err != nil {
 		pub.Close()
