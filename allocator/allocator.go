@@ -258,6 +258,14 @@ func (a *Allocator) decodeAllocate(req Request, rep reply) (Allocation, error) {
 		if al.WasExisting {
 			result = "existing"
 		}
+		// Answered: should Redis lose its data before the socket comes,
+		// this replica writes the call back (recovery.go).
+		kind := string(Exclusive)
+		if al.Shared {
+			kind = string(Shared)
+		}
+		a.tracked.answered(req.CallID, trackedCall{pod: al.PodName, source: al.SourcePool, kind: kind,
+			merchant: req.MerchantID, creator: al.Creator}, a.current.Load().cfg.EffectiveLeaseTTL())
 		a.metrics.allocations.WithLabelValues(al.SourcePool, result).Inc()
 		return al, nil
 	case "limited":

@@ -32,20 +32,28 @@ func (e *recoveringError) Error() string {
 func (e *recoveringError) Unwrap() error { return ErrRecovering }
 
 // trackedCall is what this replica knows of a call whose media socket it
-// holds: enough to write the call back if Redis loses it.
+// holds, or that it answered and whose socket has not come yet (holder ""
+// until then): enough to write the call back if Redis loses it, so that a
+// provider's socket arriving after the loss still finds its call.
 type trackedCall struct {
 	pod, holder, replica            string
 	source, kind, merchant, creator string
+	// pendingUntil is when an answered call whose socket never came stops
+	// being this replica's to write back (its lease would have run out);
+	// zero once a socket holds it.
+	pendingUntil time.Time
 }
 
 // tracker holds the calls whose sockets this replica admitted (ClaimMediaOn)
-// until their socket's release.
+// until their socket's release, and the calls it answered until their
+// socket comes.
 type tracker struct {
 	mu      sync.Mutex
 	calls   map[string]trackedCall
-	epoch   string   // the data set epoch this replica knows ("" none yet)
-	replica string   // the name this replica claims sockets under
-	loss    dataLoss // seen by renewals, not yet reported by a heartbeat
+	pruned  time.Time // the last pass that dropped expired pending calls
+	epoch   string    // the data set epoch this replica knows ("" none yet)
+	replica string    // the name this replica claims sockets under
+	loss    dataLoss  // seen by renewals, not yet reported by a heartbeat
 }
 
 func (t *tracker) track(callID string, c trackedCall) {
@@ -58,6 +66,31 @@ func (t *tracker) track(callID string, c trackedCall) {
 	if c.replica != "" {
 		t.replica = c.replica
 	}
+	// Answered calls whose socket went to another replica, or never came,
+	// are dropped once their lease would have run out; one pass a second
+	// bounds the cost.
+	if now := time.Now(); now.Sub(t.pruned) > time.Second {
+		t.pruned = now
+		for id, x := range t.calls {
+			if !x.pendingUntil.IsZero() && now.After(x.pendingUntil) {
+				delete(t.calls, id)
+			}
+		}
+	}
+}
+
+// answered records a call this replica allocated, until its socket comes
+// (track with a holder replaces it) or its lease would have run out. A
+// call already held by a socket here keeps its entry.
+func (t *tracker) answered(callID string, c trackedCall, lease time.Duration) {
+	t.mu.Lock()
+	held := t.calls[callID].holder != ""
+	t.mu.Unlock()
+	if held {
+		return
+	}
+	c.pendingUntil = time.Now().Add(lease)
+	t.track(callID, c)
 }
 
 func (t *tracker) replicaName() string {

@@ -267,3 +267,57 @@ func closeNamed(t *testing.T, rs *testredis.Server, replica string) {
 		t.Fatalf("no connection of %s to close", replica)
 	}
 }
+
+// A call answered just before Redis lost its data, whose provider opens the
+// media socket only after: the replica that answered writes it back, so the
+// socket is admitted (on any replica) and its pod is not given away.
+func TestAnsweredCallSurvivesRedisEmptied(t *testing.T) {
+	rs := testredis.Start(t)
+	ctx := context.Background()
+	opts := func(c *allocator.Config) {
+		c.Tiers = allocator.TierConfig{
+			Tiers:        map[string]allocator.Tier{"gold": {Type: allocator.Exclusive, Target: 2}},
+			DefaultChain: []string{"gold"},
+		}
+		c.RecoveryHold = 400 * time.Millisecond
+		c.HeartbeatInterval = 100 * time.Millisecond
+	}
+	answering := newAllocator(t, rs.Client(), opts)
+	other := newAllocator(t, rs.Client(), opts) // where the socket lands
+	pods := []allocator.PodState{
+		{Name: "pod-0", Address: "127.0.0.1:9000", Tier: "gold", Ready: true},
+		{Name: "pod-1", Address: "127.0.0.1:9001", Tier: "gold", Ready: true},
+	}
+	if _, err := answering.SyncPods(ctx, "", pods); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []*allocator.Allocator{answering, other} {
+		if _, _, _, err := a.Heartbeat(ctx, "edge"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	al := mustAllocate(t, answering, "CA-answered", "")
+
+	rs.Restart()
+	if _, err := answering.SyncPods(ctx, "", pods); err != nil {
+		t.Fatal(err)
+	}
+	changed, back, _, err := answering.Heartbeat(ctx, "edge-a")
+	if err != nil || !changed || back != 1 {
+		t.Fatalf("heartbeat of the answering replica: changed %v, written back %d, err %v", changed, back, err)
+	}
+	if _, _, _, err := other.Heartbeat(ctx, "edge-b"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := other.ClaimMediaOn(ctx, "CA-answered", al.PodName, "socket-1", "edge-b")
+	if err != nil || c.Pod != al.PodName {
+		t.Fatalf("the socket after the loss: %+v, %v", c, err)
+	}
+	next, err := other.Allocate(ctx, allocator.Request{CallID: "CA-next"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.PodName == al.PodName {
+		t.Fatalf("the next call got %s, the answered call's pod", next.PodName)
+	}
+}

@@ -26,6 +26,7 @@ type Released struct {
 // leaves a tombstone for the call info TTL: a later Allocate of it returns
 // ErrCallEnded. Its media claim (ClaimMedia) ends with it.
 func (a *Allocator) Release(ctx context.Context, callID string) (Released, error) {
+	a.tracked.untrack(callID)
 	return a.release(ctx, callID, ReleasedByAPI, nil)
 }
 

@@ -55,9 +55,11 @@ local function reassert(call_key, call_id, pod, holder, source, kind, merchant, 
   local avail = pools_of(tier)
   redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'merchant_id', merchant,
     'allocated_at', tostring(math.floor(now / 1000)), 'pool_type', kind, 'creator', creator,
-    'socket_replica', replica, 'reasserted_at', tostring(now))
+    'reasserted_at', tostring(now))
+  -- A call answered here whose socket has not come (holder "") is written
+  -- back unclaimed, for its socket to claim on any replica.
   if holder ~= '' then
-    redis.call('HSET', call_key, 'media_claim', holder)
+    redis.call('HSET', call_key, 'media_claim', holder, 'socket_replica', replica)
   end
   redis.call('PEXPIRE', call_key, info_ms)
   if kind == 'shared' then
@@ -72,7 +74,7 @@ local function reassert(call_key, call_id, pod, holder, source, kind, merchant, 
     'allocated_at', tostring(math.floor(now / 1000)), 'source_pool', source)
   redis.call('SET', K.lease(pod), call_id, 'PX', lease_ms)
   count_call(merchant, call_id, now + lease_ms, now)
-  if replica ~= '' then
+  if replica ~= '' and holder ~= '' then
     redis.call('SADD', K.replica_calls(replica), call_id)
   end
   return 1
@@ -88,7 +90,16 @@ for i, call_key in ipairs(KEYS) do
   if not info[1] and emptied then
     ok = reassert(call_key, call_id, pod, holder, ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6])
     reasserted, lost = reasserted + ok, lost + 1 - ok
-  elseif info[1] == pod and (holder == '' or info[3] == holder) then
+  elseif info[1] == pod and (holder == '' or info[3] == holder or (emptied and not info[3])) then
+    if holder ~= '' and not info[3] then
+      -- Written back by the replica that answered the call, before this
+      -- one (which holds its socket) wrote it back: the claim is this
+      -- socket's.
+      redis.call('HSET', call_key, 'media_claim', holder, 'socket_replica', replica)
+      if replica ~= '' then
+        redis.call('SADD', K.replica_calls(replica), call_id)
+      end
+    end
     if info[2] == 'shared' then
       if redis.call('ZSCORE', K.pod_calls(pod), call_id) then
         redis.call('ZADD', K.pod_calls(pod), 'XX', now + lease_ms, call_id)
