@@ -61,6 +61,17 @@ func TestUringComponentFiles(t *testing.T) {
 			t.Errorf("the profile does not allow %s", n)
 		}
 	}
+	// The filter binds the OCI runtime too, between loading it and
+	// exec'ing edge: with no_new_privs (allowPrivilegeEscalation: false)
+	// runc loads it last, then checks that /proc/self/fd is procfs and
+	// closes its own descriptors through it before execve. Without these
+	// the container never starts ("ensure /proc/self/fd is on procfs:
+	// operation not permitted"); test/runtime-e2e runs it under runc.
+	for _, n := range []string{"fstatfs", "openat", "getdents64", "close", "fcntl", "execve"} {
+		if !slices.Contains(allowed, n) {
+			t.Errorf("the profile does not allow %s, which runc calls after loading it", n)
+		}
+	}
 	if p.DefaultAction != "SCMP_ACT_ERRNO" || p.DefaultErrnoRet == nil || *p.DefaultErrnoRet != 1 {
 		t.Errorf("default action %s (errno %v), want SCMP_ACT_ERRNO with EPERM", p.DefaultAction, p.DefaultErrnoRet)
 	}

@@ -32,6 +32,7 @@ var numbers = map[string]uintptr{
 	"faccessat2":        unix.SYS_FACCESSAT2,
 	"fcntl":             unix.SYS_FCNTL,
 	"fstat":             unix.SYS_FSTAT,
+	"fstatfs":           unix.SYS_FSTATFS,
 	"fsync":             unix.SYS_FSYNC,
 	"futex":             unix.SYS_FUTEX,
 	"getcwd":            unix.SYS_GETCWD,
