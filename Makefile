@@ -83,3 +83,30 @@ faults: deps
 
 faults-short: deps
 	EDGE_FAULT_SUITE=short $(GO) test -count=1 -v -timeout 15m -run '^TestFaultSuite$$' ./cmd/edge/
+
+# image builds edge's image, $(IMAGE), with no network and no registry:
+# deploy/image/build.sh lays out the Dockerfile's filesystem from this
+# checkout (deploy/image/rootfs.sh, the static binary) and podman copies
+# it onto an empty base in the Dockerfile's runtime stage. runtime-e2e
+# runs that image under runc as deploy/ has the pod (securityContext,
+# each shipped seccomp profile, volumes, env; test/runtime-e2e), about a
+# minute once the image is built; runtime-deps installs podman and runc.
+IMAGE   ?= localhost/edge:dev
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+.PHONY: image runtime-deps runtime-e2e
+
+runtime-deps:
+	@missing=""; \
+	command -v podman >/dev/null 2>&1 || missing="$$missing podman"; \
+	command -v runc >/dev/null 2>&1 || missing="$$missing runc"; \
+	[ -d /usr/lib/cni ] || missing="$$missing containernetworking-plugins"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing (Debian packages)"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+image: runtime-deps
+	VERSION=$(VERSION) deploy/image/build.sh $(IMAGE)
+
+runtime-e2e: deps image
+	EDGE_RUNTIME_IMAGE=$(IMAGE) test/runtime-e2e/run.sh
