@@ -6,6 +6,17 @@
 // other makes the process crash with SIGSYS and a Go stack trace that
 // names the caller (the runtime's default action would be EPERM, which
 // a program may swallow; a test wants it loud).
+//
+// That the runtime enforces the profile as deploy/ gives it is shown by
+// running the image under runc (test/runtime-e2e, `make runtime-e2e`),
+// which also covers what this launcher cannot: the runtime's own steps
+// between loading the filter and exec'ing edge, the container's
+// confinement, and the image. This package stays for what runc cannot
+// show: a call outside the list named loudly with its caller instead of
+// an EPERM edge may handle quietly, the sensitivity of a test (one call
+// denied on top of the profile must fail it), and edge under the profile
+// in `make test` and the kube-e2e tier, on machines with no container
+// runtime and no image.
 package seccomptest
 
 import (
