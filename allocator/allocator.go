@@ -222,7 +222,8 @@ func (a *Allocator) allocateOnce(ctx context.Context, req Request, s *settings, 
 	args = append(args, req.CallID, req.MerchantID, s.cfg.EffectiveLeaseTTL().Milliseconds(), s.cfg.CallInfoTTL.Milliseconds(), req.Creator)
 	args = append(args, s.tierArgs...)
 	args = append(args, s.rateArgs...)
-	args = append(args, budget.Milliseconds(), a.tracked.knownEpoch(), randomEpoch(), s.cfg.RecoveryHold.Milliseconds())
+	args = append(args, budget.Milliseconds(), a.tracked.knownEpoch(), randomEpoch(), s.cfg.RecoveryHold.Milliseconds(),
+		s.cfg.EndedTTL.Milliseconds())
 	// Last, whatever comes before it (allocate.lua reads ARGV[#ARGV]).
 	args = append(args, req.TraceParent)
 	keys := []string{a.keys.Call(req.CallID), a.keys.CallEnded(req.CallID)}

@@ -28,6 +28,13 @@ type Config struct {
 	// CallInfoTTL bounds how long call info outlives its last renewal, for
 	// idempotent retries of allocate and for release. Default 1h.
 	CallInfoTTL time.Duration `koanf:"call_info_ttl"`
+	// EndedTTL is how long a call stays ended once it ended: a late or
+	// replayed webhook within it gets the hangup answer, never a pod, so
+	// it must span the providers' retry horizon. The call's record (the
+	// tombstone, Keys.CallEnded) lives only CallInfoTTL; a compact mark
+	// per call (Keys.EndedCalls) lasts EndedTTL. Default 24h; at most
+	// MaxEndedTTL.
+	EndedTTL time.Duration `koanf:"ended_ttl"`
 	// DrainingTTL is how long a pod's draining flag lives; it outlasts the
 	// pod's preStop window. Default 6m.
 	DrainingTTL time.Duration `koanf:"draining_ttl"`
@@ -68,6 +75,10 @@ type Config struct {
 	Admission AdmissionConfig `koanf:"-"`
 }
 
+// MaxEndedTTL bounds allocator.ended_ttl: allocate.lua reads one mark
+// bucket per EndedBucket of it (169 reads at most).
+const MaxEndedTTL = 7 * 24 * time.Hour
+
 // PredecessorLeaseTTL is the predecessor's fixed lease (allocator.go:35 of
 // its code, seeds 000): how long its calls hold a pod with nothing renewing.
 const PredecessorLeaseTTL = 15 * time.Minute
@@ -88,6 +99,7 @@ func DefaultConfig() Config {
 		KeyPrefix:         DefaultPrefix,
 		LeaseTTL:          60 * time.Second,
 		CallInfoTTL:       time.Hour,
+		EndedTTL:          24 * time.Hour,
 		DrainingTTL:       6 * time.Minute,
 		RenewInterval:     20 * time.Second,
 		RecoveryHold:      3 * time.Second,
@@ -118,7 +130,7 @@ func DefaultTiers() TierConfig {
 func (c Config) withDefaults() Config {
 	def := DefaultConfig()
 	for _, f := range []struct{ v, d *time.Duration }{
-		{&c.LeaseTTL, &def.LeaseTTL}, {&c.CallInfoTTL, &def.CallInfoTTL},
+		{&c.LeaseTTL, &def.LeaseTTL}, {&c.CallInfoTTL, &def.CallInfoTTL}, {&c.EndedTTL, &def.EndedTTL},
 		{&c.DrainingTTL, &def.DrainingTTL}, {&c.RenewInterval, &def.RenewInterval},
 		{&c.RecoveryHold, &def.RecoveryHold}, {&c.HeartbeatInterval, &def.HeartbeatInterval},
 		{&c.ReplicaTTL, &def.ReplicaTTL},
@@ -146,6 +158,10 @@ func (c Config) Validate() error {
 	// Zero takes the default (withDefaults); relations are checked on the
 	// values in effect.
 	eff := c.withDefaults()
+	if c.EndedTTL < 0 || c.EndedTTL > MaxEndedTTL {
+		errs = append(errs, confcheck.Invalid("allocator.ended_ttl", c.EndedTTL,
+			fmt.Sprintf("must be between 0 (the default, 24h) and %s: every allocation looks through one mark per hour of it", MaxEndedTTL)))
+	}
 	for _, f := range []struct {
 		name string
 		v    time.Duration

@@ -1,8 +1,12 @@
 package allocator
 
 import (
+	"crypto/sha1"
+	"encoding/binary"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // DefaultPrefix is the predecessor's key prefix. A deployment on Redis Cluster
@@ -197,12 +201,57 @@ func (k Keys) Call(callID string) string { return k.prefix + "call:" + callID }
 // (unix ms), messages_in/out and bytes_in/out (in: client to pod). Written by
 // release, sweep, sync and unregister in the same step that deletes the call
 // info (lib.lua's end_call_record); allocate refuses a call that has one (a
-// late or replayed webhook gets a hangup, not a pod). An edge before issue
+// late or replayed webhook gets a hangup, not a pod), and after it expired
+// a call whose compact mark (EndedCalls) lives on. An edge before issue
 // 17 wrote it as a STRING holding how: allocate and Timeline read both. Not
 // under "call:" so that nothing listing call info by pattern sees it. The
 // predecessor's release writes none: a call it ended can be allocated again
 // by a replayed webhook, as before.
 func (k Keys) CallEnded(callID string) string { return k.prefix + "call_ended:" + callID }
+
+// Where an ended call's compact mark goes (EndedCalls): one hash per
+// EndedBucket of end times and EndedShard of call ids. lib.lua has the same
+// constants. 1024 shards keep each hash of an hour near 40 calls at a
+// million calls a day, within Redis' compact (listpack) encoding of small
+// hashes up to about 3 million a day (hash-max-listpack-entries, 128 by
+// default); past that a shard is a plain hash table, about as big as a
+// key per call.
+const (
+	EndedBucket = time.Hour
+	EndedShards = 1024
+)
+
+// EndedCalls (edge) HASH of call id -> how it ended ("released",
+// "expired", "unregistered"): the compact marks of the calls that ended
+// within one EndedBucket and fall in one shard of call ids (slot
+// "<bucket>:<shard>", see EndedCallsOf). lib.lua's end_call_record writes
+// the mark with the call's tombstone (CallEnded); the hash expires
+// allocator.ended_ttl after its bucket ends, so a call stays ended at least
+// ended_ttl, long after its tombstone (the call info TTL) is gone, and
+// allocate refuses it while either exists. About 45 bytes per call against
+// some 145 for a key per call (docs/security.md).
+func (k Keys) EndedCalls(slot string) string { return k.prefix + "ended:" + slot }
+
+// EndedCallsOf is the EndedCalls hash that holds the mark of callID if the
+// call ended at at.
+func (k Keys) EndedCallsOf(callID string, at time.Time) string {
+	bucket := at.UnixMilli() / EndedBucket.Milliseconds()
+	return k.EndedCalls(strconv.FormatInt(bucket, 10) + ":" + strconv.Itoa(EndedShard(callID)))
+}
+
+// EndedShard is the shard of a call id's mark: the first 16 bits of the
+// SHA-1 of the id, modulo EndedShards (redis.sha1hex in lib.lua).
+func EndedShard(callID string) int {
+	sum := sha1.Sum([]byte(callID))
+	return int(binary.BigEndian.Uint16(sum[:2])) % EndedShards
+}
+
+// Nonce (edge) STRING "1" with a PX TTL of providers.nonce_ttl: a nonce a
+// provider sent once (Plivo's V3 nonce), whose signature verified, seen
+// by some replica (nonce.go's FirstUse, SET NX). scope is the provider;
+// digest the nonce's SHA-256, truncated (NonceDigest), so that the key's
+// size does not depend on the provider's nonce.
+func (k Keys) Nonce(scope, digest string) string { return k.prefix + "nonce:" + scope + ":" + digest }
 
 // LeaderLock (edge) STRING: holder identity and fencing token of the Redis
 // leader lock, used when pods come from a static list (no Kubernetes Lease).
@@ -307,6 +356,7 @@ func (k Keys) luaKeyBuilders() string {
 		{"pod_calls", k.PodCalls},
 		{"call", k.Call},
 		{"call_ended", k.CallEnded},
+		{"ended_calls", k.EndedCalls}, // argument: bucket .. ":" .. shard
 		{"wait_queue", k.WaitQueue},
 		{"wait_ticket", k.WaitTicket},
 		{"replica_calls", k.ReplicaCalls},

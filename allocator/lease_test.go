@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -142,12 +143,18 @@ func TestRegisterMoveAndUnregister(t *testing.T) {
 		if _, err := a.Release(ctx, "CA2"); !errors.Is(err, allocator.ErrCallNotFound) {
 			t.Fatalf("release after unregister: err = %v, want not found", err)
 		}
-		// Only the ended calls' tombstones are left, and they expire.
+		// Only the ended calls' tombstones and marks are left, and they
+		// expire.
+		marks := map[string]bool{}
+		for _, call := range []string{"CA1", "CA2"} {
+			marks[k.CallEnded(call)] = true
+			marks[k.EndedCallsOf(call, time.Now())] = true
+		}
 		for _, key := range rdb.Keys(ctx, "*").Val() {
-			if key != k.CallEnded("CA1") && key != k.CallEnded("CA2") {
+			if !marks[key] {
 				t.Errorf("key %s left after unregistering the only pod", key)
 			} else if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 {
-				t.Errorf("tombstone %s has no TTL (%v)", key, ttl)
+				t.Errorf("tombstone or mark %s has no TTL (%v)", key, ttl)
 			}
 		}
 		if got := rdb.HGet(ctx, k.CallEnded("CA2"), "how").Val(); got != "unregistered" {

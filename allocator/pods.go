@@ -61,8 +61,8 @@ func (a *Allocator) UnregisterPod(ctx context.Context, fence, pod string) (Unreg
 	if err := ValidateID("pod_name", pod); err != nil {
 		return Unregistered{}, err
 	}
-	infoTTL := a.current.Load().cfg.CallInfoTTL.Milliseconds()
-	r, err := a.run(ctx, "unregister", []string{a.keys.PodTier(pod)}, pod, fence, infoTTL)
+	cfg := a.current.Load().cfg
+	r, err := a.run(ctx, "unregister", []string{a.keys.PodTier(pod)}, pod, fence, cfg.CallInfoTTL.Milliseconds(), cfg.EndedTTL.Milliseconds())
 	if err != nil {
 		return Unregistered{}, fmt.Errorf("unregister %s: %w", pod, err)
 	}

@@ -117,12 +117,13 @@ func (p PodState) validate() error {
 	return nil
 }
 
-// assignmentArgs lays out the tier config for sync.lua: fence, overflow
-// tier, then every tier with its type and target in assignment order (the
+// assignmentArgs lays out the tier config for sync.lua: fence, the ended
+// TTL, overflow tier, then every tier with its type and target in assignment order (the
 // default chain, then the tiers only merchant fallbacks name).
 func (a *Allocator) assignmentArgs(fence string) []any {
 	order := a.assignmentOrder()
-	tiers := a.current.Load().cfg.Tiers
+	cfg := a.current.Load().cfg
+	tiers := cfg.Tiers
 	overflow := ""
 	for _, step := range tiers.DefaultChain {
 		if _, ok := tiers.Tiers[step]; ok {
@@ -132,7 +133,7 @@ func (a *Allocator) assignmentArgs(fence string) []any {
 	if overflow == "" && len(order) > 0 {
 		overflow = order[len(order)-1]
 	}
-	args := []any{fence, overflow, len(order)}
+	args := []any{fence, cfg.EndedTTL.Milliseconds(), overflow, len(order)}
 	for _, name := range order {
 		t := tiers.Tiers[name]
 		args = append(args, name, string(t.Type), t.Target)

@@ -44,7 +44,7 @@ func (a *Allocator) release(ctx context.Context, callID, by string, end *SocketE
 		return Released{}, err
 	}
 	s := a.current.Load()
-	args := append([]any{callID, s.cfg.CallInfoTTL.Milliseconds()}, s.poolsArgs...)
+	args := append([]any{callID, s.cfg.CallInfoTTL.Milliseconds(), s.cfg.EndedTTL.Milliseconds()}, s.poolsArgs...)
 	args = append(args, recordArgs(by, end)...)
 	r, err := a.run(ctx, "release", []string{a.keys.Call(callID), a.keys.CallEnded(callID)}, args...)
 	if err != nil {

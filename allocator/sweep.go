@@ -39,7 +39,7 @@ func (a *Allocator) SweepPods(ctx context.Context, fence string, pods []string) 
 	if cfg.Migration {
 		migration = PredecessorLeaseTTL.Milliseconds()
 	}
-	head := []any{fence, cfg.CallInfoTTL.Milliseconds(), migration, len(order)}
+	head := []any{fence, cfg.CallInfoTTL.Milliseconds(), cfg.EndedTTL.Milliseconds(), migration, len(order)}
 	for _, name := range order {
 		head = append(head, name, string(tiers.Tiers[name].Type))
 	}

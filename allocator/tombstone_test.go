@@ -72,14 +72,15 @@ func TestEndedCallIsNotAllocatedAgain(t *testing.T) {
 		if _, err := a.Release(ctx, "CA-ex"); !errors.Is(err, allocator.ErrCallNotFound) {
 			t.Errorf("release of an ended call: %v, want not found", err)
 		}
-		// The tombstone lasts the call info TTL, not for ever.
-		rdb.PExpire(ctx, k.CallEnded("CA-ex"), time.Millisecond)
-		deadline := time.Now().Add(5 * time.Second)
-		for rdb.Exists(ctx, k.CallEnded("CA-ex")).Val() == 1 && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond) // polling an expiry, not synchronising goroutines
+		// The tombstone lasts the call info TTL; past it the call's compact
+		// mark keeps it ended for the ended TTL, and not for ever.
+		expireNow(t, rdb, k.CallEnded("CA-ex"))
+		if _, err := a.Allocate(ctx, allocator.Request{CallID: "CA-ex"}); !errors.Is(err, allocator.ErrCallEnded) {
+			t.Errorf("allocate after the tombstone expired: %v, want ErrCallEnded (the mark)", err)
 		}
+		expireNow(t, rdb, k.EndedCallsOf("CA-ex", time.Now()))
 		if al := mustAllocate(t, a, "CA-ex", ""); al.WasExisting {
-			t.Errorf("after the tombstone expired: %+v, want a new allocation", al)
+			t.Errorf("after the mark expired: %+v, want a new allocation", al)
 		}
 	})
 }

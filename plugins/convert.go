@@ -91,6 +91,7 @@ func webhookResultToPB(w *WebhookResult) *pb.WebhookResponse {
 	if w.Template != nil {
 		out.Template = templateToPB(w.Template)
 	}
+	out.Nonce = w.Nonce
 	return out
 }
 
@@ -106,6 +107,7 @@ func webhookResultFromPB(w *pb.WebhookResponse) *WebhookResult {
 	if t := w.GetTemplate(); t != nil {
 		out.Template = templateFromPB(t)
 	}
+	out.Nonce = w.GetNonce()
 	return out
 }
 

@@ -93,6 +93,14 @@ type WebhookResult struct {
 	Template *Template
 	// Answer is sent as it is: a rejection or an acknowledgement.
 	Answer *Response
+	// Nonce, with Allocate or Answer, is a value the provider sends once
+	// per request (Plivo's V3 nonce); set it only after the provider's
+	// signature over it verified, so that a forger cannot spend nonces.
+	// edge refuses (403) a request of this provider whose nonce it has
+	// seen within providers.nonce_ttl, on any replica, through Redis:
+	// a captured webhook replayed elsewhere or after a plugin restart
+	// gets no answer. "": nothing to check.
+	Nonce string
 }
 
 // AllocationRequest is what a webhook asks of edge. Empty Flow and

@@ -65,6 +65,14 @@ type Config struct {
 	// RestartBackoffMax caps the restart backoff of a crashing plugin
 	// (100ms doubling). Default 30s.
 	RestartBackoffMax time.Duration `koanf:"restart_backoff_max" reload:"restart"`
+	// NonceTTL is how long a provider's nonce (Plivo's V3 nonce, which
+	// Plivo sends fresh with every request) is remembered in Redis, shared
+	// by every replica: a webhook whose nonce was seen within it is a
+	// replay and gets 403. It must outlast the window in which a replay
+	// could beat the provider's own media socket to a live call (the
+	// lease, allocator.lease_ttl); an ended call is kept ended by its
+	// marks (allocator.ended_ttl). Default 15m; at most 24h.
+	NonceTTL time.Duration `koanf:"nonce_ttl"`
 	// Plugins are the providers by name ([a-z0-9_-], at most 32 bytes):
 	// settings for the built-ins, or third-party binaries. Settings and
 	// secrets reload without a restart; adding or removing a provider needs
@@ -115,7 +123,23 @@ func DefaultConfig() Config {
 		StartTimeout:      10 * time.Second,
 		HealthInterval:    2 * time.Second,
 		RestartBackoffMax: 30 * time.Second,
+		NonceTTL:          DefaultNonceTTL,
 	}
+}
+
+// DefaultNonceTTL is providers.nonce_ttl's default.
+const DefaultNonceTTL = 15 * time.Minute
+
+// maxNonceTTL bounds providers.nonce_ttl: past a day a nonce guards
+// nothing that the ended calls' marks do not.
+const maxNonceTTL = 24 * time.Hour
+
+// nonceTTL is NonceTTL in effect (0: the default).
+func (c Config) nonceTTL() time.Duration {
+	if c.NonceTTL <= 0 {
+		return DefaultNonceTTL
+	}
+	return c.NonceTTL
 }
 
 var providerName = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
@@ -129,6 +153,10 @@ func (c Config) Validate() error {
 		confcheck.Positive("providers.start_timeout", c.StartTimeout),
 		confcheck.Positive("providers.health_interval", c.HealthInterval),
 		confcheck.Positive("providers.restart_backoff_max", c.RestartBackoffMax),
+	}
+	if c.NonceTTL < 0 || c.NonceTTL > maxNonceTTL {
+		errs = append(errs, confcheck.Invalid("providers.nonce_ttl", c.NonceTTL,
+			fmt.Sprintf("must be between 0 (the default, %s) and %s", DefaultNonceTTL, maxNonceTTL)))
 	}
 	for name, pl := range c.Plugins {
 		path := "providers.plugins." + name

@@ -77,6 +77,11 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request, p *proc, route stri
 	if err != nil {
 		return h.pluginFailed(w, p, err)
 	}
+	if res.Nonce != "" {
+		if outcome, refused := h.spendNonce(w, r, p, l, res); refused {
+			return outcome
+		}
+	}
 	if res.Answer != nil {
 		writeResponse(w, res.Answer)
 		if res.Answer.Status >= 400 {
@@ -89,6 +94,36 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request, p *proc, route stri
 		return "plugin_error"
 	}
 	return h.allocate(w, r, p, l, res)
+}
+
+// spendNonce records the nonce of a verified webhook in Redis and refuses
+// the webhook when some replica saw it before (within providers.nonce_ttl):
+// it is a replay of a captured request, which must learn nothing, least of
+// all a live call's media URL. The check is here, not in the plugin, so
+// that every replica and every plugin process (a restarted one too) share
+// one memory; the plugin reports the nonce only once the signature over it
+// verified, so a forger cannot spend nonces. Redis failing is edge's
+// fault: answered as when the allocation cannot be made.
+func (h *Host) spendNonce(w http.ResponseWriter, r *http.Request, p *proc, l *live, res *plugins.WebhookResult) (string, bool) {
+	if h.opts.Nonces == nil {
+		return "", false
+	}
+	first, err := h.opts.Nonces.FirstUse(r.Context(), p.name, res.Nonce, h.opts.Current().nonceTTL())
+	switch {
+	case err != nil && res.Allocate != nil:
+		return h.refuse(w, r, p, l, *res.Allocate, err), true
+	case err != nil:
+		f := calls.FailureOf(err)
+		p.log.Warn("webhook nonce could not be checked", "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, f.Status, f.Code, f.Message)
+		return f.Code, true
+	case !first:
+		p.log.Info("webhook refused: its nonce was seen before (a replay)", "remote_ip", h.remoteIP(r))
+		writeJSON(w, http.StatusForbidden, "replayed", "the request's nonce was seen before: a replay")
+		return "replayed", true
+	}
+	return "", false
 }
 
 // allocate runs the allocation a webhook asked for and sends its answer:

@@ -66,7 +66,24 @@ func newEnv(t testing.TB, specs ...providers.Spec) *env {
 // newEnvNoWait is newEnv without waiting for the plugins to come up.
 func newEnvNoWait(t testing.TB, specs ...providers.Spec) *env {
 	t.Helper()
-	e := &env{redis: testredis.Start(t), reg: prometheus.NewRegistry(), logs: &logSink{}}
+	return newEnvOn(t, testredis.Start(t), specs...)
+}
+
+// replica is another edge replica beside e: its own host, plugin
+// processes and routes, on e's Redis.
+func (e *env) replica(t testing.TB, specs ...providers.Spec) *env {
+	t.Helper()
+	r := newEnvOn(t, e.redis, specs...)
+	for _, s := range specs {
+		r.waitUp(t, s.Name, 0)
+	}
+	return r
+}
+
+// newEnvOn builds an env on a running Redis.
+func newEnvOn(t testing.TB, rs *testredis.Server, specs ...providers.Spec) *env {
+	t.Helper()
+	e := &env{redis: rs, reg: prometheus.NewRegistry(), logs: &logSink{}}
 	e.rdb = e.redis.Client()
 	var err error
 	e.alloc, err = allocator.New(e.rdb, allocator.Config{Tiers: allocator.TierConfig{
@@ -83,7 +100,7 @@ func newEnvNoWait(t testing.TB, specs ...providers.Spec) *env {
 	}
 	e.cfg.Store(&cfg)
 	e.host, err = providers.New(providers.Options{
-		Calls: svc, Log: slog.New(e.logs), Reg: e.reg,
+		Calls: svc, Nonces: e.alloc, Log: slog.New(e.logs), Reg: e.reg,
 		Config:     cfg,
 		Current:    func() providers.Config { return *e.cfg.Load() },
 		BackoffMin: 10 * time.Millisecond,

@@ -47,11 +47,21 @@ type Calls interface {
 	Allocate(ctx context.Context, req calls.Request) (calls.Call, error)
 }
 
+// Nonces remembers the nonces providers send once per request
+// (allocator.Allocator.FirstUse: a SET NX in Redis, shared by every
+// replica).
+type Nonces interface {
+	FirstUse(ctx context.Context, scope, nonce string, ttl time.Duration) (bool, error)
+}
+
 // Options configure a Host.
 type Options struct {
 	Calls Calls
-	Log   *slog.Logger
-	Reg   prometheus.Registerer
+	// Nonces checks the nonces plugins report (WebhookResult.Nonce); nil:
+	// nonces are not checked (tests of other things).
+	Nonces Nonces
+	Log    *slog.Logger
+	Reg    prometheus.Registerer
 
 	// Config is the providers section. Its restart-only settings (the
 	// timeouts) are read once, here; zero durations mean DefaultConfig's.

@@ -18,6 +18,8 @@
 --            part of a new epoch to store if none is, and the recovery hold in ms (lib.lua's
 --            recovery_wait: after Redis lost its data, no pod is offered
 --            until the replicas have re-asserted their live calls)
+-- then    -> ended TTL in ms: how far back the compact marks of ended
+--            calls are read (lib.lua's ended_mark)
 -- last    -> traceparent: the W3C trace context of the webhook that asks, or
 --            "" (tracing off); kept with a new call so that its media
 --            socket's span links to the webhook's trace. It is read as
@@ -38,7 +40,9 @@
 --                    re-asserting their calls: ask again in ms; nothing is
 --                    written
 --   {"ended", how}   the call ended ("released"|"expired"|"unregistered"):
---                    a late or replayed webhook; nothing is written
+--                    a late or replayed webhook, told by the call's
+--                    tombstone or, once that expired, its compact mark;
+--                    nothing is written
 -- warning is "" or a note for the log (a bad merchant config entry). creator
 -- is the one stored with the call: on a repeat it may not be the asker's.
 --
@@ -73,8 +77,8 @@ if existing then
   return existing
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then
-  -- The tombstone is the call's record (a HASH, its "how") since issue 17;
-  -- an older replica wrote the how as a STRING.
+  -- The tombstone is the call's record (a HASH, its "how"); an older
+  -- replica wrote the how as a STRING.
   if redis.call('TYPE', KEYS[2])['ok'] == 'hash' then
     return {'ended', redis.call('HGET', KEYS[2], 'how') or ''}
   end
@@ -83,6 +87,12 @@ end
 
 local tiers, default_chain, rate_i = parse_tiers(6)
 local now = now_ms()
+-- Past its record's life, the call's compact mark keeps it ended for the
+-- providers' retry horizon.
+local ended_how = ended_mark(call_id, tonumber(ARGV[rate_i + 8] or 0), now)
+if ended_how then
+  return {'ended', ended_how}
+end
 local hold_wait = recovery_wait(ARGV[rate_i + 5] or '', ARGV[rate_i + 6] or '', tonumber(ARGV[rate_i + 7] or 0), now)
 if hold_wait > 0 then
   return {'recovering', hold_wait}

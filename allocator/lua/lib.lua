@@ -387,14 +387,54 @@ local function note_refused(chain, now)
   redis.call('PEXPIRE', key, DEMAND_TTL_MS)
 end
 
+-- An ended call's compact mark (K.ended_calls, keys.go): call id -> how,
+-- in one hash per hour of end times and shard of call ids, so that a call
+-- stays ended for the providers' whole retry horizon (allocator.ended_ttl)
+-- at a few dozen bytes, long after its full record is gone. The constants
+-- are keys.go's EndedBucket and EndedShards.
+local ENDED_BUCKET_MS, ENDED_SHARDS = 3600000, 1024
+
+local function ended_shard(call_id)
+  return tonumber(string.sub(redis.sha1hex(call_id), 1, 4), 16) % ENDED_SHARDS
+end
+
+local function mark_ended(call_id, how, horizon_ms, now)
+  if not horizon_ms or horizon_ms <= 0 then
+    return
+  end
+  local bucket = math.floor(now / ENDED_BUCKET_MS)
+  local key = K.ended_calls(bucket .. ':' .. ended_shard(call_id))
+  redis.call('HSET', key, call_id, how)
+  -- Every mark in the hash lives at least horizon_ms.
+  redis.call('PEXPIREAT', key, (bucket + 1) * ENDED_BUCKET_MS + horizon_ms)
+end
+
+-- How the call ended according to its mark, or nil: the hashes of the
+-- last horizon_ms, newest first (older ones have expired).
+local function ended_mark(call_id, horizon_ms, now)
+  if not horizon_ms or horizon_ms <= 0 then
+    return nil
+  end
+  local shard = ended_shard(call_id)
+  local oldest = math.floor((now - horizon_ms) / ENDED_BUCKET_MS)
+  for bucket = math.floor(now / ENDED_BUCKET_MS), oldest, -1 do
+    local how = redis.call('HGET', K.ended_calls(bucket .. ':' .. shard), call_id)
+    if how then
+      return how
+    end
+  end
+  return nil
+end
+
 -- end_call_record ends a call's info: its tombstone (K.call_ended) becomes
 -- the call's record, the call info's fields but the media claim (a socket's
 -- identity, never shown), with how it ended, ended_at (unix ms) and extra,
--- a flat list of field/value pairs; it lives ttl_ms. The caller has checked
+-- a flat list of field/value pairs; it lives ttl_ms. The call's compact
+-- mark (mark_ended) keeps it ended for horizon_ms. The caller has checked
 -- that the call info is the one to end. The old tombstone is deleted first:
 -- a replica of an older edge wrote it as a STRING. The call leaves its
 -- merchant's count (admission) in the same step.
-local function end_call_record(call_id, how, ttl_ms, extra)
+local function end_call_record(call_id, how, ttl_ms, horizon_ms, extra)
   local call_key, tomb = K.call(call_id), K.call_ended(call_id)
   uncount_call(call_id)
   local replica = redis.call('HGET', call_key, 'socket_replica')
@@ -409,11 +449,13 @@ local function end_call_record(call_id, how, ttl_ms, extra)
       table.remove(fields, i)
     end
   end
-  redis.call('HSET', tomb, 'how', how, 'ended_at', tostring(now_ms()), unpack(fields))
+  local now = now_ms()
+  redis.call('HSET', tomb, 'how', how, 'ended_at', tostring(now), unpack(fields))
   if extra and #extra > 0 then
     redis.call('HSET', tomb, unpack(extra))
   end
   redis.call('PEXPIRE', tomb, ttl_ms)
+  mark_ended(call_id, how, horizon_ms, now)
 end
 
 -- Writes a new call's allocation of pod: its call info, the pod's state and

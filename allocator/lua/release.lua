@@ -4,9 +4,10 @@
 -- KEYS[2] -> the call's tombstone (K.call_ended(call_id))
 -- ARGV[1] -> call id
 -- ARGV[2] -> call info TTL in ms (the tombstone's)
--- ARGV[3] -> number of tiers N, then N pairs: tier name, pool type (to know
+-- ARGV[3] -> ended TTL in ms (the call's compact mark, lib.lua's mark_ended)
+-- ARGV[4] -> number of tiers N, then N pairs: tier name, pool type (to know
 --            a predecessor's call's pool type when its pool is absent)
--- ARGV[4+2N] -> number of record fields M, then M field/value pairs the
+-- ARGV[5+2N] -> number of record fields M, then M field/value pairs the
 --            tombstone keeps beside the call info's (who released, and the
 --            media socket's close code and counters when its end released)
 --
@@ -33,11 +34,11 @@ if not pod then
   return {'not_found'}
 end
 local extra = {}
-local at = 4 + 2 * tonumber(ARGV[3] or 0)
+local at = 5 + 2 * tonumber(ARGV[4] or 0)
 for i = at + 1, at + 2 * tonumber(ARGV[at] or 0) do
   extra[#extra + 1] = ARGV[i]
 end
-end_call_record(call_id, 'released', tonumber(ARGV[2]), extra)
+end_call_record(call_id, 'released', tonumber(ARGV[2]), tonumber(ARGV[3]), extra)
 
 local tier = tier_of_source(source)
 local avail = pools_of(tier)
@@ -56,7 +57,7 @@ if legacy then
     kind = 'exclusive'
   else
     kind = 'exclusive'
-    for i = 4, 3 + 2 * tonumber(ARGV[3] or 0), 2 do
+    for i = 5, 4 + 2 * tonumber(ARGV[4] or 0), 2 do
       if ARGV[i] == tier then kind = ARGV[i + 1] end
     end
   end

@@ -25,8 +25,9 @@
 -- KEYS[1] -> K.pod_metadata()
 -- ARGV[1] -> fence: "", the Redis leader lock value or the Lease fence this leader holds
 -- ARGV[2] -> call info TTL in ms (the tombstones')
--- ARGV[3] -> migration mode: the predecessor's lease in ms, else "0"
--- ARGV[4] -> N, then N x (tier name, type)
+-- ARGV[3] -> ended TTL in ms (the calls' compact marks)
+-- ARGV[4] -> migration mode: the predecessor's lease in ms, else "0"
+-- ARGV[5] -> N, then N x (tier name, type)
 -- then the pod names
 --
 -- Returns {"fenced"} or {"ok", recovered, slots reclaimed, shared re-added,
@@ -35,13 +36,13 @@
 if fence_lost(ARGV[1]) then
   return {'fenced'}
 end
-local info_ms = tonumber(ARGV[2])
-local migration_ms = tonumber(ARGV[3])
+local info_ms, ended_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
+local migration_ms = tonumber(ARGV[4])
 local migration = migration_ms > 0
-local n = tonumber(ARGV[4])
+local n = tonumber(ARGV[5])
 local kinds = {}
 for i = 0, n - 1 do
-  kinds[ARGV[5 + 2 * i]] = ARGV[6 + 2 * i]
+  kinds[ARGV[6 + 2 * i]] = ARGV[7 + 2 * i]
 end
 
 -- A pool whose Redis type contradicts its tier's type (the type was changed
@@ -61,7 +62,7 @@ end
 local ended = {}
 local function end_call(call_id, pod)
   if call_id and call_id ~= '' and redis.call('HGET', K.call(call_id), 'pod_name') == pod then
-    end_call_record(call_id, 'expired', info_ms)
+    end_call_record(call_id, 'expired', info_ms, ended_ms)
     ended[#ended + 1] = call_id
   end
 end
@@ -80,7 +81,7 @@ end
 
 local now = now_ms()
 local recovered, reclaimed, readded, expired, skipped = {}, 0, 0, 0, 0
-for i = 5 + 2 * n, #ARGV do
+for i = 6 + 2 * n, #ARGV do
   local pod = ARGV[i]
   local tier = redis.call('GET', K.pod_tier(pod))
   local kind = tier and (string.sub(tier, 1, 9) == 'merchant:' and 'exclusive' or kinds[tier])

@@ -6,9 +6,10 @@
 -- KEYS[1] -> K.pod_metadata()
 -- ARGV[1] -> fence: "", the Lease fence or the Redis leader lock value this
 --            leader holds; the batch is refused when the lock holds another
--- ARGV[2] -> overflow tier: where a new pod goes when every target is met
+-- ARGV[2] -> ended TTL in ms (the compact marks of the dead calls it ends)
+-- ARGV[3] -> overflow tier: where a new pod goes when every target is met
 --            (the last tier of the default chain)
--- ARGV[3] -> N, then N x (tier name, type, target), in assignment order (the
+-- ARGV[4] -> N, then N x (tier name, type, target), in assignment order (the
 --            default chain, then the other tiers); merchant pools come before
 --            them, by id, with their targets from K.merchant_targets()
 -- then 4 per pod: op ("ready"|"unready"), pod, tier ("" = assign one), address
@@ -24,14 +25,15 @@
 if fence_lost(ARGV[1]) then
   return {'fenced'}
 end
-local overflow = ARGV[2]
-local n = tonumber(ARGV[3])
+local ended_ms = tonumber(ARGV[2])
+local overflow = ARGV[3]
+local n = tonumber(ARGV[4])
 local order, kinds, targets = {}, {}, {}
 for i = 0, n - 1 do
-  local name = ARGV[4 + 3 * i]
+  local name = ARGV[5 + 3 * i]
   order[#order + 1] = name
-  kinds[name] = ARGV[5 + 3 * i]
-  targets[name] = tonumber(ARGV[6 + 3 * i])
+  kinds[name] = ARGV[6 + 3 * i]
+  targets[name] = tonumber(ARGV[7 + 3 * i])
 end
 
 local function kind_of(tier)
@@ -86,7 +88,7 @@ local function end_dead_call(call_id, pod)
   if ttl <= 0 then
     ttl = 3600000
   end
-  end_call_record(call_id, 'expired', ttl)
+  end_call_record(call_id, 'expired', ttl, ended_ms)
 end
 
 local function place(pod, tier, addr, now, pinned)
@@ -131,7 +133,7 @@ end
 
 local now = now_ms()
 local out = {'ok'}
-for i = 4 + 3 * n, #ARGV, 4 do
+for i = 5 + 3 * n, #ARGV, 4 do
   local op, pod, want, addr = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local prev = redis.call('GET', K.pod_tier(pod))
   local outcome, tier

@@ -8,6 +8,7 @@
 -- ARGV[2] -> fence: "", the Redis leader lock value or the Lease fence the caller holds; a
 --            leader that lost the lock removes nothing
 -- ARGV[3] -> call info TTL in ms (the tombstones')
+-- ARGV[4] -> ended TTL in ms (the calls' compact marks)
 --
 -- Returns {"removed", tier or "", calls ended}, {"not_found"} or {"fenced"}.
 
@@ -26,7 +27,7 @@ end
 local ended, ended_ids = 0, {}
 local function end_call(call_id)
   if call_id and call_id ~= '' and redis.call('HGET', K.call(call_id), 'pod_name') == pod then
-    end_call_record(call_id, 'unregistered', tonumber(ARGV[3]))
+    end_call_record(call_id, 'unregistered', tonumber(ARGV[3]), tonumber(ARGV[4]))
     ended = ended + 1
     ended_ids[#ended_ids + 1] = call_id
   end

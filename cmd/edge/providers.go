@@ -32,8 +32,9 @@ type providerHost struct {
 }
 
 // newProviders makes the host of the providers cfg runs; Run starts them.
-// Webhook allocations go to svc; trusted says whose X-Forwarded-* count.
-func newProviders(cfg *config.Config, current func() *config.Config, svc *calls.Service, trusted func() *forwarded.Trusted,
+// Webhook allocations go to svc, the providers' nonces to nonces (Redis,
+// shared by every replica); trusted says whose X-Forwarded-* count.
+func newProviders(cfg *config.Config, current func() *config.Config, svc *calls.Service, nonces providers.Nonces, trusted func() *forwarded.Trusted,
 	tracer trace.TracerProvider, reg prometheus.Registerer, log *slog.Logger) (*providerHost, error) {
 	self, err := os.Executable()
 	if err != nil {
@@ -41,7 +42,7 @@ func newProviders(cfg *config.Config, current func() *config.Config, svc *calls.
 	}
 	specs := providerSpecs(cfg, self)
 	host, err := providers.New(providers.Options{
-		Calls: svc, Log: log, Reg: reg,
+		Calls: svc, Nonces: nonces, Log: log, Reg: reg,
 		Config:  cfg.Providers,
 		Current: func() providers.Config { return current().Providers },
 		MaxBody: func() int64 { return current().HTTP.MaxBodyBytes },

@@ -115,7 +115,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		return err
 	}
 	px := newMedia(cfg, pools.registry.Lookup, alloc, signer, acc.headers, tr.tracer("github.com/edge-voice/edge/proxy"), reg, log)
-	provs, err := newProviders(cfg, current, svc, acc.trusted, tr.provider(), reg, log)
+	provs, err := newProviders(cfg, current, svc, alloc, acc.trusted, tr.provider(), reg, log)
 	if err != nil {
 		return err
 	}

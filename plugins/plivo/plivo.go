@@ -8,7 +8,6 @@ import (
 	"encoding/xml"
 	"net/http"
 	"net/url"
-	"time"
 
 	"github.com/edge-voice/edge/plugins"
 )
@@ -51,21 +50,18 @@ type settings struct {
 	ended       string
 }
 
-// Provider is the Plivo provider; use New.
+// Provider is the Plivo provider; use New. It keeps no state of its own
+// but its settings: replays are refused by edge, which remembers the
+// nonces this plugin reports in Redis for every replica (a V3 signature
+// has no expiry, and Plivo sends a fresh nonce with every request).
 type Provider struct {
-	*plugins.Parsed[settings]           // Configure and ValidateSettings share parseSettings
-	nonce                     *nonceSet // survives Configure: a reload must not forget nonces
+	*plugins.Parsed[settings] // Configure and ValidateSettings share parseSettings
 }
 
 // New returns a Plivo provider with default settings (no verification).
 func New() *Provider {
-	return newProvider(time.Now)
-}
-
-func newProvider(now func() time.Time) *Provider {
 	return &Provider{
 		Parsed: plugins.NewParsed(&settings{contentType: DefaultContentType, speak: DefaultSpeakMessage, ended: DefaultEndedMessage}, parseSettings),
-		nonce:  newNonceSet(DefaultNonceWindow, DefaultNonceCap, now),
 	}
 }
 
@@ -107,25 +103,24 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 	if rej != nil {
 		return rej, nil
 	}
+	var nonce string
 	if len(s.tokens) > 0 {
-		nonce := req.Header.Get(NonceHeader)
-		if !Verify(s.tokens, req.Method, req.URL, form, nonce, req.Header.Get(SignatureHeader)) {
+		n := req.Header.Get(NonceHeader)
+		if !Verify(s.tokens, req.Method, req.URL, form, n, req.Header.Get(SignatureHeader)) {
 			return plugins.RejectForbidden("missing or invalid " + SignatureHeader), nil
 		}
-		// After the signature: a forger cannot fill the set.
-		if !p.nonce.firstUse(nonce) {
-			return plugins.RejectForbidden(NonceHeader + " was seen before: a replay"), nil
-		}
+		// Only a verified nonce is reported: a forger cannot spend one.
+		nonce = n
 	}
 	if req.Route == "hangup" {
-		return &plugins.WebhookResult{Answer: &plugins.Response{Status: http.StatusNoContent}}, nil
+		return &plugins.WebhookResult{Answer: &plugins.Response{Status: http.StatusNoContent}, Nonce: nonce}, nil
 	}
 	callID := form.Get("CallUUID")
 	if callID == "" {
-		return plugins.RejectBadRequest("CallUUID is missing"), nil
+		return rejectWithNonce(plugins.RejectBadRequest("CallUUID is missing"), nonce), nil
 	}
 	if !ValidCallUUID(callID) {
-		return plugins.RejectBadRequest("CallUUID is not a UUID"), nil
+		return rejectWithNonce(plugins.RejectBadRequest("CallUUID is not a UUID"), nonce), nil
 	}
 	ar := plugins.CallQuery(req.Query(), callID)
 	ar.Extras = map[string]string{"from": form.Get("From"), "to": form.Get("To")}
@@ -135,7 +130,14 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 	if err != nil {
 		return nil, err
 	}
-	return &plugins.WebhookResult{Allocate: ar, Template: tmpl}, nil
+	return &plugins.WebhookResult{Allocate: ar, Template: tmpl, Nonce: nonce}, nil
+}
+
+// rejectWithNonce spends the nonce of a signed request refused for its
+// content, so that a replay of it is refused before it is read again.
+func rejectWithNonce(res *plugins.WebhookResult, nonce string) *plugins.WebhookResult {
+	res.Nonce = nonce
+	return res
 }
 
 // params are the webhook's parameters: the form body of a POST, or the

@@ -31,11 +31,12 @@ type Suite struct {
 	// Invalid are webhooks that must be refused with Status (403 for a
 	// forged signature, 400 for a missing call id, ...).
 	Invalid []Invalid
-	// RefusesReplays: the provider signs each delivery with a fresh nonce
-	// and refuses one it has seen, so a second delivery of a Valid request
-	// must be refused (4xx) instead of parsed again. Every Valid and
-	// Invalid request must then carry its own nonce.
-	RefusesReplays bool
+	// ReportsNonces: the provider signs each delivery with a fresh nonce,
+	// which the plugin reports (WebhookResult.Nonce) for edge to refuse a
+	// replay on every replica. A Valid request's result must carry a
+	// nonce, the same on a second delivery, and an Invalid one's none (a
+	// forger must not spend nonces).
+	ReportsNonces bool
 	// BadSettings must be refused by the dry run (ValidateSettings) and by
 	// Configure, each naming its key; the suite then checks that neither
 	// changed the settings in force.
@@ -118,7 +119,7 @@ func Run(t *testing.T, impl plugins.Provider, s Suite) {
 	t.Run("settings", func(t *testing.T) { checkSettings(ctx, t, p, s, configured) })
 
 	for _, v := range s.Valid {
-		t.Run("valid/"+v.Name, func(t *testing.T) { checkValid(ctx, t, p, v, s.RefusesReplays) })
+		t.Run("valid/"+v.Name, func(t *testing.T) { checkValid(ctx, t, p, v, s.ReportsNonces) })
 	}
 	for _, inv := range s.Invalid {
 		t.Run("invalid/"+inv.Name, func(t *testing.T) {
@@ -131,6 +132,9 @@ func Run(t *testing.T, impl plugins.Provider, s Suite) {
 			}
 			if res.Answer.Status != inv.Status {
 				t.Errorf("status %d, want %d (body %s)", res.Answer.Status, inv.Status, res.Answer.Body)
+			}
+			if (inv.Status == http.StatusUnauthorized || inv.Status == http.StatusForbidden) && res.Nonce != "" {
+				t.Errorf("a request refused for its credentials reports nonce %q: a forger could spend nonces", res.Nonce)
 			}
 		})
 	}
@@ -156,7 +160,7 @@ var hostile = plugins.Allocation{
 	WSURL: `wss://edge.example/ws/pod/pod-0/a?b=1&c=<d>"e'`,
 }
 
-func checkValid(ctx context.Context, t *testing.T, p plugins.Provider, v Valid, refusesReplays bool) {
+func checkValid(ctx context.Context, t *testing.T, p plugins.Provider, v Valid, reportsNonces bool) {
 	res, err := p.Webhook(ctx, v.Request)
 	if err != nil {
 		t.Fatalf("Webhook: %v", err)
@@ -171,14 +175,17 @@ func checkValid(ctx context.Context, t *testing.T, p plugins.Provider, v Valid, 
 	if res.Allocate.CallID != v.CallID {
 		t.Errorf("call id %q, want %q", res.Allocate.CallID, v.CallID)
 	}
+	if reportsNonces && res.Nonce == "" {
+		t.Errorf("no nonce reported: edge could not refuse a replay")
+	}
 	again, err := p.Webhook(ctx, v.Request)
 	switch {
 	case err != nil:
 		t.Errorf("a second delivery: %v", err)
-	case refusesReplays && (again.Allocate != nil || again.Answer == nil || again.Answer.Status/100 != 4):
-		t.Errorf("a replay of the same signed webhook was not refused: %+v", again)
-	case !refusesReplays && (again.Allocate == nil || again.Allocate.CallID != v.CallID):
+	case again.Allocate == nil || again.Allocate.CallID != v.CallID:
 		t.Errorf("a retry of the same webhook parsed differently: %+v", again)
+	case again.Nonce != res.Nonce:
+		t.Errorf("a second delivery reports nonce %q, the first %q", again.Nonce, res.Nonce)
 	}
 	a := hostile
 	a.CallID = v.CallID

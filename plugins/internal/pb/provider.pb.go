@@ -851,7 +851,14 @@ type WebhookResponse struct {
 	// template, when set with allocate, is the success answer with slots for
 	// the allocation's values: edge renders it itself and skips the Answer
 	// call (one RPC per webhook instead of two).
-	Template      *AnswerTemplate `protobuf:"bytes,3,opt,name=template,proto3" json:"template,omitempty"`
+	Template *AnswerTemplate `protobuf:"bytes,3,opt,name=template,proto3" json:"template,omitempty"`
+	// nonce, set only once the provider's signature over it verified, is a
+	// value the provider sends once (Plivo's X-Plivo-Signature-V3-Nonce):
+	// edge answers 403 to a second request with the same nonce of the same
+	// provider within providers.nonce_ttl, on any replica (a replay), before
+	// it allocates or sends the answer. Added within ProtocolVersion 1: an
+	// edge built before it does not read it.
+	Nonce         string `protobuf:"bytes,4,opt,name=nonce,proto3" json:"nonce,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -916,6 +923,13 @@ func (x *WebhookResponse) GetTemplate() *AnswerTemplate {
 		return x.Template
 	}
 	return nil
+}
+
+func (x *WebhookResponse) GetNonce() string {
+	if x != nil {
+		return x.Nonce
+	}
+	return ""
 }
 
 type isWebhookResponse_Result interface {
@@ -1430,11 +1444,12 @@ const file_provider_proto_rawDesc = "" +
 	"\x06extras\x18\x05 \x03(\v2/.edge.provider.v1.AllocationRequest.ExtrasEntryR\x06extras\x1a9\n" +
 	"\vExtrasEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd6\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xec\x01\n" +
 	"\x0fWebhookResponse\x12A\n" +
 	"\ballocate\x18\x01 \x01(\v2#.edge.provider.v1.AllocationRequestH\x00R\ballocate\x128\n" +
 	"\x06answer\x18\x02 \x01(\v2\x1e.edge.provider.v1.HTTPResponseH\x00R\x06answer\x12<\n" +
-	"\btemplate\x18\x03 \x01(\v2 .edge.provider.v1.AnswerTemplateR\btemplateB\b\n" +
+	"\btemplate\x18\x03 \x01(\v2 .edge.provider.v1.AnswerTemplateR\btemplate\x12\x14\n" +
+	"\x05nonce\x18\x04 \x01(\tR\x05nonceB\b\n" +
 	"\x06result\"\x91\x01\n" +
 	"\fHTTPResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12!\n" +

@@ -1,0 +1,103 @@
+package allocator_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edge-voice/edge/allocator"
+)
+
+// expireNow makes key expire and waits until Redis has dropped it, as it
+// would once its TTL ran out.
+func expireNow(t *testing.T, rdb redis.UniversalClient, key string) {
+	t.Helper()
+	ctx := context.Background()
+	rdb.PExpire(ctx, key, time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for rdb.Exists(ctx, key).Val() == 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not expire", key)
+		}
+		time.Sleep(2 * time.Millisecond) // polling an expiry, not synchronising goroutines
+	}
+}
+
+// A call stays ended for the providers' whole retry horizon
+// (allocator.ended_ttl), not only while its record (the call info TTL)
+// lives: a signed webhook replayed after the record expired allocated the
+// call again.
+func TestEndedCallStaysEndedPastItsRecord(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		a := newAllocator(t, rdb)
+		k := a.Keys()
+		register(t, a, "gold", "g0")
+		register(t, a, "basic", "s0")
+		mustAllocate(t, a, "CA-rel", "")
+		mustAllocate(t, a, "CA-swept", "")
+		if _, err := a.Release(ctx, "CA-rel"); err != nil {
+			t.Fatal(err)
+		}
+		// CA-swept dies without a release: the sweep ends it.
+		rdb.ZAdd(ctx, k.PodCalls("s0"), redis.Z{Score: 1, Member: "CA-swept"})
+		if res, err := a.SweepPods(ctx, "", []string{"g0", "s0"}); err != nil || res.CallsExpired != 1 {
+			t.Fatalf("sweep = %+v, %v; want one call expired", res, err)
+		}
+		for call, how := range map[string]string{"CA-rel": "released", "CA-swept": "expired"} {
+			mark := k.EndedCallsOf(call, time.Now())
+			if got := rdb.HGet(ctx, mark, call).Val(); got != how {
+				t.Errorf("mark of %s in %s = %q, want %q", call, mark, got, how)
+			}
+			// The default ended TTL (24h) after the end of the mark's hour.
+			if ttl := rdb.PTTL(ctx, mark).Val(); ttl < 24*time.Hour || ttl > 25*time.Hour {
+				t.Errorf("mark of %s expires in %v, want 24h to 25h", call, ttl)
+			}
+			expireNow(t, rdb, k.CallEnded(call))
+			al, err := a.Allocate(ctx, allocator.Request{CallID: call, Creator: "provider:twilio"})
+			if !errors.Is(err, allocator.ErrCallEnded) {
+				t.Errorf("replay of %s after its record expired = %+v, %v; want ErrCallEnded", call, al, err)
+			}
+		}
+		if n := rdb.Exists(ctx, k.Call("CA-rel"), k.Call("CA-swept")).Val(); n != 0 {
+			t.Errorf("refused replays wrote %d call infos", n)
+		}
+	})
+}
+
+// allocate reads the marks of the whole ended TTL, hour by hour, and none
+// older: a mark from three hours ago refuses its call under the default
+// 24h, a mark from five hours ago does not under a 4h ended TTL; an
+// unregistered pod's calls are marked too.
+func TestEndedMarksSpanTheEndedTTL(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		a := newAllocator(t, rdb)
+		k := a.Keys()
+		register(t, a, "gold", "g0", "g1")
+		now := time.Now()
+		rdb.HSet(ctx, k.EndedCallsOf("CA-3h", now.Add(-3*time.Hour)), "CA-3h", "released")
+		rdb.HSet(ctx, k.EndedCallsOf("CA-5h", now.Add(-5*time.Hour)), "CA-5h", "expired")
+		if _, err := a.Allocate(ctx, allocator.Request{CallID: "CA-3h"}); !errors.Is(err, allocator.ErrCallEnded) {
+			t.Errorf("a call marked 3h ago: %v, want ErrCallEnded", err)
+		}
+		cfg := a.Config()
+		cfg.EndedTTL = 4 * time.Hour
+		a.Apply(cfg)
+		if _, err := a.Allocate(ctx, allocator.Request{CallID: "CA-5h"}); err != nil {
+			t.Errorf("a call marked 5h ago under a 4h ended TTL: %v, want a pod", err)
+		}
+
+		al := mustAllocate(t, a, "CA-unreg", "")
+		if u, err := a.UnregisterPod(ctx, "", al.PodName); err != nil || u.CallsEnded != 1 {
+			t.Fatalf("unregister %s = %+v, %v; want its call ended", al.PodName, u, err)
+		}
+		expireNow(t, rdb, k.CallEnded("CA-unreg"))
+		if _, err := a.Allocate(ctx, allocator.Request{CallID: "CA-unreg"}); !errors.Is(err, allocator.ErrCallEnded) {
+			t.Errorf("a call of an unregistered pod, past its record: %v, want ErrCallEnded", err)
+		}
+	})
+}
