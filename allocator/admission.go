@@ -14,8 +14,35 @@ import (
 // Per-merchant caps live in the merchant config (MerchantConfig.MaxCalls),
 // not here: they differ per merchant and change through the admin API.
 type AdmissionConfig struct {
-	Rate RateConfig `koanf:"rate"`
-	Wait WaitConfig `koanf:"wait"`
+	Rate   RateConfig   `koanf:"rate"`
+	Wait   WaitConfig   `koanf:"wait"`
+	Demand DemandConfig `koanf:"demand"`
+}
+
+// DemandConfig bounds what refused calls add to the demand signal
+// (admission.demand.*, demand.go), so that no caller can move the
+// autoscaler past what admission would admit: a merchant's refused calls
+// count up to its max_calls less its live calls, and these up to
+// UncappedCalls.
+type DemandConfig struct {
+	// UncappedCalls is how many refused calls count at most for one
+	// merchant without max_calls, and for all the calls whose merchant has
+	// no config (or that name none) together: a caller may make up
+	// merchant ids, never configs. 0: DefaultUncappedCalls.
+	UncappedCalls int `koanf:"uncapped_calls"`
+}
+
+// DefaultUncappedCalls is admission.demand.uncapped_calls' default: a few
+// pods' worth of shortage per merchant, seen at once; what is admitted
+// then counts as live calls, so a real rush keeps the signal climbing.
+const DefaultUncappedCalls = 20
+
+// uncappedCalls is UncappedCalls in effect.
+func (d DemandConfig) uncappedCalls() int {
+	if d.UncappedCalls <= 0 {
+		return DefaultUncappedCalls
+	}
+	return d.UncappedCalls
 }
 
 // WaitConfig lets a call that finds every pod of its chain busy wait a
@@ -42,9 +69,12 @@ const (
 )
 
 // DefaultAdmissionConfig is admission's defaults: no rate limits, a 3 s
-// wait for capacity.
+// wait for capacity, DefaultUncappedCalls.
 func DefaultAdmissionConfig() AdmissionConfig {
-	return AdmissionConfig{Wait: WaitConfig{Budget: 3 * time.Second, MaxWaiters: DefaultMaxWaiters}}
+	return AdmissionConfig{
+		Wait:   WaitConfig{Budget: 3 * time.Second, MaxWaiters: DefaultMaxWaiters},
+		Demand: DemandConfig{UncappedCalls: DefaultUncappedCalls},
+	}
 }
 
 // maxWaiters is MaxWaiters in effect.
@@ -100,6 +130,10 @@ func (c AdmissionConfig) Validate() error {
 	if b := c.Wait.Budget; b < 0 || b > MaxWaitBudget {
 		errs = append(errs, confcheck.Invalid("admission.wait.budget", b,
 			fmt.Sprintf("must be between 0 (no waiting) and %s", MaxWaitBudget)))
+	}
+	if n := c.Demand.UncappedCalls; n < 0 || n > maxRateBurst {
+		errs = append(errs, confcheck.Invalid("admission.demand.uncapped_calls", n,
+			fmt.Sprintf("must be between 0 (the default, %d) and %d", DefaultUncappedCalls, maxRateBurst)))
 	}
 	if n := c.Wait.MaxWaiters; n < 0 || n > maxMaxWaiters {
 		errs = append(errs, confcheck.Invalid("admission.wait.max_waiters", n,

@@ -107,8 +107,9 @@ func TestChainAndReasons(t *testing.T) {
 
 // A failed allocation leaves no key of its own behind (the predecessor left
 // a 30 s lock key per failed call: 20k keys after 10 s of an empty pool).
-// The one thing refusals write is the demand signal's counter (issue 10):
-// one key per tier and 10 s, whatever the number of calls, with a TTL.
+// The one thing refusals write is the demand signal: its pending calls of
+// the tier and of the merchant, bounded (admission.demand.uncapped_calls
+// for a merchant without a config) and with a TTL.
 func TestFailedAllocationLeavesNothing(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
@@ -119,17 +120,17 @@ func TestFailedAllocationLeavesNothing(t *testing.T) {
 				t.Fatalf("err = %v, want no capacity", err)
 			}
 		}
-		demand := rdb.Keys(ctx, a.Keys().DemandRefused("*", "*")).Val()
-		if len(demand) > 2 { // a 10 s boundary may fall within the loop
-			t.Fatalf("demand counters %v: more than one per tier and bucket", demand)
-		}
+		demand := []string{a.Keys().DemandPending("basic"), a.Keys().DemandMerchant("")}
 		for _, k := range demand {
+			if n := rdb.ZCard(ctx, k).Val(); n != allocator.DefaultUncappedCalls {
+				t.Errorf("%s holds %d calls, want the bound, %d", k, n, allocator.DefaultUncappedCalls)
+			}
 			if rdb.PTTL(ctx, k).Val() <= 0 {
-				t.Fatalf("demand counter %s has no TTL", k)
+				t.Fatalf("demand key %s has no TTL", k)
 			}
 		}
 		if after := rdb.DBSize(ctx).Val() - int64(len(demand)); after != before {
-			t.Fatalf("keys: %d before, %d after 50 failed allocations (demand counters aside)", before, after)
+			t.Fatalf("keys: %d before, %d after 50 failed allocations (the demand signal's aside)", before, after)
 		}
 	})
 }

@@ -5,17 +5,15 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
-// The demand signal (issue 10): how many pods each tier's calls need, for
-// an autoscaler. Refused calls are counted by allocate.lua in buckets of
-// DemandBucket (the constants there must match these).
-const (
-	DemandBucket = 10 * time.Second
-	// DemandWindow is how far back refusals count: long enough to span a
-	// burst and the autoscaler's reaction, short enough to forget it.
-	DemandWindow = 60 * time.Second
-)
+// DemandWindow is how long a call refused for want of a pod counts in the
+// demand signal after its last refusal: long enough to span a burst and the
+// autoscaler's reaction, short enough to forget it. lib.lua's
+// DEMAND_WINDOW_MS is the same.
+const DemandWindow = 60 * time.Second
 
 // TierDemand is one pool's demand.
 type TierDemand struct {
@@ -23,7 +21,10 @@ type TierDemand struct {
 	// Calls in progress (live leases).
 	Calls int
 	// Refused is the calls refused for want of a pod (no_pods,
-	// all_draining, at_capacity) within DemandWindow whose chain ends here.
+	// all_draining, at_capacity) within DemandWindow whose chain ends
+	// here: each call once, and a merchant's only up to what admission
+	// would have admitted (its max_calls less its live calls, or
+	// admission.demand.uncapped_calls).
 	Refused int
 	// PodCapacity is the calls one pod takes: 1, or a shared tier's
 	// max_concurrent.
@@ -33,9 +34,8 @@ type TierDemand struct {
 	Pods int
 }
 
-// Demand reads every pool's demand: Status, then the refusal buckets of
-// DemandWindow in one MGET. Waiters for capacity will add to it when
-// edge has them (docs/admission.md).
+// Demand reads every pool's demand: Status, then the refused calls
+// pending in each pool (Keys.DemandPending), counted in one pipeline.
 func (a *Allocator) Demand(ctx context.Context) ([]TierDemand, error) {
 	pools, err := a.Status(ctx)
 	if err != nil {
@@ -50,33 +50,27 @@ func (a *Allocator) demandOf(ctx context.Context, pools []PoolStatus) ([]TierDem
 	if err != nil {
 		return nil, fmt.Errorf("demand: %w", unavailable(err))
 	}
-	buckets := int64(DemandWindow / DemandBucket)
-	last := now.UnixMilli() / DemandBucket.Milliseconds()
-	keys := make([]string, 0, len(pools)*int(buckets))
-	for _, p := range pools {
-		for b := last - buckets + 1; b <= last; b++ {
-			keys = append(keys, a.keys.DemandRefused(p.Tier, strconv.FormatInt(b, 10)))
-		}
-	}
-	var vals []any
-	if len(keys) > 0 {
-		if vals, err = a.rdb.MGet(ctx, keys...).Result(); err != nil {
+	// Entries whose expiry has passed are no longer pending; the script
+	// that next notes a refusal drops them.
+	live := "(" + strconv.FormatInt(now.UnixMilli(), 10)
+	counts := make([]*redis.IntCmd, len(pools))
+	if len(pools) > 0 {
+		_, err = a.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, pool := range pools {
+				counts[i] = p.ZCount(ctx, a.keys.DemandPending(pool.Tier), live, "+inf")
+			}
+			return nil
+		})
+		if err != nil {
 			return nil, fmt.Errorf("demand: %w", unavailable(err))
 		}
 	}
 	tiers := a.Config().Tiers.Tiers
 	out := make([]TierDemand, len(pools))
 	for i, p := range pools {
-		d := TierDemand{Tier: p.Tier, Calls: p.Calls, PodCapacity: 1}
+		d := TierDemand{Tier: p.Tier, Calls: p.Calls, PodCapacity: 1, Refused: int(counts[i].Val())}
 		if t, ok := tiers[p.Tier]; ok && t.Type == Shared && t.MaxConcurrent > 0 {
 			d.PodCapacity = t.MaxConcurrent
-		}
-		for _, v := range vals[i*int(buckets) : (i+1)*int(buckets)] {
-			if s, ok := v.(string); ok {
-				var n int
-				fmt.Sscan(s, &n)
-				d.Refused += n
-			}
 		}
 		d.Pods = (d.Calls + d.Refused + d.PodCapacity - 1) / d.PodCapacity
 		out[i] = d

@@ -72,3 +72,70 @@ func TestDemandSignal(t *testing.T) {
 		}
 	})
 }
+
+// demandOf is the demand of one tier.
+func demandOf(t *testing.T, a *allocator.Allocator, tier string) allocator.TierDemand {
+	t.Helper()
+	all, err := a.Demand(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range all {
+		if d.Tier == tier {
+			return d
+		}
+	}
+	t.Fatalf("no demand for tier %s in %+v", tier, all)
+	return allocator.TierDemand{}
+}
+
+// One caller could move the demand signal as far as it liked: a single
+// generic-API token asking for new call ids drove edge_tier_demand_pods to
+// 120-139 for a one-pod tier. The signal counts only what admission would
+// have admitted had there been pods: a refused call once however often it
+// asks, a merchant's refused calls up to its max_calls less its live
+// calls, a merchant without a cap up to admission.demand.uncapped_calls,
+// and every call whose merchant has no config (or none at all) up to that
+// bound together, whatever merchant ids a caller makes up.
+func TestDemandCountsOnlyWhatAdmissionWouldAdmit(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		a := newAllocator(t, rdb)
+		register(t, a, "gold", "g0")
+		three := 3
+		if err := a.SetMerchantConfig(ctx, "acme", allocator.MerchantConfig{MaxCalls: &three, Fallback: []string{"gold"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.SetMerchantConfig(ctx, "open", allocator.MerchantConfig{Fallback: []string{"standard"}}); err != nil {
+			t.Fatal(err)
+		}
+		mustAllocate(t, a, "live", "acme") // g0, the tier's one pod
+		ask := func(call, merchant string) {
+			t.Helper()
+			_, err := a.Allocate(ctx, allocator.Request{CallID: call, MerchantID: merchant, Creator: "token:crm"})
+			if !errors.Is(err, allocator.ErrNoCapacity) {
+				t.Fatalf("allocate %s (%s): %v, want no capacity", call, merchant, err)
+			}
+		}
+		for i := range 130 {
+			ask(fmt.Sprintf("acme-%d", i), "acme")
+		}
+		for range 5 {
+			ask("acme-0", "acme") // the same call asking again
+		}
+		if d := demandOf(t, a, "gold"); d.Refused != 2 || d.Pods != 3 {
+			t.Errorf("gold after 130 refused calls of a merchant capped at 3 with 1 live = %+v, want 2 refused, 3 pods", d)
+		}
+		for i := range 100 {
+			ask(fmt.Sprintf("open-%d", i), "open")
+			ask(fmt.Sprintf("made-up-%d", i), fmt.Sprintf("nobody-%d", i))
+			ask(fmt.Sprintf("none-%d", i), "")
+		}
+		if d := demandOf(t, a, "standard"); d.Refused != 20 {
+			t.Errorf("standard after 100 refused calls of an uncapped merchant = %+v, want 20 refused (the default bound)", d)
+		}
+		if d := demandOf(t, a, "basic"); d.Refused != 20 {
+			t.Errorf("basic after 200 refused calls of made-up merchants and none = %+v, want 20 refused, the one shared bound", d)
+		}
+	})
+}

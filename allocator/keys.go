@@ -100,18 +100,21 @@ func (k Keys) RateMerchant(merchant string) string { return k.prefix + "rate:mer
 // ("provider:twilio", "token:<name>").
 func (k Keys) RateSource(source string) string { return k.prefix + "rate:source:" + source }
 
-// DemandRefused (edge) STRING counter: the calls refused for want of a pod
-// (no_pods, all_draining, at_capacity) whose chain ends in tier, within one
-// DemandBucket of time (bucket: unix ms / DemandBucket, in decimal), written by
-// allocate.lua and read for the demand signal (issue 10, demand.go). It
-// expires after two DemandWindows.
-func (k Keys) DemandRefused(tier, bucket string) string {
-	return k.demandRefused(tier + ":" + bucket)
-}
+// DemandPending (edge) ZSET of call id -> expiry (unix ms): the calls
+// refused for want of a pod (no_pods, all_draining, at_capacity) whose
+// chain ends in tier, each counted in the demand signal (demand.go) until
+// DemandWindow after its last refusal. allocate.lua adds a call only
+// within its merchant's bound (DemandMerchant). The key expires with its
+// latest entry.
+func (k Keys) DemandPending(tier string) string { return k.prefix + "demand:pending:" + tier }
 
-func (k Keys) demandRefused(tierBucket string) string {
-	return k.prefix + "demand:refused:" + tierBucket
-}
+// DemandMerchant (edge) ZSET of call id -> expiry (unix ms): the same
+// refused calls by merchant, whatever their tier, so that a merchant's
+// count stops at its max_calls less its live calls (or
+// admission.demand.uncapped_calls without a cap). Merchant "" holds the
+// calls whose merchant has no config, or that name none: one bound for
+// every made-up merchant id.
+func (k Keys) DemandMerchant(merchant string) string { return k.prefix + "demand:merchant:" + merchant }
 
 // WaitQueue (edge) LIST of the call ids (tickets) of a merchant's calls
 // waiting for capacity (admission.wait, issue 10), oldest first: FIFO
@@ -348,7 +351,8 @@ func (k Keys) luaKeyBuilders() string {
 		{"merchant_calls", k.MerchantCalls},
 		{"rate_merchant", k.RateMerchant},
 		{"rate_source", k.RateSource},
-		{"demand_refused", k.demandRefused}, // argument: tier .. ":" .. bucket
+		{"demand_pending", k.DemandPending},
+		{"demand_merchant", k.DemandMerchant},
 		{"pod_tier", k.PodTier},
 		{"pod_info", k.PodInfo},
 		{"pod_draining", k.PodDraining},

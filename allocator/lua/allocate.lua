@@ -20,6 +20,8 @@
 --            until the replicas have re-asserted their live calls)
 -- then    -> ended TTL in ms: how far back the compact marks of ended
 --            calls are read (lib.lua's ended_mark)
+-- then    -> admission.demand.uncapped_calls: how many refused calls a
+--            merchant without max_calls adds to the demand signal at most
 -- last    -> traceparent: the W3C trace context of the webhook that asks, or
 --            "" (tracing off); kept with a new call so that its media
 --            socket's span links to the webhook's trace. It is read as
@@ -174,7 +176,16 @@ if not pod then
   elseif draining == sampled then
     reason = 'all_draining'
   end
-  note_refused(chain, now) -- the demand signal (issue 10)
+  -- The demand signal counts the call within its merchant's bound: what
+  -- admission would have admitted had there been a pod.
+  local group, bound = '', tonumber(ARGV[rate_i + 9] or 0)
+  if merchant ~= '' and mc then
+    group = merchant
+    if cap then
+      bound = cap - merchant_live(merchant, now)
+    end
+  end
+  note_refused(call_id, group, bound, chain, now)
   -- Only busy pods can free up within a webhook's budget: no_pods and
   -- all_draining are refused at once.
   if reason == 'at_capacity' and budget_ms > 0 then

@@ -372,19 +372,31 @@ local function take_rate(merchant, source, m_rate, m_burst, s_rate, s_burst, now
   return nil
 end
 
--- The demand signal (issue 10): a call refused for want of a pod counts
--- against the last step of its chain (the tier that would have to grow,
--- the overflow tier for the default chain), in a bucket of DEMAND_BUCKET_MS
--- that lives two windows (allocator/demand.go reads them).
-local DEMAND_BUCKET_MS, DEMAND_TTL_MS = 10000, 120000
-local function note_refused(chain, now)
+-- The demand signal (allocator/demand.go reads it): a call refused for
+-- want of a pod counts against the last step of its chain (the tier that
+-- would have to grow, the overflow tier for the default chain) for
+-- DEMAND_WINDOW_MS after its last refusal (demand.go's DemandWindow), once
+-- however often it asks, and only as far as admission would have admitted
+-- it: a merchant's refused calls (K.demand_merchant, group) count up to
+-- bound, its max_calls less its live calls, or the uncapped bound. So no
+-- caller moves the signal past its merchants' caps.
+local DEMAND_WINDOW_MS = 60000
+local function note_refused(call_id, group, bound, chain, now)
   local last = chain[#chain]
   if not last then
     return
   end
-  local key = K.demand_refused(last .. ':' .. math.floor(now / DEMAND_BUCKET_MS))
-  redis.call('INCR', key)
-  redis.call('PEXPIRE', key, DEMAND_TTL_MS)
+  local expiry = now + DEMAND_WINDOW_MS
+  local by_merchant, by_tier = K.demand_merchant(group), K.demand_pending(last)
+  redis.call('ZREMRANGEBYSCORE', by_merchant, '-inf', now)
+  if not redis.call('ZSCORE', by_merchant, call_id) and redis.call('ZCARD', by_merchant) >= bound then
+    return
+  end
+  redis.call('ZADD', by_merchant, expiry, call_id)
+  redis.call('PEXPIRE', by_merchant, DEMAND_WINDOW_MS)
+  redis.call('ZREMRANGEBYSCORE', by_tier, '-inf', now)
+  redis.call('ZADD', by_tier, expiry, call_id)
+  redis.call('PEXPIRE', by_tier, DEMAND_WINDOW_MS)
 end
 
 -- An ended call's compact mark (K.ended_calls, keys.go): call id -> how,
