@@ -29,8 +29,22 @@ const (
 // separator, sorted by name. A POST with an empty body signs like a GET
 // with no params. The query is split on '&' alone and a stray '%' is kept
 // as it is, as Python's parse_qs does: Plivo does not refuse a URL with
-// ';' or '%' in its query, so neither may edge.
+// ';' or '%' in its query, so neither may edge. Names and values are
+// sorted by code points, as plivo-python and plivo-go sort them;
+// NodeSignedString sorts as plivo-node does.
 func SignedString(method, fullURL string, body url.Values, nonce string) (string, error) {
+	return signedString(method, fullURL, body, nonce, strings.Compare)
+}
+
+// NodeSignedString is SignedString as plivo-node builds it
+// (validateV3Signature): the same string, with names and values sorted by
+// JavaScript's sort(), by UTF-16 code units (plugins.CompareUTF16). It
+// differs only where a character above U+FFFF meets one in U+E000..U+FFFF.
+func NodeSignedString(method, fullURL string, body url.Values, nonce string) (string, error) {
+	return signedString(method, fullURL, body, nonce, plugins.CompareUTF16)
+}
+
+func signedString(method, fullURL string, body url.Values, nonce string, order func(a, b string) int) (string, error) {
 	u, err := url.Parse(fullURL)
 	if err != nil {
 		return "", err
@@ -47,11 +61,11 @@ func SignedString(method, fullURL string, body url.Values, nonce string) (string
 				query[k] = v
 			}
 		}
-		if q := sortedQuery(query); q != "" {
+		if q := sortedQuery(query, order); q != "" {
 			b.WriteString("?" + q)
 		}
 	} else {
-		q := sortedQuery(query)
+		q := sortedQuery(query, order)
 		switch {
 		case len(body) == 0 && q != "":
 			b.WriteString("?" + q)
@@ -60,7 +74,7 @@ func SignedString(method, fullURL string, body url.Values, nonce string) (string
 			if q != "" {
 				b.WriteString(".")
 			}
-			b.WriteString(sortedParams(body))
+			b.WriteString(sortedParams(body, order))
 		}
 	}
 	b.WriteString("." + nonce)
@@ -83,20 +97,20 @@ func lenientQuery(raw string) url.Values {
 
 func unescape(s string) string { return plugins.LenientUnescape(s) }
 
-func sortedQuery(q url.Values) string {
+func sortedQuery(q url.Values, order func(a, b string) int) string {
 	parts := make([]string, 0, len(q))
-	for _, k := range slices.Sorted(maps.Keys(q)) {
-		for _, v := range slices.Sorted(slices.Values(q[k])) {
+	for _, k := range slices.SortedFunc(maps.Keys(q), order) {
+		for _, v := range slices.SortedFunc(slices.Values(q[k]), order) {
 			parts = append(parts, k+"="+v)
 		}
 	}
 	return strings.Join(parts, "&")
 }
 
-func sortedParams(p url.Values) string {
+func sortedParams(p url.Values, order func(a, b string) int) string {
 	var b strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(p)) {
-		for _, v := range slices.Sorted(slices.Values(p[k])) {
+	for _, k := range slices.SortedFunc(maps.Keys(p), order) {
+		for _, v := range slices.SortedFunc(slices.Values(p[k]), order) {
 			b.WriteString(k + v)
 		}
 	}
@@ -120,9 +134,11 @@ func mac(token, s string) string {
 
 // Verify reports whether any of the comma-separated signatures in header
 // (Plivo sends one per active auth token) matches under any of tokens,
-// either form of the URL's default port, and either way Plivo's SDKs read
-// the query (decoded, SignedString; raw, RawSignedString). Comparisons are
-// constant-time.
+// either form of the URL's default port, either way Plivo's SDKs read the
+// query (decoded, SignedString; raw, RawSignedString) and either order
+// they sort names in (code points; UTF-16 units, NodeSignedString). Every
+// form covers the same names and values, so none lets a parameter go
+// unsigned. Comparisons are constant-time.
 func Verify(tokens []string, method, fullURL string, body url.Values, nonce, header string) bool {
 	if header == "" || nonce == "" {
 		return false
@@ -130,6 +146,9 @@ func Verify(tokens []string, method, fullURL string, body url.Values, nonce, hea
 	var signed []string
 	for _, u := range plugins.URLPortVariants(fullURL) {
 		if s, err := SignedString(method, u, body, nonce); err == nil {
+			signed = append(signed, s)
+		}
+		if s, err := NodeSignedString(method, u, body, nonce); err == nil && !slices.Contains(signed, s) {
 			signed = append(signed, s)
 		}
 		if s, ok := RawSignedString(method, u, body, nonce); ok && !slices.Contains(signed, s) {

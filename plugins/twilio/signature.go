@@ -1,7 +1,6 @@
 package twilio
 
 import (
-	"cmp"
 	"crypto/hmac"
 	"crypto/sha1"
 	"encoding/base64"
@@ -9,7 +8,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/edge-voice/edge/plugins"
 )
@@ -72,7 +70,7 @@ func Verify(tokens []string, fullURL string, form url.Values, sig string) bool {
 // a parameter edge reads go unsigned.
 func paramForms(form url.Values) []string {
 	var out []string
-	for _, order := range []func(a, b string) int{strings.Compare, compareUTF16} {
+	for _, order := range []func(a, b string) int{strings.Compare, plugins.CompareUTF16} {
 		for _, pick := range []func([]string, func(a, b string) int) []string{allValues, firstValue, joinedValues} {
 			if s := paramString(form, order, pick); !slices.Contains(out, s) {
 				out = append(out, s)
@@ -101,32 +99,4 @@ func firstValue(vs []string, _ func(a, b string) int) []string { return vs[:1] }
 
 func joinedValues(vs []string, _ func(a, b string) int) []string {
 	return []string{strings.Join(vs, ",")}
-}
-
-// compareUTF16 orders strings by their UTF-16 code units, as JavaScript,
-// Java and .NET compare strings. Invalid UTF-8 reads as U+FFFD.
-func compareUTF16(a, b string) int {
-	for a != "" && b != "" {
-		ra, na := utf8.DecodeRuneInString(a)
-		rb, nb := utf8.DecodeRuneInString(b)
-		a, b = a[na:], b[nb:]
-		if ra == rb {
-			continue
-		}
-		if c := cmp.Compare(utf16Key(ra), utf16Key(rb)); c != 0 {
-			return c
-		}
-	}
-	return cmp.Compare(len(a), len(b))
-}
-
-// utf16Key maps a rune to a key that orders like its UTF-16 code units:
-// the first unit in the high half, the second (a low surrogate, for a rune
-// above U+FFFF) in the low half.
-func utf16Key(r rune) int64 {
-	if r < 0x10000 {
-		return int64(r) << 16
-	}
-	r -= 0x10000
-	return int64(0xD800+r>>10)<<16 | int64(0xDC00+r&0x3FF)
 }
