@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -45,6 +46,7 @@ type Watcher struct {
 	sum     [sha256.Size]byte
 	haveSum bool
 	readErr string
+	warned  []string // Warnings last logged
 }
 
 // NewWatcher returns a Watcher whose Current is initial, reloading with the
@@ -75,8 +77,11 @@ func (w *Watcher) Reloads() uint64 { return w.reloads.Load() }
 func (w *Watcher) Rejects() uint64 { return w.rejects.Load() }
 
 // Run polls the file every Reload.Interval until ctx ends, then returns nil.
-// Without --config there is nothing to watch and it only waits.
+// Without --config there is nothing to watch and it only waits. It logs
+// the config's Warnings at start, and again when they change (a reload, a
+// file's mode changed).
 func (w *Watcher) Run(ctx context.Context) error {
+	w.warn()
 	if w.flags.path == "" {
 		<-ctx.Done()
 		return nil
@@ -89,8 +94,21 @@ func (w *Watcher) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 			w.poll()
+			w.warn()
 		}
 	}
+}
+
+// warn logs each of Warnings not logged the last time: once, not on every
+// poll, and again after it was fixed and came back.
+func (w *Watcher) warn() {
+	now := Warnings(w.Current(), w.flags.path)
+	for _, s := range now {
+		if !slices.Contains(w.warned, s) {
+			w.log.Warn(s)
+		}
+	}
+	w.warned = now
 }
 
 // poll reads the file and applies it if its content changed. The first poll
