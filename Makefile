@@ -5,7 +5,7 @@ GO      ?= go
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PKGS    := ./...
 
-.PHONY: run build test deps lint unit fuzz kube-e2e bench bench-poolmgr faults faults-short
+.PHONY: run build test deps lint unit fuzz kube-e2e bench bench-poolmgr faults faults-short faults-outside
 
 # FUZZ lists "package target" pairs; `make fuzz` runs each briefly (CI), a
 # longer FUZZTIME hunts for real.
@@ -75,14 +75,22 @@ bench: deps
 # Redis, 12 WebSocket pods, calls of 2-20 s, one fault at a time, invariants
 # and recovery times after each) and reruns the focused fault tests verbose,
 # so that their figures show (docs/reliability.md). faults-short is the CI
-# form: calls of 1-2 s (about 5 minutes on a slow machine).
-FAULTS := TestSentinelFailoverUnderLoad|TestCluster|TestRedisOutage|TestRedisRestartedEmpty|TestKubeLeaderChangeMidSweepIsFenced|TestRedisLeaderChangeMidSweep|TestKubeTakeoverAfterGracefulStopSkipsTheRetryPeriod|TestRedisTakeoverAfterGracefulStopSkipsTheRetryPeriod|TestMediaPathEndToEnd|TestKubeRecreatedLeaseLeaderIsNotRefused|TestMerchantConfigRestoredAfterRedisEmptied|TestLeaderReleasesBeforeTheDrainOnSIGTERM
+# form: calls of 1-2 s, then the outside suite's short form (cmd/edge
+# TestOutsideSuite: what the pods and a Twilio-like provider saw through a
+# readiness-honouring balancer; 3 faults, calls of 6 s, default timings);
+# about 10 minutes on a slow machine. faults-outside is the outside suite's
+# long form: 5 calls/s of 20 s on 64 pods, every fault, default timings
+# (about 30 minutes).
+FAULTS := TestRedisRestartedEmptyNeverDoubleServes|TestSentinelFailoverUnderLoad|TestCluster|TestRedisOutage|TestRedisRestartedEmpty|TestKubeLeaderChangeMidSweepIsFenced|TestRedisLeaderChangeMidSweep|TestKubeTakeoverAfterGracefulStopSkipsTheRetryPeriod|TestRedisTakeoverAfterGracefulStopSkipsTheRetryPeriod|TestMediaPathEndToEnd|TestKubeRecreatedLeaseLeaderIsNotRefused|TestMerchantConfigRestoredAfterRedisEmptied|TestLeaderReleasesBeforeTheDrainOnSIGTERM
 faults: deps
 	EDGE_FAULT_SUITE=long $(GO) test -count=1 -v -timeout 30m -run '^TestFaultSuite$$' ./cmd/edge/
 	$(GO) test -race -count=1 -v -run '^($(FAULTS))$$' ./allocator/ ./poolmgr/ ./cmd/edge/
 
 faults-short: deps
-	EDGE_FAULT_SUITE=short $(GO) test -count=1 -v -timeout 15m -run '^TestFaultSuite$$' ./cmd/edge/
+	EDGE_FAULT_SUITE=short $(GO) test -count=1 -v -timeout 30m -run '^(TestFaultSuite|TestOutsideSuite)$$' ./cmd/edge/
+
+faults-outside: deps
+	EDGE_FAULT_SUITE=long $(GO) test -count=1 -v -timeout 60m -run '^TestOutsideSuite$$' ./cmd/edge/
 
 # image builds edge's image, $(IMAGE), with no network and no registry:
 # deploy/image/build.sh lays out the Dockerfile's filesystem from this

@@ -32,6 +32,8 @@ type Agent struct {
 	headers []http.Header
 	live    map[*websocket.Conn]struct{} // open sockets, for Kill
 	closes  []websocket.StatusCode
+	rec     *Recorder // nil: sockets are not recorded (Record)
+	pod     string    // the name rec knows this agent by
 }
 
 // Listen opens the agent's listener on addr ("127.0.0.1:0" for any port).
@@ -122,7 +124,18 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.live = map[*websocket.Conn]struct{}{}
 	}
 	a.live[c] = struct{}{}
+	rec, pod := a.rec, a.pod
 	a.mu.Unlock()
+	// ended tells the recorder the socket is over, once, before any close
+	// handshake that could wait on edge: the pod has stopped serving.
+	ended := func(websocket.StatusCode) {}
+	var session *Session
+	if rec != nil {
+		session = rec.open(pod)
+		var once sync.Once
+		ended = func(code websocket.StatusCode) { once.Do(func() { rec.close(session, code) }) }
+		defer ended(-1)
+	}
 	defer func() {
 		a.mu.Lock()
 		delete(a.live, c)
@@ -138,11 +151,15 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			a.mu.Lock()
 			a.closes = append(a.closes, status)
 			a.mu.Unlock()
+			ended(status)
 			if status == -1 {
 				status = websocket.StatusNormalClosure
 			}
 			c.Close(status, "")
 			return
+		}
+		if session != nil && typ == websocket.MessageText {
+			rec.frame(session, msg)
 		}
 		if speaking {
 			continue // reads on, echoes nothing
@@ -153,6 +170,7 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if code, ok := closeCommand(msg); ok {
+			ended(-1)
 			if code == 0 {
 				c.CloseNow() // a crash: TCP closed without a close frame
 			} else {
