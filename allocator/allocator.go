@@ -192,10 +192,23 @@ func (a *Allocator) Allocate(ctx context.Context, req Request) (Allocation, erro
 	// have re-asserted their calls (recovery.go): the call asks again when
 	// the hold ends, for at most twice the hold and within ctx.
 	deadline := time.Now().Add(2 * a.current.Load().cfg.RecoveryHold)
+	// While the predecessor holds the call's lock it is allocating the
+	// call: the call asks again until its pod appears (predecessorlock.go).
+	var lockEnd time.Time
 	for {
 		al, err := a.allocate(ctx, req)
-		if !waitRecovery(ctx, err, deadline) {
+		if waitRecovery(ctx, err, deadline) {
+			continue
+		}
+		if !errors.Is(err, errPredecessorLock) {
 			return al, err
+		}
+		if lockEnd.IsZero() {
+			lockEnd = predecessorLockEnd(ctx)
+		}
+		if !waitPredecessorLock(ctx, lockEnd) {
+			a.metrics.allocations.WithLabelValues("", string(ReasonInProgress)).Inc()
+			return Allocation{}, fmt.Errorf("allocate %s: %w", req.CallID, &NoCapacityError{Reason: ReasonInProgress})
 		}
 	}
 }
@@ -281,6 +294,9 @@ func (a *Allocator) decodeAllocate(req Request, rep reply) (Allocation, error) {
 		return Allocation{Warning: rep.str(2)}, &NoCapacityError{Reason: reason, Chain: rep.strs(3)}
 	case "wait":
 		return Allocation{Warning: rep.str(2)}, errWaiting
+	case "locked":
+		// Not counted: the outcome is the call's once the wait ends.
+		return Allocation{}, fmt.Errorf("allocate %s: %w", req.CallID, errPredecessorLock)
 	case "recovering":
 		a.metrics.allocations.WithLabelValues("", "recovering").Inc()
 		return Allocation{}, fmt.Errorf("allocate %s: %w", req.CallID, &recoveringError{wait: time.Duration(rep.int(1)) * time.Millisecond})

@@ -84,6 +84,10 @@ const (
 	// ReasonCallEnded labels allocations refused with ErrCallEnded (the
 	// allocations metric's result).
 	ReasonCallEnded Reason = "call_ended"
+	// ReasonInProgress: the predecessor holds the call's idempotency lock
+	// (it is allocating the call, or failed to and left its lock) and
+	// stored no pod within PredecessorLockWait.
+	ReasonInProgress Reason = "in_progress"
 )
 
 // NoCapacityError is the ErrNoCapacity outcome with its reason.

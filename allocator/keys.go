@@ -180,6 +180,14 @@ func (k Keys) Lease(pod string) string { return k.prefix + "lease:" + pod }
 // can be found and reclaimed.
 func (k Keys) PodCalls(pod string) string { return k.prefix + "pod:calls:" + pod }
 
+// PredecessorPodCalls (predecessor) SET of the call ids the predecessor
+// allocated to a pod: its allocation adds the call and its release removes
+// it, and its reconciler reads the set when the pod dies. The seeds do not
+// document it; the predecessor's binary writes it. edge never adds to it;
+// its release removes the call it ends, so that a call ended through edge
+// does not stay in the set for the predecessor's reconciler to find.
+func (k Keys) PredecessorPodCalls(pod string) string { return k.prefix + "pod:" + pod + ":calls" }
+
 // Call (seeds) HASH: pod_name, source_pool, merchant_id, allocated_at (unix
 // seconds); edge adds pool_type ("exclusive" or "shared"), creator (who
 // created the call, e.g. "provider:twilio" or "token:<name>", written by
@@ -358,6 +366,7 @@ func (k Keys) luaKeyBuilders() string {
 		{"pod_draining", k.PodDraining},
 		{"lease", k.Lease},
 		{"pod_calls", k.PodCalls},
+		{"predecessor_pod_calls", k.PredecessorPodCalls},
 		{"call", k.Call},
 		{"call_ended", k.CallEnded},
 		{"ended_calls", k.EndedCalls}, // argument: bucket .. ":" .. shard

@@ -34,20 +34,10 @@ func merchantTiers(tc TierConfig, fallbacks map[string]bool) map[string]int {
 // the same pool), and assignmentOrder leaves them out. One read of the
 // merchant config and at most one write; the leader's loops call it.
 func (a *Allocator) adoptMerchantTiers(ctx context.Context) error {
-	raw, err := a.rdb.HVals(ctx, a.keys.MerchantConfig()).Result()
+	mt, err := a.readMerchantTiers(ctx, a.current.Load().cfg.Tiers)
 	if err != nil {
-		return fmt.Errorf("read merchant config: %w", err)
+		return err
 	}
-	fallbacks := map[string]bool{}
-	for _, v := range raw {
-		var mc MerchantConfig
-		if json.Unmarshal([]byte(v), &mc) == nil {
-			for _, step := range mc.Fallback {
-				fallbacks[step] = true
-			}
-		}
-	}
-	mt := merchantTiers(a.current.Load().cfg.Tiers, fallbacks)
 	a.merchantTiers.Store(&mt)
 	if len(mt) == 0 {
 		return nil
@@ -60,6 +50,25 @@ func (a *Allocator) adoptMerchantTiers(ctx context.Context) error {
 		return fmt.Errorf("store merchant tier targets: %w", err)
 	}
 	return nil
+}
+
+// readMerchantTiers reads the merchants' fallbacks (one read of the
+// merchant config) and returns tc's merchant tiers (merchantTiers).
+func (a *Allocator) readMerchantTiers(ctx context.Context, tc TierConfig) (map[string]int, error) {
+	raw, err := a.rdb.HVals(ctx, a.keys.MerchantConfig()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read merchant config: %w", unavailable(err))
+	}
+	fallbacks := map[string]bool{}
+	for _, v := range raw {
+		var mc MerchantConfig
+		if json.Unmarshal([]byte(v), &mc) == nil {
+			for _, step := range mc.Fallback {
+				fallbacks[step] = true
+			}
+		}
+	}
+	return merchantTiers(tc, fallbacks), nil
 }
 
 // isMerchantTier reports a tier adoptMerchantTiers last found to be a

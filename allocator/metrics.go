@@ -11,7 +11,7 @@ import (
 // three are the predecessor's, so its dashboards keep working.
 type metrics struct {
 	allocations   *prometheus.CounterVec // source_pool, result
-	releases      *prometheus.CounterVec // result
+	releases      *prometheus.CounterVec // source_pool, result
 	drains        prometheus.Counter
 	scriptSeconds *prometheus.HistogramVec // script
 	scriptErrors  *prometheus.CounterVec   // script
@@ -25,12 +25,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return &metrics{
 		allocations: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "allocations_total",
-			Help: "Allocations by source pool and result (success, existing, no_pods, all_draining, at_capacity, merchant_at_cap, rate_limited, call_ended, error).",
+			Help: "Allocations by source pool and result (success, existing, no_pods, all_draining, at_capacity, merchant_at_cap, rate_limited, call_ended, in_progress, error).",
 		}, []string{"source_pool", "result"}),
+		// source_pool, as on allocations_total, so that the predecessor's
+		// releases_total{pool,status} can be recorded from it
+		// (deploy/base/recording-rules.yaml); "" when no call was found.
 		releases: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "releases_total",
-			Help: "Releases by result (released, not_found, stale, error).",
-		}, []string{"result"}),
+			Help: "Releases by source pool and result (released, not_found, stale, error).",
+		}, []string{"source_pool", "result"}),
 		drains: f.NewCounter(prometheus.CounterOpts{
 			Name: "drains_total",
 			Help: "Pods drained (repeat drains included).",

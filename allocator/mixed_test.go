@@ -238,6 +238,11 @@ func TestMixedRoutersKeepInvariants(t *testing.T) {
 		} else if !rdb.SIsMember(ctx, k.PoolAvailable(tier), pod).Val() {
 			t.Errorf("exclusive pod %s is not back in its pool", pod)
 		}
+		// Whichever router ended them, no call is left in the predecessor's
+		// per-pod set (its reconciler reads it when the pod dies).
+		if left := rdb.SMembers(ctx, k.PredecessorPodCalls(pod)).Val(); len(left) != 0 {
+			t.Errorf("%s lists %d ended calls: %v", k.PredecessorPodCalls(pod), len(left), left)
+		}
 	}
 }
 

@@ -49,13 +49,42 @@ var predSharedRelease = redis.NewScript(`local s = redis.call('ZSCORE', KEYS[1],
 if s and tonumber(s) > 0 then return redis.call('ZINCRBY', KEYS[1], -1, ARGV[1]) end return 0`)
 
 // allocate walks the default chain as the predecessor did; it reports the
-// pod, or "" when every pool was empty (its 30 s lock key stays, as
-// documented).
+// pod of a new allocation, or "" when every pool was empty (its 30 s lock
+// key stays, as documented) or the call already had a pod.
 func (p *predecessor) allocate(ctx context.Context, call string) string {
-	ck := p.k.Call(call)
-	if e, _ := predLock.Run(ctx, p.rdb, []string{ck}).StringSlice(); len(e) > 0 {
+	pod, existing := p.allocateCall(ctx, call)
+	if existing {
 		return ""
 	}
+	return pod
+}
+
+// allocateCall is the predecessor's whole allocate (seeds 003 steps 1-7):
+// the pod it answers, and whether it answered the call's existing one.
+func (p *predecessor) allocateCall(ctx context.Context, call string) (pod string, existing bool) {
+	if pod, locked := p.lock(ctx, call); !locked {
+		return pod, true
+	}
+	return p.allocateLocked(ctx, call), false
+}
+
+// lock is step 2, the idempotency check: the call's existing pod, or
+// locked. Call info holding only the lock of another request counts as
+// not yet allocated and the request goes on (seeds 003 "Lock placeholder
+// only (race)": the predecessor's own double allocation).
+func (p *predecessor) lock(ctx context.Context, call string) (existingPod string, locked bool) {
+	e, _ := predLock.Run(ctx, p.rdb, []string{p.k.Call(call)}).StringSlice()
+	for i := 0; i+1 < len(e); i += 2 {
+		if e[i] == "pod_name" {
+			return e[i+1], false
+		}
+	}
+	return "", true
+}
+
+// allocateLocked is steps 3-7, after the lock: merchant config, the chain
+// walk and the store.
+func (p *predecessor) allocateLocked(ctx context.Context, call string) string {
 	p.rdb.HGet(ctx, p.k.MerchantConfig(), "")
 	drainingPrefix := strings.TrimSuffix(p.k.PodDraining("\x00"), "\x00")
 	for _, tier := range p.tiers.DefaultChain {
@@ -103,6 +132,10 @@ func (p *predecessor) store(ctx context.Context, call, pod, tier string) {
 	p.rdb.Expire(ctx, ck, 24*time.Hour)
 	p.rdb.HSet(ctx, p.k.PodInfo(pod), "status", "allocated", "allocated_call_sid", call, "allocated_at", now, "source_pool", "pool:"+tier)
 	p.rdb.Set(ctx, p.k.Lease(pod), call, allocator.PredecessorLeaseTTL)
+	// Not in the seeds: the predecessor's binary also keeps the pod's calls
+	// in a set, added here and removed at release (its reconciler reads the
+	// set when the pod dies).
+	p.rdb.SAdd(ctx, p.k.PredecessorPodCalls(pod), call)
 }
 
 // release is the predecessor's seven release steps; false when the call
@@ -124,6 +157,7 @@ func (p *predecessor) release(ctx context.Context, call string) bool {
 	}
 	p.rdb.Del(ctx, p.k.Lease(pod))
 	p.rdb.HSet(ctx, p.k.PodInfo(pod), "status", "available", "released_at", strconv.FormatInt(time.Now().Unix(), 10))
+	p.rdb.SRem(ctx, p.k.PredecessorPodCalls(pod), call)
 	p.rdb.Del(ctx, ck)
 	return true
 }

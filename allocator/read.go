@@ -148,12 +148,32 @@ type PoolStatus struct {
 	Placement Placement `json:"placement,omitempty"`
 }
 
-// Status counts every configured tier and merchant pool in one round trip.
-// It costs O(pods) inside Redis: for status pages and scrapes, not calls.
+// Status counts every configured tier and merchant pool in two round trips
+// (the merchant config, then the counts). It costs O(pods) inside Redis:
+// for status pages and scrapes, not calls.
+//
+// A tier the tier config declares as a merchant's dedicated pool
+// (merchantTiers: the predecessor's tier assigner filled it on
+// voice:merchant:<tier>:*) is counted on those keys and reported under the
+// tier's name, as the predecessor's status did; other merchant pools are
+// reported as "merchant:<id>".
 func (a *Allocator) Status(ctx context.Context) ([]PoolStatus, error) {
-	// The key routes the script to the slot of edge's keys on Redis Cluster.
 	s := a.current.Load()
-	r, err := a.run(ctx, "status", []string{a.keys.MerchantPools()}, s.poolsArgs...)
+	mt, err := a.readMerchantTiers(ctx, s.cfg.Tiers)
+	if err != nil {
+		return nil, fmt.Errorf("pool status: %w", err)
+	}
+	args := make([]any, 0, 1+3*len(s.cfg.Tiers.Tiers))
+	args = append(args, len(s.cfg.Tiers.Tiers))
+	for _, name := range s.cfg.Tiers.derivedChain() {
+		pool := name
+		if _, ok := mt[name]; ok {
+			pool = "merchant:" + name
+		}
+		args = append(args, name, pool, string(s.cfg.Tiers.Tiers[name].Type))
+	}
+	// The key routes the script to the slot of edge's keys on Redis Cluster.
+	r, err := a.run(ctx, "status", []string{a.keys.MerchantPools()}, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pool status: %w", err)
 	}

@@ -48,20 +48,25 @@ func (a *Allocator) release(ctx context.Context, callID, by string, end *SocketE
 	args = append(args, recordArgs(by, end)...)
 	r, err := a.run(ctx, "release", []string{a.keys.Call(callID), a.keys.CallEnded(callID)}, args...)
 	if err != nil {
-		a.metrics.releases.WithLabelValues("error").Inc()
+		a.metrics.releases.WithLabelValues("", "error").Inc()
 		return Released{}, fmt.Errorf("release %s: %w", callID, err)
 	}
 	rep := reply(r)
-	outcome := rep.str(0)
-	a.metrics.releases.WithLabelValues(outcome).Inc()
-	switch outcome {
+	switch outcome := rep.str(0); outcome {
 	case "not_found":
+		a.metrics.releases.WithLabelValues("", outcome).Inc()
 		return Released{}, fmt.Errorf("release %s: %w", callID, ErrCallNotFound)
 	case "stale":
-		return Released{PodName: rep.str(1), Stale: true}, nil
+		a.metrics.releases.WithLabelValues(rep.str(2), outcome).Inc()
+		return Released{PodName: rep.str(1), Stale: true, SourcePool: rep.str(2)}, nil
 	case "released":
+		a.metrics.releases.WithLabelValues(rep.str(4), outcome).Inc()
 		return Released{PodName: rep.str(1), ReleasedToPool: rep.int(2) == 1, WasDraining: rep.int(3) == 1, SourcePool: rep.str(4)}, nil
+	case "wrongtype":
+		a.metrics.releases.WithLabelValues("", "error").Inc()
+		return Released{}, fmt.Errorf("release %s: %s holds a %s, which neither edge nor the predecessor writes there; nothing was changed", callID, rep.str(1), rep.str(2))
 	default:
+		a.metrics.releases.WithLabelValues("", "error").Inc()
 		return Released{}, fmt.Errorf("release %s: unexpected script reply %v", callID, r)
 	}
 }

@@ -83,6 +83,8 @@ func FailureOf(err error) Failure {
 			msg = "all pods are busy"
 		case allocator.ReasonMerchantAtCap:
 			msg = "the merchant has reached its maximum of live calls"
+		case allocator.ReasonInProgress:
+			msg = "the call is being allocated by another router, retry"
 		}
 		return Failure{KindNoCapacity, http.StatusServiceUnavailable, string(nc.Reason), msg}
 	case errors.Is(err, allocator.ErrRateLimited):

@@ -41,6 +41,9 @@
 --   {"recovering", ms} Redis lost its data moments ago and the replicas are
 --                    re-asserting their calls: ask again in ms; nothing is
 --                    written
+--   {"locked", ttl_ms} the predecessor holds the call's idempotency lock
+--                    (it is allocating the call): ask again until its
+--                    allocation appears or the lock goes; nothing is written
 --   {"ended", how}   the call ended ("released"|"expired"|"unregistered"):
 --                    a late or replayed webhook, told by the call's
 --                    tombstone or, once that expired, its compact mark;
@@ -77,6 +80,14 @@ end
 local existing = answer_existing()
 if existing then
   return existing
+end
+-- The predecessor's idempotency lock (call info {_lock: 1}, 30 s, seeds
+-- 003 step 2): a predecessor replica is choosing a pod for this call right
+-- now, or failed to and left its lock. A pod given over it would be the
+-- call's second; the caller waits for the predecessor's answer instead
+-- (edge itself never leaves _lock behind). Nothing is written.
+if redis.call('HEXISTS', call_key, '_lock') == 1 then
+  return {'locked', redis.call('PTTL', call_key)}
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then
   -- The tombstone is the call's record (a HASH, its "how"); an older

@@ -14,10 +14,15 @@
 -- Returns:
 --   {"not_found"}                                      no live allocation
 --   {"released", pod, to_pool (0|1), was_draining (0|1), source_pool}
---   {"stale", pod}   the call info was left over, but the pod no longer
+--   {"stale", pod, source_pool}
+--                    the call info was left over, but the pod no longer
 --                    belongs to this call (its lease ran out and the pod was
 --                    recovered, maybe to serve another call): nothing is
 --                    returned to any pool, only the call info is removed.
+--   {"wrongtype", key, type}
+--                    a key the release would write holds a type neither
+--                    edge nor the predecessor writes there: nothing is
+--                    written (the types are checked before any write).
 --
 -- Runs once per allocation: the call info is deleted here, so a duplicate or
 -- late release answers "not_found" and changes nothing. The call info goes
@@ -26,84 +31,240 @@
 -- pod; the tombstone keeps the call's record for its timeline. A pod or
 -- slot back in its pool goes to calls waiting for capacity first
 -- (waitlib.lua's serve_waiters), in this same step.
+--
+-- The call may be the predecessor's (no pool_type: released its way, the
+-- pod's kind read from its pool), or a record both routers wrote: edge
+-- allocated a pod over the predecessor's idempotency lock (before edge
+-- respected it) and the predecessor then stored its own pod over edge's
+-- fields, so the record names the predecessor's pod and source with
+-- edge's pool_type and creator, and the predecessor listed the call in its
+-- per-pod set (K.predecessor_pod_calls). Both pods are freed: the named
+-- one the predecessor's way, and edge's, found by the call it holds (a
+-- scan of the pools of edge's pool type, on this rare path only).
+-- Otherwise a slot would stay counted in migration mode, where the sweep
+-- never lowers a score for calls it cannot account for. Every read and
+-- every write is typed before the first write, so the step is whole or
+-- nothing.
 
 local call_key, call_id = KEYS[1], ARGV[1]
-local info = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type')
+local info = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type', 'merchant_id', 'socket_replica')
 local pod, source, kind = info[1], info[2] or '', info[3]
 if not pod then
   return {'not_found'}
 end
+local ntiers = tonumber(ARGV[4] or 0)
 local extra = {}
-local at = 5 + 2 * tonumber(ARGV[4] or 0)
+local at = 5 + 2 * ntiers
 for i = at + 1, at + 2 * tonumber(ARGV[at] or 0) do
   extra[#extra + 1] = ARGV[i]
 end
-end_call_record(call_id, 'released', tonumber(ARGV[2]), tonumber(ARGV[3]), extra)
 
-local tier = tier_of_source(source)
-local avail = pools_of(tier)
-local draining = is_draining(pod)
-local now = now_ms()
-local state = draining and 'draining' or 'available'
+-- Phase 1, reads only. typed() notes the first key whose type is not
+-- what it must be (or absent); then nothing is written.
+local bad
+local function typed(key, want)
+  local t = redis.call('TYPE', key)['ok']
+  if t ~= 'none' and t ~= want then
+    bad = bad or {key, t}
+    return false
+  end
+  return true
+end
+if info[4] and info[4] ~= '' then typed(K.merchant_calls(info[4]), 'zset') end
+if info[5] and info[5] ~= '' then typed(K.replica_calls(info[5]), 'set') end
 
--- A call allocated by the predecessor has no pool_type: find it from the pool.
--- An absent pool (every pod out of it) says nothing: the tier config does.
-local legacy = not kind
-if legacy then
-  local t = redis.call('TYPE', avail)['ok']
-  if t == 'zset' then
-    kind = 'shared'
-  elseif t == 'set' then
-    kind = 'exclusive'
+-- What release reads of one pod before it writes: p is the pod, tier its
+-- call's tier, kind its pool's kind. A shared pod's per_call says it holds
+-- the call's per-call lease, score is its load; an exclusive pod's owned
+-- says its pod info names the call. nil (and bad set) when one of its
+-- keys has the wrong type.
+local function plan(p, tier, kind)
+  local avail = pools_of(tier)
+  local ok = typed(K.pod_info(p), 'hash') and typed(K.lease(p), 'string') and typed(K.pod_tier(p), 'string')
+    and typed(avail, kind == 'shared' and 'zset' or 'set')
+  if kind == 'shared' then
+    ok = typed(K.pod_calls(p), 'zset') and ok
+  end
+  if not ok then
+    return nil
+  end
+  local draining = is_draining(p)
+  local pl = {pod = p, tier = tier, kind = kind, avail = avail, draining = draining,
+    registered = redis.call('GET', K.pod_tier(p)) == tier}
+  if kind == 'shared' then
+    pl.per_call = redis.call('ZSCORE', K.pod_calls(p), call_id) ~= false
+    pl.score = tonumber(redis.call('ZSCORE', avail, p) or '')
   else
-    kind = 'exclusive'
-    for i = 5, 4 + 2 * tonumber(ARGV[4] or 0), 2 do
-      if ARGV[i] == tier then kind = ARGV[i + 1] end
+    pl.owned = redis.call('HGET', K.pod_info(p), 'allocated_call_sid') == call_id
+    pl.leased = redis.call('GET', K.lease(p)) == call_id
+    pl.unready = is_unready(p)
+  end
+  return pl
+end
+
+-- The named pod's kind is its pool's Redis type (what the pool is, whoever
+-- allocated); an absent pool says nothing: the tier config does, then the
+-- call's pool_type.
+local tier = tier_of_source(source)
+local tier_type = {}
+for i = 5, 4 + 2 * ntiers, 2 do
+  tier_type[ARGV[i]] = ARGV[i + 1]
+end
+local pool_t = redis.call('TYPE', (pools_of(tier)))['ok']
+local pod_kind
+if pool_t == 'zset' then
+  pod_kind = 'shared'
+elseif pool_t == 'set' or string.sub(tier, 1, 9) == 'merchant:' then
+  pod_kind = 'exclusive'
+else
+  pod_kind = tier_type[tier] or kind or 'exclusive'
+end
+local named = plan(pod, tier, pod_kind)
+local pred_set = K.predecessor_pod_calls(pod)
+local pred_listed = false
+if redis.call('TYPE', pred_set)['ok'] == 'set' then
+  pred_listed = redis.call('SISMEMBER', pred_set, call_id) == 1
+end
+
+-- Whose allocation the named pod is: the predecessor's (no pool_type), or
+-- edge's, or both routers' (see above).
+local legacy = not kind
+local mixed = false
+local edge_pod
+if named and kind then
+  -- The predecessor lists only its own calls; a pool of another kind than
+  -- edge's pool_type holds a pod edge did not take for the call.
+  mixed = pred_listed or kind ~= pod_kind
+end
+if named and mixed then
+  if kind == pod_kind and kind == 'shared' and named.per_call then
+    edge_pod = named -- both took a slot of the same pod
+  else
+    -- edge's pod: the one of edge's pool type that holds the call.
+    local found
+    local function look(p)
+      if p == pod or found then
+        return
+      end
+      if kind == 'shared' then
+        found = redis.call('TYPE', K.pod_calls(p))['ok'] == 'zset'
+          and redis.call('ZSCORE', K.pod_calls(p), call_id) ~= false and p
+      else
+        found = redis.call('TYPE', K.pod_info(p))['ok'] == 'hash'
+          and redis.call('HGET', K.pod_info(p), 'allocated_call_sid') == call_id and p
+      end
+    end
+    local sets = {}
+    for i = 5, 4 + 2 * ntiers, 2 do
+      if ARGV[i + 1] == kind then
+        local _, assigned = pools_of(ARGV[i])
+        sets[#sets + 1] = assigned
+      end
+    end
+    if kind == 'exclusive' then
+      for _, m in ipairs(redis.call('SMEMBERS', K.merchant_pools())) do
+        sets[#sets + 1] = K.merchant_assigned(m)
+      end
+    end
+    for _, set in ipairs(sets) do
+      if redis.call('TYPE', set)['ok'] == 'set' then
+        for _, p in ipairs(redis.call('SMEMBERS', set)) do
+          look(p)
+        end
+      end
+    end
+    if found then
+      -- A pod of edge's that cannot be freed cleanly (its pool's type
+      -- changed since) is left to the sweep rather than holding up the
+      -- release of the call.
+      local t = redis.call('GET', K.pod_tier(found))
+      local seen_bad = bad
+      if t then
+        edge_pod = plan(found, t, kind)
+      end
+      bad = seen_bad
     end
   end
 end
+if bad then
+  return {'wrongtype', bad[1], bad[2]}
+end
 
-if kind == 'shared' then
-  local calls = K.pod_calls(pod)
-  if redis.call('ZREM', calls, call_id) == 0 and not legacy then
-    return {'stale', pod}
-  end
-  -- The pod left the call's tier since (moved, or removed): the slot went
-  -- with it, and its lease and owner now belong to its new life.
-  if redis.call('GET', K.pod_tier(pod)) ~= tier then
-    return {'stale', pod}
-  end
-  local score = redis.call('ZSCORE', avail, pod)
-  if score and tonumber(score) > 0 then
-    redis.call('ZINCRBY', avail, -1, pod)
+-- Phase 2: the writes.
+end_call_record(call_id, 'released', tonumber(ARGV[2]), tonumber(ARGV[3]), extra)
+if pred_listed then
+  redis.call('SREM', pred_set, call_id)
+end
+local now = now_ms()
+local released_at = tostring(math.floor(now / 1000))
+local function clear(pl)
+  redis.call('HSET', K.pod_info(pl.pod), 'status', pl.draining and 'draining' or 'available',
+    'allocated_call_sid', '', 'allocated_at', '', 'released_at', released_at)
+end
+
+-- A shared pod gives back slots of its score (never below 0); when no
+-- per-call lease is left on it, its lease and owner go.
+local function free_shared(pl, slots)
+  local calls = K.pod_calls(pl.pod)
+  redis.call('ZREM', calls, call_id)
+  if pl.score and slots > 0 and pl.score > 0 then
+    redis.call('ZINCRBY', pl.avail, -math.min(slots, pl.score), pl.pod)
   end
   if redis.call('ZCARD', calls) == 0 then
-    redis.call('DEL', K.lease(pod))
-    redis.call('HSET', K.pod_info(pod), 'status', state, 'allocated_call_sid', '',
-      'allocated_at', '', 'released_at', tostring(math.floor(now / 1000)))
+    redis.call('DEL', K.lease(pl.pod))
+    clear(pl)
   end
-  local to_pool = (score and not draining) and 1 or 0
-  serve_waiters(now) -- the slot goes to a waiting call first (issue 10)
-  return {'released', pod, to_pool, draining and 1 or 0, source}
+  return (pl.score and not pl.draining) and 1 or 0
 end
 
-if redis.call('HGET', K.pod_info(pod), 'allocated_call_sid') ~= call_id then
-  return {'stale', pod}
+-- An exclusive pod the call owns goes back into the pool it came from,
+-- only if the pod is still registered there (a pod removed meanwhile must
+-- not come back as a ghost), and only if it is ready (the pod source puts
+-- it back when it is).
+local function free_exclusive(pl)
+  if pl.leased then
+    redis.call('DEL', K.lease(pl.pod))
+  end
+  local to_pool = 0
+  if not pl.draining and not pl.unready and pl.registered then
+    redis.call('SADD', pl.avail, pl.pod)
+    to_pool = 1
+  end
+  clear(pl)
+  return to_pool
 end
-if redis.call('GET', K.lease(pod)) == call_id then
-  redis.call('DEL', K.lease(pod))
+
+-- edge's own pod of a record both routers wrote.
+if edge_pod and edge_pod ~= named then
+  if kind == 'shared' then
+    free_shared(edge_pod, 1)
+  elseif edge_pod.owned then
+    free_exclusive(edge_pod)
+  end
 end
-local to_pool = 0
--- Only back into the pool it came from, only if the pod is still registered
--- there (a pod removed meanwhile must not come back as a ghost), and only if
--- it is ready (the pod source puts it back when it is).
-if not draining and not is_unready(pod) and redis.call('GET', K.pod_tier(pod)) == tier then
-  redis.call('SADD', avail, pod)
-  to_pool = 1
+
+local reply
+if pod_kind == 'shared' then
+  -- A call of edge's own must still hold its per-call lease; the pod must
+  -- still be in the call's tier: otherwise the slot went with it, and its
+  -- lease and owner now belong to its new life.
+  if (not legacy and not mixed and not named.per_call) or not named.registered then
+    redis.call('ZREM', K.pod_calls(pod), call_id)
+    reply = {'stale', pod, source}
+  else
+    -- The predecessor counted its call in the score only; edge's call
+    -- has its per-call lease (both, when both routers took this pod).
+    local slots = 1
+    if mixed and named.per_call then slots = 2 end
+    reply = {'released', pod, free_shared(named, slots), named.draining and 1 or 0, source}
+  end
+elseif not named.owned then
+  reply = {'stale', pod, source}
+else
+  reply = {'released', pod, free_exclusive(named), named.draining and 1 or 0, source}
 end
-redis.call('HSET', K.pod_info(pod), 'status', state, 'allocated_call_sid', '',
-  'allocated_at', '', 'released_at', tostring(math.floor(now / 1000)))
--- The pod goes to a waiting call first, on whichever replica it waits
--- (issue 10: the hand-off is here, not a race of retries).
+-- A pod or slot back in its pool goes to a waiting call first, on
+-- whichever replica it waits (issue 10: the hand-off is here, not a race
+-- of retries).
 serve_waiters(now)
-return {'released', pod, to_pool, draining and 1 or 0, source}
+return reply

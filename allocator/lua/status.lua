@@ -2,8 +2,11 @@
 --
 -- KEYS[1] -> K.merchant_pools() (so that Redis Cluster routes the script to
 --            the slot of edge's keys)
--- ARGV[1] -> number of tiers N, then N pairs: tier value, pool type
---            (merchant pools are added from K.merchant_pools())
+-- ARGV[1] -> number of tiers N, then N triples: name to report, tier value
+--            whose pools are counted ("gold", or "merchant:<tier>" for a
+--            tier the tier config declares as a merchant's pool), pool type
+--            (the other merchant pools are added from K.merchant_pools(),
+--            reported as "merchant:<id>")
 --
 -- Returns one array per pool:
 --   {tier, type, assigned, available, draining, calls, ejected}
@@ -12,18 +15,21 @@
 -- metrics scrapes, not the call path.
 
 local now = now_ms()
-local pools, i = {}, 2
+local pools, listed, i = {}, {}, 2
 for _ = 1, tonumber(ARGV[1]) do
-  pools[#pools + 1] = {ARGV[i], ARGV[i + 1]}
-  i = i + 2
+  pools[#pools + 1] = {ARGV[i], ARGV[i + 1], ARGV[i + 2]}
+  listed[ARGV[i + 1]] = true
+  i = i + 3
 end
 for _, m in ipairs(redis.call('SMEMBERS', K.merchant_pools())) do
-  pools[#pools + 1] = {'merchant:' .. m, 'exclusive'}
+  if not listed['merchant:' .. m] then
+    pools[#pools + 1] = {'merchant:' .. m, 'merchant:' .. m, 'exclusive'}
+  end
 end
 
 local out = {}
 for _, p in ipairs(pools) do
-  local tier, kind = p[1], p[2]
+  local name, tier, kind = p[1], p[2], p[3]
   local avail, assigned_key = pools_of(tier)
   local members = redis.call('SMEMBERS', assigned_key)
   local draining, calls, ejected = 0, 0, 0
@@ -43,6 +49,6 @@ for _, p in ipairs(pools) do
   elseif t == 'set' then
     available = redis.call('SCARD', avail)
   end
-  out[#out + 1] = {tier, kind, #members, available, draining, calls, ejected}
+  out[#out + 1] = {name, kind, #members, available, draining, calls, ejected}
 end
 return out
