@@ -51,7 +51,7 @@ func TestPredecessorClientsOnInternalListener(t *testing.T) {
 	status, body = get(t, in.URL+"/api/v1/status")
 	pools, _ := body["pools"].(map[string]any)
 	gold, _ := pools["gold"].(map[string]any)
-	if status != 200 || body["status"] != "ok" || body["active_calls"] != 1.0 || body["is_leader"] != nil && body["is_leader"] != false ||
+	if status != 200 || body["status"] != "up" || body["active_calls"] != 1.0 || body["is_leader"] != nil && body["is_leader"] != false ||
 		gold["type"] != "exclusive" || gold["assigned"] != 1.0 || gold["available"] != 0.0 {
 		t.Fatalf("status: %d %v, want pools.gold {type,assigned,available}", status, body)
 	}

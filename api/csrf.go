@@ -15,17 +15,8 @@ import (
 // anywhere could POST them to an admin port it can reach). Clients that
 // are not browsers send neither header and send JSON already.
 func sameOriginJSON(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.Method {
-		case http.MethodGet, http.MethodHead, http.MethodOptions:
-			next.ServeHTTP(w, r)
-			return
-		}
-		if crossOrigin(r) {
-			writeError(w, r, nil, calls.ErrCrossOrigin)
-			return
-		}
-		if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+	return sameOrigin(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if stateChanging(r) && (r.ContentLength != 0 || len(r.TransferEncoding) > 0) {
 			mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 			if err != nil || mt != "application/json" {
 				writeError(w, r, nil, calls.ErrNotJSON)
@@ -33,7 +24,31 @@ func sameOriginJSON(next http.Handler) http.Handler {
 			}
 		}
 		next.ServeHTTP(w, r)
+	}))
+}
+
+// sameOrigin refuses state-changing requests that a browser says come from
+// another origin, and takes any body. It guards the internal listener,
+// whose callers (the predecessor's voice agents) post release and drain
+// with no Content-Type or text/plain, as the predecessor accepted: a
+// browser there sends Origin (or Sec-Fetch-Site) with every cross-origin
+// POST, so refusing those keeps a page from driving it.
+func sameOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if stateChanging(r) && crossOrigin(r) {
+			writeError(w, r, nil, calls.ErrCrossOrigin)
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
+}
+
+func stateChanging(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	return true
 }
 
 func crossOrigin(r *http.Request) bool {

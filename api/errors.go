@@ -13,6 +13,12 @@ import (
 // calls.FailureOf (the one mapping for every face), and logs the cause of
 // server-side failures.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	writeErrorWith(w, r, log, err)
+}
+
+// writeErrorWith is writeError with more fields in the answer, as
+// field/value pairs.
+func writeErrorWith(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error, fields ...any) {
 	f := calls.FailureOf(err)
 	// Refused allocations are logged by calls.Service, aggregated.
 	if f.Status >= 500 && f.Kind != calls.KindNoCapacity {
@@ -22,7 +28,13 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	if s := calls.RetryAfter(err); s > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(s))
 	}
-	writeJSON(w, f.Status, map[string]any{"success": false, "error": f.Message, "code": f.Code})
+	body := map[string]any{"success": false, "error": f.Message, "code": f.Code}
+	for i := 0; i+1 < len(fields); i += 2 {
+		if k, ok := fields[i].(string); ok {
+			body[k] = fields[i+1]
+		}
+	}
+	writeJSON(w, f.Status, body)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

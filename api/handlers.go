@@ -76,6 +76,33 @@ func (h *Handlers) allocate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, h.Log, err)
 		return
 	}
+	h.allocateFor(w, r, who)
+}
+
+// internalAllocate is the generic allocate on the internal listener (see
+// Surface.InternalSurface): a generic API token names its caller as on the
+// public listener; any other request is the internal caller, with
+// internal.token when one is set.
+func (h *Handlers) internalAllocate(token func() string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		who, err := h.Callers.authenticate(r)
+		if err != nil {
+			if want := token(); want != "" && !bearerMatches(r.Header.Get("Authorization"), want) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="edge"`)
+				writeError(w, r, h.Log, err)
+				return
+			}
+			who = internalCaller
+		}
+		h.allocateFor(w, r, who)
+	}
+}
+
+// internalCaller is who allocates on the internal listener without a
+// generic API token: the predecessor's voice agents, for any merchant.
+var internalCaller = caller{id: "internal", may: func(string) bool { return true }}
+
+func (h *Handlers) allocateFor(w http.ResponseWriter, r *http.Request, who caller) {
 	var body allocateRequest
 	if err := h.decode(w, r, &body); err != nil {
 		writeError(w, r, h.Log, err)
@@ -174,7 +201,8 @@ func (h *Handlers) drain(w http.ResponseWriter, r *http.Request) {
 func (h *Handlers) status(w http.ResponseWriter, r *http.Request) {
 	pools, err := h.Pools.Status(r.Context())
 	if err != nil {
-		writeError(w, r, h.Log, err)
+		// The predecessor's "down": its pools could not be read.
+		writeErrorWith(w, r, h.Log, err, "status", "down")
 		return
 	}
 	tiers := make(map[string]any, len(pools))
@@ -183,9 +211,10 @@ func (h *Handlers) status(w http.ResponseWriter, r *http.Request) {
 		tiers[p.Tier] = p
 		total += p.Calls
 	}
-	// "pools" and "status" are the predecessor's shape; "tiers" (the same
-	// rows) is edge's name for them, kept for edge's own clients.
-	resp := map[string]any{"success": true, "status": "ok", "pools": tiers, "tiers": tiers, "active_calls": total}
+	// "pools" and "status" ("up", or "down" above) are the predecessor's
+	// shape; "tiers" (the same rows) is edge's name for them, kept for
+	// edge's own clients.
+	resp := map[string]any{"success": true, "status": "up", "pools": tiers, "tiers": tiers, "active_calls": total}
 	if h.IsLeader != nil {
 		resp["is_leader"] = h.IsLeader()
 	}

@@ -67,9 +67,19 @@ func ParseAllow(cidrs []string) ([]netip.Prefix, error) {
 
 // InternalSurface is the predecessor's surface as it served it on
 // smart-router:8080: release, drain, status and pod info for agents and
-// operators, /api/v1/health, /api/v1/ready and /api/v1/metrics, and,
-// beside them, everything the public listener serves (webhooks, the
-// generic allocate API), with the same authentication as there.
+// operators, the agents' own allocate, /api/v1/health, /api/v1/ready and
+// /api/v1/metrics, and, beside them, everything else the public listener
+// serves (the provider webhooks), with the same authentication as there.
+//
+// Bodies are taken whatever their Content-Type, as the predecessor took
+// them (its agents post release and drain without one); a browser's
+// cross-origin request is refused.
+//
+// POST /api/v1/allocate takes the voice agents' calls without credentials,
+// as the predecessor did (its client posts no token): the caller is
+// "internal", for any merchant, and a repeat of its call gets the call's
+// media URL. A bearer token of generic_api.tokens still names its caller
+// and its merchants; internal.token, when set, is wanted otherwise.
 func (s *Surface) InternalSurface(allow []netip.Prefix, token func() string) http.Handler {
 	ops := http.NewServeMux()
 	ops.Handle("POST /api/v1/release", s.bounded(s.Handlers.release))
@@ -80,13 +90,14 @@ func (s *Surface) InternalSurface(allow []netip.Prefix, token func() string) htt
 		ops.Handle("GET /api/v1/metrics", s.Metrics)
 		ops.Handle("GET /metrics", s.Metrics)
 	}
-	guarded := requireToken(token, sameOriginJSON(ops))
+	guarded := requireToken(token, sameOrigin(ops))
 
 	mux := http.NewServeMux()
 	for _, p := range []string{"POST /api/v1/release", "POST /api/v1/drain", "GET /api/v1/status",
 		"GET /api/v1/pod/{name}", "GET /api/v1/metrics", "GET /metrics"} {
 		mux.Handle(p, guarded)
 	}
+	mux.Handle("POST /api/v1/allocate", sameOrigin(s.bounded(s.Handlers.internalAllocate(token))))
 	mux.HandleFunc("GET /api/v1/health", healthz)
 	mux.HandleFunc("GET /api/v1/ready", s.Ready.serve)
 	// The rest is the public surface, whose routes authenticate themselves.

@@ -73,6 +73,7 @@ func NewListener(name, addr string, h http.Handler, cfg ListenerConfig, log *slo
 	}
 	m := listenerMetrics(reg, name)
 	ct := newConnTable(name, cfg.MaxConns, log, m)
+	h = newRequestMetrics(reg, name).instrument(h, log)
 	if cfg.Grace == nil {
 		cfg.Grace = func() time.Duration { return 30 * time.Second }
 	}

@@ -1,0 +1,140 @@
+package api
+
+import (
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edge-voice/edge/proxy"
+)
+
+// requestMetrics are a listener's request series, the ones any HTTP
+// service exports and the predecessor's dashboards read (recorded as its
+// http_requests_total, http_request_duration_seconds and
+// smart_router_panics_recovered_total by deploy/base/recording-rules.yaml).
+type requestMetrics struct {
+	requests *prometheus.CounterVec   // method, route, code
+	seconds  *prometheus.HistogramVec // method, route
+	panics   prometheus.Counter
+}
+
+func newRequestMetrics(reg prometheus.Registerer, listener string) *requestMetrics {
+	labels := prometheus.Labels{"listener": listener}
+	m := &requestMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_http_requests_total", ConstLabels: labels,
+			Help: "Requests answered, by method, route (the path of the route's pattern; \"unmatched\" for none) and status code. Media sockets are not counted.",
+		}, []string{"method", "route", "code"}),
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "edge_http_request_duration_seconds", ConstLabels: labels,
+			Help:    "Time to answer a request, by method and route. Media sockets are not timed.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"method", "route"}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edge_http_panics_recovered_total", ConstLabels: labels,
+			Help: "Handler panics recovered (answered 500, the connection kept serving).",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.seconds, m.panics)
+	}
+	return m
+}
+
+// instrument counts and times every request but media sockets (they are
+// hijacked and last a call; the proxy has its own series), and answers a
+// handler's panic with a 500 instead of dropping the connection.
+func (m *requestMetrics) instrument(next http.Handler, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, proxy.PathPrefix) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v) // net/http's own way to abort a response
+				}
+				m.panics.Inc()
+				log.Error("handler panic recovered", "method", r.Method, "path", r.URL.Path,
+					"panic", v, "stack", string(debug.Stack()))
+				if !sw.wrote {
+					writeJSON(sw, http.StatusInternalServerError, map[string]any{"success": false, "error": "internal error", "code": "internal"})
+				}
+			}
+			route := routeOf(r, sw.status())
+			m.requests.WithLabelValues(r.Method, route, strconv.Itoa(sw.status())).Inc()
+			m.seconds.WithLabelValues(r.Method, route).Observe(time.Since(start).Seconds())
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// routeOf is the route label of a served request: the path of the pattern
+// that matched (ServeMux sets r.Pattern on the request it routes), so that
+// the label's values are the routes' and not the paths' clients send. A
+// provider's name is filled in once a provider answered (not 404: an
+// unknown one): those are the predecessor's endpoints
+// (/api/v1/twilio/allocate).
+func routeOf(r *http.Request, status int) string {
+	if r.Pattern == "" {
+		return "unmatched"
+	}
+	_, path, ok := strings.Cut(r.Pattern, " ")
+	if !ok {
+		path = r.Pattern
+	}
+	path = strings.TrimSuffix(path, "{$}")
+	if p := r.PathValue("provider"); p != "" && status != http.StatusNotFound {
+		path = strings.Replace(path, "{provider}", p, 1)
+	}
+	return path
+}
+
+// statusWriter notes the status code of an answer. Unwrap lets
+// http.ResponseController reach the connection's deadlines.
+type statusWriter struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.code, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.code, w.wrote = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		w.wrote = true
+		if w.code == 0 {
+			w.code = http.StatusOK
+		}
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
+}
