@@ -1,36 +1,86 @@
 package deploy
 
 import (
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/api"
+	"github.com/edge-voice/edge/poolmgr"
 )
 
-// predecessorSeries are the series the predecessor exported (seeds 002
-// "Metrics": zombies_recovered_total, active_calls, pool_available_pods,
-// pool_assigned_pods; 003 allocation: allocations_total{source_pool,result};
-// 004 drain: drains_total), under its smart_router_ namespace, each with
-// the labels its dashboards group by.
+// predecessorSeries are the series the predecessor's binary exports, each
+// with the labels it carries (besides Prometheus' target labels). Where
+// they come from: the predecessor's source (its metric definitions) and its
+// /metrics exposition, as read when it was replayed beside edge; the
+// binary is not on this machine. Its design documents (the seeds) name
+// other series (allocations_total{source_pool,result}, active_calls,
+// pool_available_pods{tier}, ...) that the binary does not export under
+// those names. http_request_duration_seconds was listed without its
+// labels; it is taken to carry http_requests_total's method and endpoint
+// (a histogram: _bucket with le, _sum, _count).
 var predecessorSeries = map[string][]string{
-	"smart_router_allocations_total":       {"source_pool", "result"},
+	"smart_router_allocations_total":       {"pool", "status"},
+	"smart_router_releases_total":          {"pool", "status"},
 	"smart_router_active_calls":            nil,
-	"smart_router_zombies_recovered_total": nil,
-	"smart_router_pool_available_pods":     {"tier"},
-	"smart_router_pool_assigned_pods":      {"tier"},
 	"smart_router_drains_total":            nil,
+	"smart_router_leader_status":           nil,
+	"smart_router_panics_recovered_total":  nil,
+	"smart_router_zombies_recovered_total": nil,
+	"http_requests_total":                  {"method", "endpoint", "status"},
+	"http_request_duration_seconds_bucket": {"method", "endpoint", "le"},
+	"http_request_duration_seconds_sum":    {"method", "endpoint"},
+	"http_request_duration_seconds_count":  {"method", "endpoint"},
+	"smart_router_pool_available_pods":     {"tier"}, // the seeds' dashboards
+	"smart_router_pool_assigned_pods":      {"tier"}, // the seeds' dashboards
 }
 
-// Issue 9, finding 6: every series the predecessor exported is recorded by
-// a rule whose expression names only metrics edge exports (a string
-// literal in edge's Go source), keeping the labels the series had.
+// targetLabels are the labels Prometheus adds to every scraped series.
+var targetLabels = []string{"job", "instance", "pod", "namespace"}
+
+type promtoolTests struct {
+	RuleFiles          []string `json:"rule_files"`
+	EvaluationInterval string   `json:"evaluation_interval"`
+	Tests              []struct {
+		Name        string `json:"name"`
+		Interval    string `json:"interval"`
+		InputSeries []struct {
+			Series string `json:"series"`
+			Values string `json:"values"`
+		} `json:"input_series"`
+		PromqlExprTest []struct {
+			Expr       string `json:"expr"`
+			EvalTime   string `json:"eval_time"`
+			ExpSamples []struct {
+				Labels string  `json:"labels"`
+				Value  float64 `json:"value"`
+			} `json:"exp_samples"`
+		} `json:"promql_expr_test"`
+	} `json:"tests"`
+}
+
+// Every series the predecessor's binary exports is recorded, with its
+// name and its labels, from what edge exports: promtool's unit tests
+// (testdata/recording_rules.promtool.yaml) feed the rules series named and
+// labelled as edge's own collectors describe them (checked here), and
+// expect each of the predecessor's series with exactly its labels.
 func TestRecordingRulesPublishThePredecessorsSeries(t *testing.T) {
 	cm, _ := objects(t)["ConfigMap/smart-router-recording-rules"].(*corev1.ConfigMap)
 	if cm == nil {
 		t.Fatal("no ConfigMap smart-router-recording-rules in deploy/")
 	}
+	rules := cm.Data["smart-router.rules.yaml"]
 	var file struct {
 		Groups []struct {
 			Name  string
@@ -40,39 +90,209 @@ func TestRecordingRulesPublishThePredecessorsSeries(t *testing.T) {
 			}
 		}
 	}
-	if err := yaml.UnmarshalStrict([]byte(cm.Data["smart-router.rules.yaml"]), &file); err != nil {
+	if err := yaml.UnmarshalStrict([]byte(rules), &file); err != nil {
 		t.Fatalf("rules file: %v", err)
 	}
-	source := goSource(t, "..")
-	recorded := map[string]string{}
+	exported := edgeSeries(t)
+	recorded := map[string]bool{}
 	for _, g := range file.Groups {
 		for _, r := range g.Rules {
-			if _, dup := recorded[r.Record]; dup {
+			if recorded[r.Record] {
 				t.Errorf("%s is recorded twice", r.Record)
 			}
-			recorded[r.Record] = r.Expr
+			recorded[r.Record] = true
 			names := promqlMetricNames(r.Expr)
 			if len(names) == 0 {
 				t.Errorf("%s: expression %q names no metric", r.Record, r.Expr)
 			}
 			for _, m := range names {
-				if !strings.Contains(source, `"`+m+`"`) {
+				if _, ok := exported[m]; !ok {
 					t.Errorf("%s: expression %q reads %s, which edge does not export", r.Record, r.Expr, m)
-				}
-			}
-			// Labels the series keeps must not be aggregated away.
-			for _, l := range predecessorSeries[r.Record] {
-				if dropsLabel(r.Expr, l) {
-					t.Errorf("%s: expression %q drops label %s", r.Record, r.Expr, l)
 				}
 			}
 		}
 	}
 	for s := range predecessorSeries {
-		if _, ok := recorded[s]; !ok {
+		if !recorded[s] {
 			t.Errorf("the predecessor's %s is not recorded", s)
 		}
 	}
+
+	raw, err := os.ReadFile("testdata/recording_rules.promtool.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tests promtoolTests
+	if err := yaml.UnmarshalStrict(raw, &tests); err != nil {
+		t.Fatalf("testdata/recording_rules.promtool.yaml: %v", err)
+	}
+	// The input is what edge exports: its names, exactly its labels.
+	for _, tc := range tests.Tests {
+		for _, in := range tc.InputSeries {
+			name, labels := parseSeries(t, in.Series)
+			want, ok := exported[name]
+			if !ok {
+				t.Errorf("%s: input %s is not a series edge exports", tc.Name, name)
+				continue
+			}
+			if got := withoutTargetLabels(labels); !slices.Equal(got, want) {
+				t.Errorf("%s: input %s has labels %v; edge exports it with %v", tc.Name, in.Series, got, want)
+			}
+		}
+	}
+	// Every series of the predecessor is expected with its labels and no
+	// other (a label with an empty value, such as the pool of a refused
+	// allocation, is absent in Prometheus: some samples lack it).
+	expected := map[string][]string{}
+	for _, tc := range tests.Tests {
+		for _, e := range tc.PromqlExprTest {
+			for _, s := range e.ExpSamples {
+				name, labels := parseSeries(t, s.Labels)
+				want, ok := predecessorSeries[name]
+				if !ok {
+					continue
+				}
+				expected[name] = append(expected[name], withoutTargetLabels(labels)...)
+				for _, l := range withoutTargetLabels(labels) {
+					if !slices.Contains(want, l) {
+						t.Errorf("%s: expected %s has label %s, which the predecessor's series has not", tc.Name, s.Labels, l)
+					}
+				}
+			}
+		}
+	}
+	for s, want := range predecessorSeries {
+		got, ok := expected[s]
+		if !ok {
+			t.Errorf("no promtool test expects the predecessor's %s", s)
+		}
+		for _, l := range want {
+			if !slices.Contains(got, l) {
+				t.Errorf("no promtool test expects the predecessor's %s with its label %s", s, l)
+			}
+		}
+	}
+	runPromtool(t, rules, raw)
+}
+
+// runPromtool runs `promtool test rules` on the rules and the tests.
+func runPromtool(t *testing.T, rules string, tests []byte) {
+	t.Helper()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool is not installed: run `make deps` (Debian's prometheus package ships it)")
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte(rules), 0o600)
+	os.WriteFile(filepath.Join(dir, "tests.yaml"), tests, 0o600)
+	cmd := exec.Command(promtool, "test", "rules", "tests.yaml")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+}
+
+// edgeSeries is every series name edge's collectors describe (a
+// histogram's as _bucket, _sum and _count) with its label names, sorted:
+// the allocator's, its pool collector's, the pool manager's and a
+// listener's.
+func edgeSeries(t *testing.T) map[string][]string {
+	t.Helper()
+	rec := &descRecorder{series: map[string][]string{}}
+	a, err := allocator.New(nil, allocator.Config{}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.MustRegister(allocator.NewPoolCollector(a))
+	poolmgr.NewMetrics(rec)
+	ln, err := api.NewListener("internal", "127.0.0.1:0", nil, api.ListenerConfig{}, slog.New(slog.DiscardHandler), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	return rec.series
+}
+
+// descRecorder is a prometheus.Registerer that keeps the descriptions of
+// what is registered on it.
+type descRecorder struct {
+	series map[string][]string
+}
+
+var descPattern = regexp.MustCompile(`fqName: "([^"]+)".*constLabels: \{([^}]*)\}, variableLabels: \{([^}]*)\}`)
+
+func (r *descRecorder) Register(c prometheus.Collector) error {
+	ch := make(chan *prometheus.Desc, 64)
+	go func() { c.Describe(ch); close(ch) }()
+	for d := range ch {
+		m := descPattern.FindStringSubmatch(d.String())
+		if m == nil {
+			continue
+		}
+		var labels []string
+		for _, part := range []string{m[2], m[3]} {
+			for _, l := range strings.Split(part, ",") {
+				if name, _, _ := strings.Cut(strings.TrimSpace(l), "="); name != "" {
+					labels = append(labels, name)
+				}
+			}
+		}
+		sort.Strings(labels)
+		if !isHistogram(c) {
+			r.series[m[1]] = labels
+			continue
+		}
+		r.series[m[1]+"_bucket"] = sortedWith(labels, "le")
+		r.series[m[1]+"_sum"] = labels
+		r.series[m[1]+"_count"] = labels
+	}
+	return nil
+}
+
+func (r *descRecorder) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		r.Register(c)
+	}
+}
+
+func (r *descRecorder) Unregister(prometheus.Collector) bool { return true }
+
+func isHistogram(c prometheus.Collector) bool {
+	switch c.(type) {
+	case prometheus.Histogram, *prometheus.HistogramVec:
+		return true
+	}
+	return false
+}
+
+func sortedWith(labels []string, more string) []string {
+	out := append(slices.Clone(labels), more)
+	sort.Strings(out)
+	return out
+}
+
+// parseSeries splits `name{a="x",b="y"}` into the name and its sorted
+// label names.
+func parseSeries(t *testing.T, s string) (string, []string) {
+	t.Helper()
+	name, rest, _ := strings.Cut(s, "{")
+	rest = strings.TrimSuffix(strings.TrimSpace(rest), "}")
+	var labels []string
+	for _, m := range regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"[^"]*"`).FindAllStringSubmatch(rest, -1) {
+		labels = append(labels, m[1])
+	}
+	sort.Strings(labels)
+	return strings.TrimSpace(name), labels
+}
+
+func withoutTargetLabels(labels []string) []string {
+	var out []string
+	for _, l := range labels {
+		if !slices.Contains(targetLabels, l) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 var (
@@ -96,21 +316,4 @@ func promqlMetricNames(expr string) []string {
 		out = append(out, name)
 	}
 	return out
-}
-
-var grouping = regexp.MustCompile(`\b(by|without)\s*\(([^)]*)\)`)
-
-// dropsLabel reports an aggregation that removes label: one "by" list
-// without it, or a "without" list with it.
-func dropsLabel(expr, label string) bool {
-	for _, m := range grouping.FindAllStringSubmatch(expr, -1) {
-		has := false
-		for _, l := range strings.Split(m[2], ",") {
-			has = has || strings.TrimSpace(l) == label
-		}
-		if has == (m[1] == "without") {
-			return true
-		}
-	}
-	return false
 }
