@@ -321,3 +321,25 @@ func TestAnsweredCallSurvivesRedisEmptied(t *testing.T) {
 		t.Fatalf("the next call got %s, the answered call's pod", next.PodName)
 	}
 }
+
+// The predecessor's reconciler reads voice:pod:<pod>:calls when a pod dies:
+// a call that ends by the sweep (its lease ran out) leaves it, as one
+// released does.
+func TestSweptCallLeavesThePredecessorsPodSet(t *testing.T) {
+	rdb := testredis.Start(t).Client()
+	ctx := context.Background()
+	a := newAllocator(t, rdb)
+	register(t, a, "gold", "pod-0")
+	al := mustAllocate(t, a, "CA-swept", "")
+	keys := a.Keys()
+	rdb.SAdd(ctx, keys.PredecessorPodCalls(al.PodName), "CA-swept", "CA-other")
+	rdb.Del(ctx, keys.Lease(al.PodName)) // its lease ran out
+	res, err := a.SweepPods(ctx, "", []string{al.PodName})
+	if err != nil || len(res.CallsEnded) != 1 {
+		t.Fatalf("sweep: %+v, %v", res, err)
+	}
+	got := rdb.SMembers(ctx, keys.PredecessorPodCalls(al.PodName)).Val()
+	if len(got) != 1 || got[0] != "CA-other" {
+		t.Fatalf("the predecessor's set after the sweep: %v, want only CA-other", got)
+	}
+}

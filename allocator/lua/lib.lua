@@ -453,6 +453,12 @@ local function end_call_record(call_id, how, ttl_ms, horizon_ms, extra)
   if replica and replica ~= '' then
     redis.call('SREM', K.replica_calls(replica), call_id)
   end
+  -- The predecessor's per-pod call set, which its reconciler reads when a
+  -- pod dies: a call ended here (sweep, sync, unregister) leaves it too.
+  local pod = redis.call('HGET', call_key, 'pod_name')
+  if pod and redis.call('TYPE', K.predecessor_pod_calls(pod))['ok'] == 'set' then
+    redis.call('SREM', K.predecessor_pod_calls(pod), call_id)
+  end
   local fields = redis.call('HGETALL', call_key)
   redis.call('DEL', tomb, call_key)
   for i = #fields - 1, 1, -2 do
