@@ -2,7 +2,7 @@
 // ACME CA (Let's Encrypt, or a private CA such as Pebble in tests) with
 // golang.org/x/crypto/acme/autocert, keeping the certificate store and the
 // issuance lock in Redis so that every replica serves the same certificate
-// and only one replica at a time talks to the CA about a host (issue 15).
+// and only one replica at a time talks to the CA about a host (docs/acme.md).
 //
 // It owns: the tls.acme configuration (config.go), the autocert.Cache on
 // Redis (store.go), the per-host issuance lock with its completion event

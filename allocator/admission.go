@@ -9,10 +9,11 @@ import (
 	"github.com/edge-voice/edge/internal/confcheck"
 )
 
-// AdmissionConfig is edge's admission section (keys admission.*, issue 10):
-// what allocate.lua checks, besides the pods, before it gives a call a pod.
-// Per-merchant caps live in the merchant config (MerchantConfig.MaxCalls),
-// not here: they differ per merchant and change through the admin API.
+// AdmissionConfig is edge's admission section (keys admission.*; see
+// docs/admission.md): what allocate.lua checks, besides the pods, before it
+// gives a call a pod. Per-merchant caps live in the merchant config
+// (MerchantConfig.MaxCalls), not here: they differ per merchant and change
+// through the admin API.
 type AdmissionConfig struct {
 	Rate   RateConfig   `koanf:"rate"`
 	Wait   WaitConfig   `koanf:"wait"`
@@ -46,7 +47,7 @@ func (d DemandConfig) uncappedCalls() int {
 }
 
 // WaitConfig lets a call that finds every pod of its chain busy wait a
-// little for one to be released (admission.wait.*, issue 10; wait.go),
+// little for one to be released (admission.wait.*, wait.go),
 // served fairly across merchants and in order within one. Only
 // at_capacity waits: no_pods and all_draining cannot be helped by a
 // release, merchant_at_cap and rate_limited are policy.

@@ -32,7 +32,7 @@ func wantAtCap(t *testing.T, err error) {
 	}
 }
 
-// Issue 10: one merchant could take every pod. With max_calls it gets at
+// Uncapped, one merchant can take every pod. With max_calls it gets at
 // most that many live calls while pods are free; other merchants (and the
 // capped one after a release) are served as before.
 func TestMerchantCapRefusesBeyondMaxCalls(t *testing.T) {

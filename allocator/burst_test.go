@@ -15,7 +15,7 @@ import (
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
-// TestBurstAdmission is the burst benchmark of issue 10 (docs/benchmarks.md):
+// TestBurstAdmission is the admission burst benchmark (docs/benchmarks.md):
 // 1,000 calls from 10 merchants, one of them sending 90 %, arriving over one
 // second against 50 exclusive pods, each call holding its pod 1-5 s; run
 // without caps and with them, without waiting for capacity and with a 3 s

@@ -76,7 +76,7 @@ func TestCluster(t *testing.T) {
 		clusterSweep(t, rdb, func(c *allocator.Config) { c.KeyPrefix = "{voice}:sweep:" })
 	})
 	// Waiting for capacity: the scripts' PUBLISH reaches the Waker's
-	// subscription through the cluster client (issue 10).
+	// subscription through the cluster client.
 	t.Run("wait", func(t *testing.T) {
 		wait := func(c *allocator.Config) { c.KeyPrefix = "{voice}:wait:" }
 		a := waitingAllocator(t, rdb, 5*time.Second, nil, onePodTiers, wait)

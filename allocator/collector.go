@@ -13,7 +13,7 @@ import (
 // replica and it drifted): active_calls, pool_available_pods{tier},
 // pool_assigned_pods{tier}, pool_draining_pods{tier},
 // pool_calls_in_progress{tier} and pool_ejected_pods{tier}, and the demand
-// signal for autoscalers (issue 10): edge_tier_demand_pods{tier},
+// signal for autoscalers (docs/admission.md): edge_tier_demand_pods{tier},
 // edge_tier_demand_calls{tier} and edge_tier_refused_recent{tier}, and
 // edge_admission_waiters (calls waiting for capacity on every replica).
 // Three round trips (Status, the refusal buckets, the waiters) per scrape

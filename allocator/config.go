@@ -69,7 +69,7 @@ type Config struct {
 	// bootstraps voice:tier:config; at run time it comes from Redis.
 	// Default: DefaultTiers.
 	Tiers TierConfig `koanf:"-"`
-	// Admission is the admission section (admission.*, issue 10), copied
+	// Admission is the admission section (admission.*, docs/admission.md), copied
 	// here by edge's config so that it reloads with the TTLs. Not a key of
 	// this section.
 	Admission AdmissionConfig `koanf:"-"`

@@ -12,7 +12,7 @@ import (
 	"github.com/edge-voice/edge/allocator"
 )
 
-// Issue 10: nothing told an autoscaler how many pods the calls need. The
+// An autoscaler needs to know how many pods the calls need. The
 // demand of a pool is its live calls plus the calls refused for want of a
 // pod in the last minute (charged to the last tier of their chain), in
 // pods of its capacity; every replica reads the same numbers from Redis.

@@ -79,7 +79,7 @@ const (
 	// ReasonAtCapacity: every pod of the chain is busy.
 	ReasonAtCapacity Reason = "at_capacity"
 	// ReasonMerchantAtCap: the merchant has max_calls live calls (its
-	// merchant config's cap, issue 10); other merchants are not affected.
+	// merchant config's cap); other merchants are not affected.
 	ReasonMerchantAtCap Reason = "merchant_at_cap"
 	// ReasonCallEnded labels allocations refused with ErrCallEnded (the
 	// allocations metric's result).

@@ -12,7 +12,7 @@ import (
 	"github.com/edge-voice/edge/internal/mediacontract"
 )
 
-// Passive pod health and connect-time failover (issue 16): a pod the media
+// Passive pod health and connect-time failover (docs/media.md): a pod the media
 // proxy cannot reach is ejected from allocation on every replica, and the
 // call whose socket failed moves to another pod of its chain, both in one
 // script.

@@ -17,7 +17,7 @@ var testEjection = allocator.Ejection{Backoff: time.Second, MaxBackoff: 8 * time
 // script: the broken pod ejected and free, the call's info, lease and owner
 // on the new pod, the claim kept and the old pod's URL still admitted; a
 // socket without the claim, or a call already moved, moves nothing; and
-// once every call is released, every pod is back (issue 16 item 1).
+// once every call is released, every pod is back.
 func TestMoveCall(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		a := newAllocator(t, rdb)
@@ -81,8 +81,7 @@ func TestMoveCall(t *testing.T) {
 
 // A tier never has more than max_ejection_percent of its pods ejected, the
 // backoff doubles per failure up to its cap, a probe's success or a new
-// address takes the pod back, and status counts ejected pods (issue 16
-// item 2).
+// address takes the pod back, and status counts ejected pods.
 func TestEjectionBounds(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		a := newAllocator(t, rdb)

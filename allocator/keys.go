@@ -79,7 +79,7 @@ func (k Keys) MerchantAssigned(merchant string) string {
 func (k Keys) MerchantConfig() string { return k.prefix + "merchant:config" }
 
 // MerchantCalls (edge) ZSET of call id -> lease expiry (unix ms) of a
-// merchant's live calls (issue 10): the count a merchant's max_calls cap is
+// merchant's live calls: the count a merchant's max_calls cap is
 // checked against, inside allocate.lua. Every script that creates, renews
 // or ends a call keeps it (allocate, renew, release, failover, sweep,
 // unregister, sync); an entry whose lease expired is a dead call and is not
@@ -91,7 +91,7 @@ func (k Keys) MerchantCalls(merchant string) string {
 }
 
 // RateMerchant (edge) HASH tokens, at (unix ms): a merchant's token bucket
-// of the admission rate limit (admission.rate.merchant_*, issue 10), taken
+// of the admission rate limit (admission.rate.merchant_*), taken
 // by allocate.lua; it expires once it would be full again.
 func (k Keys) RateMerchant(merchant string) string { return k.prefix + "rate:merchant:" + merchant }
 
@@ -117,7 +117,7 @@ func (k Keys) DemandPending(tier string) string { return k.prefix + "demand:pend
 func (k Keys) DemandMerchant(merchant string) string { return k.prefix + "demand:merchant:" + merchant }
 
 // WaitQueue (edge) LIST of the call ids (tickets) of a merchant's calls
-// waiting for capacity (admission.wait, issue 10), oldest first: FIFO
+// waiting for capacity (admission.wait), oldest first: FIFO
 // within the merchant. Merchant "" (calls without one) has its own queue.
 // A queue is never empty while it exists and its merchant is in WaitRing.
 func (k Keys) WaitQueue(merchant string) string { return k.prefix + "wait:q:" + merchant }
@@ -204,20 +204,20 @@ func (k Keys) PredecessorPodCalls(pod string) string { return k.prefix + "pod:" 
 func (k Keys) Call(callID string) string { return k.prefix + "call:" + callID }
 
 // CallEnded (edge) HASH tombstone of an ended call, its record for the call
-// timeline (issue 17), with the call info TTL: the call info's fields but
-// media_claim, then how ("released", "expired" or "unregistered"), ended_at
-// (unix ms) and, from a release, released_by ("socket" or "api") and, when
-// a media socket's end released it, socket_end (socket_close, drain,
-// lease_lost, pod_lost, failover), closed_by, close_code, socket_closed_at
-// (unix ms), messages_in/out and bytes_in/out (in: client to pod). Written by
-// release, sweep, sync and unregister in the same step that deletes the call
-// info (lib.lua's end_call_record); allocate refuses a call that has one (a
-// late or replayed webhook gets a hangup, not a pod), and after it expired
-// a call whose compact mark (EndedCalls) lives on. An edge before issue
-// 17 wrote it as a STRING holding how: allocate and Timeline read both. Not
-// under "call:" so that nothing listing call info by pattern sees it. The
-// predecessor's release writes none: a call it ended can be allocated again
-// by a replayed webhook, as before.
+// timeline (GET /api/v1/calls/{call_sid}), with the call info TTL: the call
+// info's fields but media_claim, then how ("released", "expired" or
+// "unregistered"), ended_at (unix ms) and, from a release, released_by
+// ("socket" or "api") and, when a media socket's end released it, socket_end
+// (socket_close, drain, lease_lost, pod_lost, failover), closed_by,
+// close_code, socket_closed_at (unix ms), messages_in/out and bytes_in/out
+// (in: client to pod). Written by release, sweep, sync and unregister in the
+// same step that deletes the call info (lib.lua's end_call_record); allocate
+// refuses a call that has one (a late or replayed webhook gets a hangup, not
+// a pod), and after it expired a call whose compact mark (EndedCalls) lives
+// on. An edge older than the call timeline wrote it as a STRING holding how:
+// allocate and Timeline read both. Not under "call:" so that nothing listing
+// call info by pattern sees it. The predecessor's release writes none: a call
+// it ended can be allocated again by a replayed webhook, as before.
 func (k Keys) CallEnded(callID string) string { return k.prefix + "call_ended:" + callID }
 
 // Where an ended call's compact mark goes (EndedCalls): one hash per
@@ -286,8 +286,8 @@ func (k Keys) MerchantTargets() string { return k.prefix + "merchant:targets" }
 
 // Ejected (edge) ZSET of pod name -> when its next health probe is due
 // (unix ms): the pods taken out of allocation on every replica because
-// dials to them failed (passive health, failover.lua and pod_failure.lua;
-// issue 16). An ejected pod keeps its pool membership and its calls;
+// dials to them failed (passive health, failover.lua and pod_failure.lua).
+// An ejected pod keeps its pool membership and its calls;
 // allocate only skips it. It leaves the set when a probe succeeds
 // (reinstate.lua) or the pod source replaces it (sync.lua with a new
 // address, unregister.lua). Its pod info (PodInfo) carries failures (the

@@ -12,8 +12,7 @@ import (
 // filled as merchants' dedicated pools (voice:merchant:<tier>:assigned and
 // :pods, pod tier "merchant:<tier>"): exclusive tiers that neither the
 // default chain nor any merchant's fallback names, with their targets. An
-// ordinary pool of that name would be one nothing allocates from (issue 9,
-// finding 7).
+// ordinary pool of that name would be one nothing allocates from.
 func merchantTiers(tc TierConfig, fallbacks map[string]bool) map[string]int {
 	inChain := make(map[string]bool, len(tc.DefaultChain))
 	for _, step := range tc.DefaultChain {

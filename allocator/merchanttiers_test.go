@@ -8,7 +8,7 @@ import (
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
-// Issue 9, finding 7: a tier that only the tier config declares (not in
+// A tier that only the tier config declares (not in
 // default_chain, not in any merchant's fallback) is a merchant's dedicated
 // pool, as the predecessor's tier assigner filled it: new pods go to
 // voice:merchant:<tier>:assigned and :pods first, with pod tier

@@ -15,7 +15,7 @@ type metrics struct {
 	drains        prometheus.Counter
 	scriptSeconds *prometheus.HistogramVec // script
 	scriptErrors  *prometheus.CounterVec   // script
-	// Waiting for capacity (issue 10, wait.go).
+	// Waiting for capacity (admission.wait, wait.go).
 	waitSeconds  *prometheus.HistogramVec // result: served, timeout, gave_up, error
 	waitTimeouts prometheus.Counter
 }

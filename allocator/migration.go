@@ -12,7 +12,7 @@ import (
 // without edge's pool_type field) among the first limit call keys a SCAN
 // returns: a sign that it still shares this Redis, or did until lately.
 // Its calls have no renewing media socket through edge, so a short edge
-// lease would end them (issue 9): the caller warns when it finds any
+// lease would end them: the caller warns when it finds any
 // while allocator.migration is off.
 func (a *Allocator) PredecessorCalls(ctx context.Context, limit int) (int, error) {
 	// One round trip per SCAN page (its HMGETs pipelined), not one per

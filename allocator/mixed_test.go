@@ -34,7 +34,7 @@ func score(t *testing.T, rdb redis.UniversalClient, a *allocator.Allocator, tier
 	return s
 }
 
-// Issue 9, finding 8: the predecessor releases shared calls edge allocated;
+// The predecessor releases shared calls edge allocated;
 // their per-call leases stay behind. The sweep must take them as ended, not
 // set the pod's score to max_concurrent (both routers then answered 503
 // until the leases ran out).
@@ -71,7 +71,7 @@ func TestSweepDropsPerCallLeasesOfCallsThePredecessorReleased(t *testing.T) {
 	}
 }
 
-// Issue 9, finding 8: two predecessor calls and one edge call on one pod of
+// Two predecessor calls and one edge call on one pod of
 // max 3. The sweep reset the score from 3 to 1 (it counted edge's per-call
 // leases only) and five calls ended up on the pod. In migration mode it
 // never lowers a score below what it cannot account for.
@@ -123,7 +123,7 @@ func TestMigrationLeasesLastLikeThePredecessors(t *testing.T) {
 	}
 }
 
-// Issue 9: the predecessor's documented command sequences interleaved with
+// The predecessor's documented command sequences interleaved with
 // edge's scripts on one Redis, under concurrency, with edge's sweep running
 // throughout. Calls are allocated by either router and released by either.
 // After each round the invariants hold over every key, and at the end every

@@ -12,10 +12,9 @@ import (
 	"github.com/edge-voice/edge/allocator"
 )
 
-// Issue 10: shared pods were always filled least loaded first. A tier
-// with placement pack fills the most loaded pod below max_concurrent
-// first, so whole pods stay idle for scale-down; spread (the default)
-// is unchanged.
+// Spread (the default) fills a shared tier's least loaded pod first. A
+// tier with placement pack fills the most loaded pod below max_concurrent
+// first, so whole pods stay idle for scale-down.
 func TestSharedPlacement(t *testing.T) {
 	for name, c := range map[string]struct {
 		placement allocator.Placement

@@ -20,7 +20,7 @@ func wantLimited(t *testing.T, err error, scope string) time.Duration {
 	return rl.RetryAfter
 }
 
-// Issue 10: a merchant's or a source's burst could take every pod. The
+// Rate limits keep a merchant's or a source's burst from taking every pod. The
 // token buckets live in Redis, so two replicas (two allocators on one
 // Redis) share them, and the limit costs no round trip of its own.
 func TestRateLimitsSharedAcrossReplicas(t *testing.T) {

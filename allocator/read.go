@@ -24,7 +24,7 @@ type PodInfo struct {
 	// Calls are the calls holding a per-call lease (shared pods).
 	Calls []string `json:"calls,omitempty"`
 	// Ejection is set while the pod is out of allocation after failed
-	// dials (issue 16).
+	// dials.
 	Ejection *PodEjection `json:"ejection,omitempty"`
 }
 
@@ -143,7 +143,7 @@ type PoolStatus struct {
 	// Ejected counts the pool's pods out of allocation after failed dials
 	// (K.Ejected).
 	Ejected int `json:"ejected"`
-	// Placement of a shared tier's new calls (spread or pack, issue 10);
+	// Placement of a shared tier's new calls (spread or pack);
 	// "" for exclusive tiers and merchant pools.
 	Placement Placement `json:"placement,omitempty"`
 }

@@ -29,7 +29,7 @@ func TestConcurrentDuplicatesKeepInvariants(t *testing.T) {
 	concurrentDuplicates(t, testredis.Start(t).Client())
 }
 
-// The same with merchant caps in play (issue 10): workers call for four
+// The same with merchant caps in play: workers call for four
 // merchants, three of them capped below what the pool could give them;
 // besides the pool invariants, no merchant ever holds more live calls than
 // its cap, and no count is left when all is released.
@@ -38,7 +38,7 @@ func TestConcurrentDuplicatesKeepInvariantsWithCaps(t *testing.T) {
 	concurrentDuplicatesFor(t, testredis.Start(t).Client(), caps, func(w int) string { return fmt.Sprintf("m%d", w%4) })
 }
 
-// The same with waiting for capacity in play (issue 10): two replicas on
+// The same with waiting for capacity in play: two replicas on
 // one Redis (each with its Waker, calls waiting up to 150ms), merchants
 // capped as above, and the zombie sweep running throughout. Besides every
 // invariant above, no wait is left behind (queue, ring, deadline, ticket).

@@ -36,7 +36,7 @@ func TestSweepEndsDeadCalls(t *testing.T) {
 		if len(res.Recovered) != 1 || res.CallsExpired != 1 {
 			t.Fatalf("sweep = %+v, want g0 recovered and one shared call expired", res)
 		}
-		// Both ended calls are named, for the sweep's log line (issue 17).
+		// Both ended calls are named, for the sweep's log line.
 		if got := strings.Join(res.Recovered, ",") + " " + strings.Join(res.CallsEnded, ","); got != "g0 CA-sh,CA-ex" && got != "g0 CA-ex,CA-sh" {
 			t.Errorf("recovered pods and ended calls = %q, want g0 and CA-ex, CA-sh", got)
 		}

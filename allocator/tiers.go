@@ -29,7 +29,7 @@ const DefaultMaxConcurrent = 5
 // merchantStep prefixes a chain step that names a merchant's dedicated pool.
 const merchantStep = "merchant:"
 
-// Placement says which pod of a shared tier a new call goes to (issue 10).
+// Placement says which pod of a shared tier a new call goes to.
 type Placement string
 
 const (
@@ -225,11 +225,11 @@ type MerchantConfig struct {
 	Pool string `json:"pool,omitempty"`
 	// Fallback replaces the default chain for this merchant.
 	Fallback []string `json:"fallback,omitempty"`
-	// MaxCalls caps the merchant's live calls (issue 10): an allocation
+	// MaxCalls caps the merchant's live calls: an allocation
 	// beyond it is refused with ReasonMerchantAtCap. nil: no cap.
 	MaxCalls *int `json:"max_calls,omitempty"`
 	// RatePerSecond and RateBurst override admission.rate.merchant_* for
-	// this merchant (issue 10): the new calls it may start per second on
+	// this merchant: the new calls it may start per second on
 	// average, and at once after a quiet spell (default: the rate, at
 	// least 1). nil: the global merchant rate, off when that is 0.
 	RatePerSecond *float64 `json:"rate_per_second,omitempty"`

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Waiting for capacity (admission.wait, issue 10; docs/admission.md).
+// Waiting for capacity (admission.wait, docs/admission.md).
 //
 // A call whose chain is all busy is queued in Redis by allocate.lua itself
 // (no extra round trip) and its goroutine sleeps here. The hand-off is

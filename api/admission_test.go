@@ -10,7 +10,7 @@ import (
 	"github.com/edge-voice/edge/allocator"
 )
 
-// A merchant at its max_calls (issue 10) is refused by the generic API with
+// A merchant at its max_calls is refused by the generic API with
 // 503 and its own code, while other merchants are served.
 func TestGenericAllocateMerchantAtCap(t *testing.T) {
 	e := newEnv(t)
@@ -32,7 +32,7 @@ func TestGenericAllocateMerchantAtCap(t *testing.T) {
 }
 
 // A merchant over its admission rate gets 429 with Retry-After from the
-// generic API (issue 10).
+// generic API.
 func TestGenericAllocateRateLimited(t *testing.T) {
 	e := newEnv(t)
 	e.register(t, "gold", "agent-0", "agent-1")

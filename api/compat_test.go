@@ -30,7 +30,7 @@ func (e *env) internal(t *testing.T, allow []string, token string) *httptest.Ser
 	return srv
 }
 
-// Issue 9, findings 1-5: a predecessor agent or dashboard pointed at the
+// A predecessor agent or dashboard pointed at the
 // internal listener (the smart-router:8080 Service) gets every route it
 // called, in the shapes it parsed, with no credentials.
 func TestPredecessorClientsOnInternalListener(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// The release answer was a map; it is a struct now (issue 12: fewer
-// allocations per release). Clients must see the same bytes.
+// The release answer was a map; it is a struct now (fewer allocations
+// per release). Clients must see the same bytes.
 func TestReleaseResponseEncodesAsTheMapDid(t *testing.T) {
 	stale := "the call's lease had expired and its pod was already recovered; nothing returned to the pool"
 	cases := map[string]struct {

@@ -13,7 +13,7 @@ import (
 
 // Internal is who may use the cluster-internal listener (listen.internal):
 // the predecessor's whole surface on one port, where its voice agents call
-// release and drain with no credentials (issue 9). The public listener
+// release and drain with no credentials. The public listener
 // faces the internet and the admin one wants a bearer token off loopback;
 // agents send neither, so this third listener takes them by where they
 // come from instead, and by a token only if one is set.

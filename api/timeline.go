@@ -15,7 +15,7 @@ type CallRecords interface {
 	PodCalls(ctx context.Context, pod string) ([]string, error)
 }
 
-// callTimeline is GET /api/v1/calls/{call_sid} (issue 17): what Redis keeps
+// callTimeline is GET /api/v1/calls/{call_sid}: what Redis keeps
 // of a call, live or ended (for the call info TTL). An unknown call is a
 // bare 404; the record holds no token and no media claim identity.
 func (h *Handlers) callTimeline(w http.ResponseWriter, r *http.Request) {

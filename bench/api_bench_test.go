@@ -28,7 +28,8 @@ const parallelClients = 16
 // BenchmarkAPICycle is one allocate + release through edge's HTTP API: a
 // real edge process on a real Redis, driven over keep-alive connections.
 // Besides ns/op it reports the CPU the edge process and Redis spent per
-// cycle (issue 12's goal: at most 100 us of edge CPU at 16 clients).
+// cycle (the goal in docs/benchmarks.md: at most 100 us of edge CPU at 16
+// clients).
 //
 // Side by side in the same run, each on its own Redis with its own clients
 // (ns/op is then per cycle of any of them):
@@ -186,7 +187,7 @@ func driveCycles(b *testing.B, parallel bool, targets ...cycleTarget) {
 	}
 	b.ResetTimer()
 	if parallel {
-		// 16 clients per target whatever GOMAXPROCS is (issue 12 measures
+		// 16 clients per target whatever GOMAXPROCS is (the goal is set
 		// at 16): RunParallel starts parallelism x GOMAXPROCS goroutines,
 		// each of which keeps to one target.
 		b.SetParallelism(max(1, parallelClients*len(targets)/runtime.GOMAXPROCS(0)))

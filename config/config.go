@@ -48,7 +48,7 @@ type Config struct {
 	// Allocator.Tiers the tiers parsed from the raw top-level keys `tiers`
 	// and `default_chain` (see the package doc).
 	Allocator allocator.Config `koanf:"allocator"`
-	// Admission: admission.* (rate limits, waiting; issue 10), linked into
+	// Admission: admission.* (rate limits, waiting; docs/admission.md), linked into
 	// Allocator.Admission.
 	Admission allocator.AdmissionConfig `koanf:"admission"`
 	// Pools: pods.*, pool.*, leader.* (package poolmgr).

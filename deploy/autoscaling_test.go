@@ -8,9 +8,9 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The autoscaling examples (issue 10) scale the voice-agent StatefulSet on
-// the demand metric edge exports (allocator/collector.go); the HPA is
-// decoded strictly with the other manifests (manifests_test.go).
+// The autoscaling examples (examples/autoscaling) scale the voice-agent
+// StatefulSet on the demand metric edge exports (allocator/collector.go);
+// the HPA is decoded strictly with the other manifests (manifests_test.go).
 func TestAutoscalingExamplesUseTheDemandMetric(t *testing.T) {
 	for _, path := range []string{"examples/autoscaling/hpa.yaml", "examples/autoscaling/keda-scaledobject.yaml"} {
 		data, err := os.ReadFile(path)

@@ -13,7 +13,7 @@ import (
 	"github.com/edge-voice/edge/config"
 )
 
-// Issue 9, finding 1: the predecessor's agents call smart-router:8080. The
+// The predecessor's agents call smart-router:8080. The
 // Service of that name is cluster-internal and reaches edge's internal
 // listener (the port the ConfigMap binds it to); the internet-facing
 // Service reaches only the public listener, which serves neither release

@@ -68,7 +68,7 @@ func goSource(t *testing.T, root string) string {
 	return b.String()
 }
 
-// The dashboard has the call-thread view (issue 17): refusals by reason,
+// The dashboard has the call-thread view: refusals by reason,
 // failovers by outcome, ejections by reason and ejected pods per tier,
 // socket closes by initiator and code.
 func TestDashboardCallThread(t *testing.T) {

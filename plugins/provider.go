@@ -165,11 +165,11 @@ const (
 	ReasonNoPods      = "no_pods"
 	ReasonAllDraining = "all_draining"
 	ReasonAtCapacity  = "at_capacity"
-	// ReasonMerchantAtCap: the merchant's max_calls cap is reached
-	// (issue 10); other merchants still get pods.
+	// ReasonMerchantAtCap: the merchant's max_calls cap is reached;
+	// other merchants still get pods.
 	ReasonMerchantAtCap = "merchant_at_cap"
 	// ReasonRateLimited: the merchant or the source started calls faster
-	// than edge's admission rate (issue 10); Status is 429.
+	// than edge's admission rate; Status is 429.
 	ReasonRateLimited = "rate_limited"
 	// ReasonCallEnded: the call has ended; a late or replayed webhook for
 	// it gets the hangup answer, never a pod. It comes with

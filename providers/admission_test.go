@@ -9,7 +9,7 @@ import (
 	"github.com/edge-voice/edge/allocator"
 )
 
-// A merchant at its max_calls (issue 10) gets the provider's own failure
+// A merchant at its max_calls gets the provider's own failure
 // markup (a hangup for Twilio, the reason code for Exotel), counted under
 // its own outcome, while pods are still free.
 func TestWebhookMerchantAtCap(t *testing.T) {
@@ -36,7 +36,7 @@ func TestWebhookMerchantAtCap(t *testing.T) {
 }
 
 // A merchant over its admission rate gets the provider's failure markup,
-// counted as rate_limited (issue 10).
+// counted as rate_limited.
 func TestWebhookRateLimited(t *testing.T) {
 	e := twilioEnv(t)
 	cfg := e.alloc.Config()
@@ -54,8 +54,8 @@ func TestWebhookRateLimited(t *testing.T) {
 	}
 }
 
-// A webhook that finds every pod busy waits for one (admission.wait, issue
-// 10): answered with the pod a release freed within the budget, and with
+// A webhook that finds every pod busy waits for one (admission.wait):
+// answered with the pod a release freed within the budget, and with
 // the same hangup as today's at_capacity when the budget runs out.
 func TestWebhookWaitsForCapacity(t *testing.T) {
 	e := twilioEnv(t)

@@ -19,7 +19,7 @@ import (
 var (
 	benchRate     = flag.Int("webhook-rate", 200, "webhooks per second on each path (BenchmarkWebhookVsGeneric)")
 	benchDuration = flag.Duration("webhook-duration", 10*time.Second, "how long BenchmarkWebhookVsGeneric sends")
-	// The remedies tried for the p99 tail (issue 12, docs/bench-plugins.md).
+	// The remedies tried for the p99 tail (docs/bench-plugins.md).
 	benchPluginEnv  = flag.String("webhook-plugin-env", "", "extra environment of the plugin process, comma separated (e.g. GOMAXPROCS=1)")
 	benchPluginNice = flag.Int("webhook-plugin-nice", 0, "run the plugin process under nice -n N (negative: before other work; needs root)")
 )

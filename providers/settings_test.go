@@ -16,8 +16,8 @@ func exotelCall(t *testing.T, e *env, id string) answer {
 	return e.do(t, "GET", strings.Replace(voicebot, "%s", id, 1), "")
 }
 
-// Issue 8 item 9: a bad setting in a config reload used to restart the
-// working plugin with it; the plugin then crash-looped and failed /readyz.
+// A bad setting in a config reload must not restart the working plugin
+// with it (the plugin would crash-loop and fail /readyz).
 // The running plugin must refuse it in a dry run and keep its last good
 // settings, in the same process.
 func TestBadSettingOnReloadKeepsTheLastGoodSettings(t *testing.T) {

@@ -8,11 +8,11 @@
 -- ARGV[4] -> call info TTL in ms
 -- ARGV[5] -> creator: who asks ("provider:twilio", "token:<name>", or "")
 -- ARGV[6] -> number of tiers N, then N quadruples: name, type, max_concurrent,
---            placement ("spread"|"pack", issue 10)
+--            placement ("spread"|"pack")
 -- then    -> number of default chain steps M, then M step names
--- then    -> admission rates (issue 10): merchant per second, merchant
+-- then    -> admission rates (admission.rate.*): merchant per second, merchant
 --            burst, source per second, source burst (0 per second: off)
--- then    -> wait budget in ms (admission.wait, issue 10): a call that finds
+-- then    -> wait budget in ms (admission.wait): a call that finds
 --            every pod of its chain busy waits this long (0: refused at once)
 -- then    -> the data set epoch the replica knows ("" none), the random
 --            part of a new epoch to store if none is, and the recovery hold in ms (lib.lua's
@@ -141,10 +141,10 @@ if queued then
   return reply
 end
 
--- Admission (issue 10), in this step: a merchant at its max_calls gets no
--- pod, whatever is free (counted from its live calls, K.merchant_calls);
--- then a token from the merchant's and the source's rate buckets (the
--- merchant's own rate_per_second, when its config has one).
+-- Admission (docs/admission.md), in this step: a merchant at its max_calls
+-- gets no pod, whatever is free (counted from its live calls,
+-- K.merchant_calls); then a token from the merchant's and the source's rate
+-- buckets (the merchant's own rate_per_second, when its config has one).
 local cap, note
 if merchant ~= '' then
   cap, note = cap_of(merchant, mc)

@@ -1,5 +1,5 @@
 -- failover.lua: move a call whose media socket could not reach its pod to
--- another pod of its chain, in one step (issue 16): the broken pod's failure
+-- another pod of its chain, in one step: the broken pod's failure
 -- recorded (and the pod ejected, see mark_failed), the call's info, lease
 -- and owner moved, its media claim kept.
 --
@@ -13,7 +13,7 @@
 -- ARGV[7] -> ejection backoff max in ms
 -- ARGV[8] -> max ejection percent of a tier
 -- ARGV[9] -> number of tiers N, then N quadruples: name, type, max_concurrent,
---            placement ("spread"|"pack", issue 10)
+--            placement ("spread"|"pack")
 -- then    -> number of default chain steps M, then M step names
 --
 -- Returns:
@@ -89,5 +89,5 @@ end
 redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'pool_type', kind,
   'moved_from', moved_from)
 assign(pod, call_id, source, kind, avail, lease_ms, now)
-count_call(info[5], call_id, now + lease_ms) -- admission (issue 10): same call, new lease
+count_call(info[5], call_id, now + lease_ms) -- merchant's live calls: new lease
 return {'moved', pod, ejected, due}

@@ -79,7 +79,7 @@ local function fence_lost(fence)
 end
 
 -- Whether dials to the pod failed and it is out of allocation on every
--- replica until a probe succeeds (K.ejected(), issue 16).
+-- replica until a probe succeeds (K.ejected()).
 local function is_ejected(pod)
   return redis.call('ZSCORE', K.ejected(), pod) ~= false
 end
@@ -104,7 +104,7 @@ end
 
 -- The merchant's chain: its dedicated pool first, then its fallback or the
 -- default chain. The second value is "" or a note for the log; the third
--- the decoded merchant config (nil when none), for admission (issue 10).
+-- the decoded merchant config (nil when none), for admission.
 local function chain_of(merchant, default_chain)
   local chain, warning = default_chain, ''
   if merchant == '' then
@@ -161,7 +161,7 @@ local function take_exclusive(avail, exclude)
   return found
 end
 
--- The least loaded (spread) or most loaded (pack, issue 10) non-draining,
+-- The least loaded (spread) or most loaded (pack) non-draining,
 -- ready, not ejected pod below max_concurrent.
 local function take_shared(avail, max, exclude, pack)
   local offset = 0
@@ -252,7 +252,7 @@ local function mark_failed(pod, reason, now, base_ms, max_ms, max_pct)
   return 1, due, failures
 end
 
--- Admission (issue 10): a merchant's live calls, counted in
+-- Admission (max_calls): a merchant's live calls, counted in
 -- K.merchant_calls(merchant) (call id -> lease expiry, see keys.go). Every
 -- script that creates, renews, moves or ends a call keeps the set; an entry
 -- past its expiry is a dead call the sweep has not ended yet, and counts
@@ -306,8 +306,8 @@ local function cap_of(merchant, mc)
   return n, ''
 end
 
--- The merchant's own rate (rate_per_second, rate_burst in its config,
--- issue 10) in place of the global one (rate, burst). A stored value that
+-- The merchant's own rate (rate_per_second, rate_burst in its
+-- config) in place of the global one (rate, burst). A stored value that
 -- is not valid (written by hand: the admin API refuses it) keeps the
 -- global rate, with a note for the log.
 local function merchant_rate_of(merchant, mc, rate, burst)
@@ -324,7 +324,7 @@ local function merchant_rate_of(merchant, mc, rate, burst)
   return r, b, ''
 end
 
--- Admission rate limits (issue 10): token buckets in Redis, so every
+-- Admission rate limits (admission.rate.*): token buckets in Redis, so every
 -- replica takes from the same one. A bucket is a hash {tokens, at}; a
 -- missing one is full.
 

@@ -264,7 +264,7 @@ else
   reply = {'released', pod, free_exclusive(named), named.draining and 1 or 0, source}
 end
 -- A pod or slot back in its pool goes to a waiting call first, on
--- whichever replica it waits (issue 10: the hand-off is here, not a race
--- of retries).
+-- whichever replica it waits (the hand-off is here, not a race of
+-- retries).
 serve_waiters(now)
 return reply

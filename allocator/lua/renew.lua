@@ -114,7 +114,7 @@ for i, call_key in ipairs(KEYS) do
       redis.call('PEXPIRE', call_key, info_ms)
     end
     if ok == 1 then
-      count_call(info[4], call_id, now + lease_ms) -- admission (issue 10)
+      count_call(info[4], call_id, now + lease_ms) -- the merchant's live calls
     end
   end
   out[#out + 1] = ok

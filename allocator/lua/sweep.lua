@@ -14,7 +14,7 @@
 --
 -- A per-call lease whose call info is gone, or names another pod, is a call
 -- that ended elsewhere (the predecessor's release knows nothing of per-call
--- leases, issue 9): it is dropped and never counted. In migration mode (the
+-- leases): it is dropped and never counted. In migration mode (the
 -- predecessor may hold calls that only its score counts) a score is lowered
 -- only by the calls this sweep saw expire, never set from the per-call
 -- leases alone; and an exclusive pod whose recorded call still names it and
@@ -155,7 +155,8 @@ for i = 6 + 2 * n, #ARGV do
     end
   end
 end
--- Pods and slots recovered go to calls waiting for capacity first (issue 10).
+-- Pods and slots recovered go to calls waiting for capacity first
+-- (admission.wait).
 if #recovered + reclaimed + readded > 0 then
   serve_waiters(now)
 end

@@ -96,7 +96,7 @@ local function place(pod, tier, addr, now, pinned)
   local before = redis.call('HGET', KEYS[1], pod)
   if before and not string.find(before, '"address":"' .. addr .. '"', 1, true) then
     -- A new address is a new pod behind the name (a restarted Kubernetes
-    -- pod): the ejection of the old one (issue 16) does not apply to it.
+    -- pod): the ejection of the old one does not apply to it.
     redis.call('ZREM', K.ejected(), pod)
     redis.call('HDEL', K.pod_info(pod), 'failures', 'ejected_reason', 'ejected_at')
   end

@@ -1,4 +1,4 @@
--- unwait.lua: end a call's wait for capacity (admission.wait, issue 10):
+-- unwait.lua: end a call's wait for capacity (admission.wait):
 -- its caller gave up (the webhook's request ended) or its budget ran out.
 --
 -- KEYS[1] -> K.wait_deadline() (routes the script on Redis Cluster)

@@ -1,5 +1,5 @@
 -- wait_poll.lua: a replica's periodic look at its waiting calls
--- (admission.wait, issue 10). Room that appeared without a script serving
+-- (admission.wait). Room that appeared without a script serving
 -- waiters (a sweep, a pod registered or ready again, a reinstated pod) is
 -- given to them here, and a lost wake message costs no more than a poll.
 --

@@ -1,4 +1,4 @@
--- waitlib.lua: waiting for capacity (admission.wait, issue 10), shared by
+-- waitlib.lua: waiting for capacity (admission.wait), shared by
 -- the scripts that start, serve, poll and end waits. The loader puts it
 -- after lib.lua. Keys (allocator/keys.go): a queue per merchant
 -- (K.wait_queue, FIFO), the ring of merchants with waiters (K.wait_ring,

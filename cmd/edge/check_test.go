@@ -22,8 +22,8 @@ func useBuiltEdge(t *testing.T) {
 	t.Cleanup(func() { executable = prev })
 }
 
-// Issue 8 item 9: a setting only the plugin understands used to pass
-// check-config, and then crash-looped the plugin at serve. The real binary
+// A setting only the plugin understands must not pass check-config (it
+// would crash-loop the plugin at serve). The real binary
 // starts the exotel plugin, which refuses it; the key is named and the
 // exit code is not 0.
 func TestCheckConfigAsksThePluginsToValidateSettings(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
-// TestBrokenPodsEndToEnd runs issue 16's broken pods against two real edge
+// TestBrokenPodsEndToEnd runs broken pods against two real edge
 // replicas on one redis-server: a closed port, a listener that accepts and
 // never answers, one that answers the upgrade with HTTP 500, one that
 // resets, and a pod killed mid-call. Calls are allocated on replica A and

@@ -21,8 +21,8 @@ const logBatchDelay = 2 * time.Millisecond
 // Why: every answered call logs two lines (allocated, released), and a
 // write to stderr (a pipe to the container runtime) is a system call, made
 // under slog's lock. At 16 clients logging was 10 % of edge's CPU per
-// allocate+release cycle, 4 % with this writer (docs/benchmarks.md,
-// issue 12). A timer, not a goroutine woken per line: arming one wakes
+// allocate+release cycle, 4 % with this writer (docs/benchmarks.md).
+// A timer, not a goroutine woken per line: arming one wakes
 // nobody, and a wake-up per line cost about what the write did.
 //
 // Lines keep their order. What is given up: lines accepted in the last

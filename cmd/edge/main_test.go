@@ -34,7 +34,7 @@ func TestEmbeddedDefault(t *testing.T) {
 		t.Errorf("the start-up output has no ready-to-paste allocate curl line:\n%s", edge.Log())
 	}
 	// The predecessor's agents release on the internal listener, with no
-	// token, and read released_to_pool as the pool's name (issue 9).
+	// token, and read released_to_pool as the pool's name.
 	status, body = postJSON(t, edge.InternalURL+"/api/v1/release", `{"call_sid":"CA-demo-1"}`)
 	if status != 200 || body["released_to_pool"] != "pool:standard" || body["returned_to_pool"] != true {
 		t.Fatalf("release: %d %v", status, body)

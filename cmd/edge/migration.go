@@ -12,7 +12,7 @@ import (
 // warnPredecessorCalls WARNs at start when Redis holds calls the predecessor
 // allocated while edge's lease is shorter than the predecessor's: nothing
 // renews those calls' leases (their media flows through nginx), so edge's
-// sweep would end them early (issue 9). allocator.migration says so.
+// sweep would end them early. allocator.migration says so.
 func warnPredecessorCalls(ctx context.Context, alloc *allocator.Allocator, cfg *config.Config, log *slog.Logger) {
 	lease := cfg.Allocator.EffectiveLeaseTTL()
 	if lease >= allocator.PredecessorLeaseTTL {

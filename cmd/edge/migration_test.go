@@ -17,7 +17,7 @@ import (
 
 const predecessorWarning = "Redis holds calls the predecessor allocated"
 
-// Issue 9, finding 9: edge started with its short default lease on a Redis
+// Edge started with its short default lease on a Redis
 // holding the predecessor's calls WARNs (their media still flows through
 // nginx, nothing renews their leases); with allocator.migration it does not,
 // and a predecessor agent releases its call on the internal listener.

@@ -12,7 +12,7 @@ import (
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
-// Issue 8 item 9, end to end: a config file edit with a setting the exotel
+// End to end: a config file edit with a setting the exotel
 // plugin refuses is rejected by the running plugin's dry run; the plugin
 // keeps serving with its last good settings and /readyz stays ready. A
 // valid edit after it applies.

@@ -16,7 +16,7 @@ import (
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
-// A whole call through the binary leaves its thread (issue 17): at info,
+// A whole call through the binary leaves its thread: at info,
 // the media socket's open and close lines name the call, merchant, pod
 // and replica; `edge admin call` shows the call's timeline, live and then
 // ended, with every stamp and the socket's counters; `edge admin calls`

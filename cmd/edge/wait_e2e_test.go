@@ -11,7 +11,7 @@ import (
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
-// Waiting for capacity as a user meets it (issue 10): edge with one pod and
+// Waiting for capacity as a user meets it: edge with one pod and
 // the default admission.wait.budget (3s); a second call through the
 // generic API while the first holds the pod waits, and is answered with
 // the pod as soon as the first call is released; a third, with nobody

@@ -4,7 +4,7 @@
 // own work (no auth, no allocation logic, no logging, no metrics). Its CPU
 // per cycle, measured by BenchmarkAPIFloor beside BenchmarkAPICycle, is
 // what the libraries edge is built on cost on the machine at hand: the
-// part of edge's figure that edge's own code cannot remove (issue 12).
+// part of edge's figure that edge's own code cannot remove (docs/benchmarks.md).
 //
 //	apifloor -redis-url redis://127.0.0.1:6379/0
 //
