@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -39,6 +40,12 @@ type ListenerConfig struct {
 	// (proxy.TLSListener), which can take a media socket's TLS records
 	// over for its epoll relay. It must return *tls.Conn connections.
 	TLSListener func(inner net.Listener, cfg *tls.Config) net.Listener
+	// AccessLog returns which requests get an access log line (read per
+	// request, so a reload applies at once); nil: every request.
+	AccessLog func() AccessLog
+	// ClientIP is a request's client address as the trusted proxies name
+	// it (forwarded.Trusted.ClientIP), for the access log; nil: the peer's.
+	ClientIP func(*http.Request) netip.Addr
 }
 
 // Listener is one HTTP listener as a component: Run serves until ctx ends,
@@ -73,7 +80,7 @@ func NewListener(name, addr string, h http.Handler, cfg ListenerConfig, log *slo
 	}
 	m := listenerMetrics(reg, name)
 	ct := newConnTable(name, cfg.MaxConns, log, m)
-	h = newRequestMetrics(reg, name).instrument(h, log)
+	h = newRequestMetrics(reg, name).instrument(h, log, &accessLog{listener: name, log: log, cfg: cfg.AccessLog, clientIP: cfg.ClientIP})
 	if cfg.Grace == nil {
 		cfg.Grace = func() time.Duration { return 30 * time.Second }
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edge-voice/edge/calls"
 	"github.com/edge-voice/edge/proxy"
 )
 
@@ -18,9 +19,10 @@ import (
 // http_requests_total, http_request_duration_seconds and
 // smart_router_panics_recovered_total by deploy/base/recording-rules.yaml).
 type requestMetrics struct {
-	requests *prometheus.CounterVec   // method, route, code
-	seconds  *prometheus.HistogramVec // method, route
-	panics   prometheus.Counter
+	requests  *prometheus.CounterVec   // method, route, code
+	responses *prometheus.CounterVec   // route, class
+	seconds   *prometheus.HistogramVec // method, route, class
+	panics    prometheus.Counter
 }
 
 func newRequestMetrics(reg prometheus.Registerer, listener string) *requestMetrics {
@@ -30,26 +32,31 @@ func newRequestMetrics(reg prometheus.Registerer, listener string) *requestMetri
 			Name: "edge_http_requests_total", ConstLabels: labels,
 			Help: "Requests answered, by method, route (the path of the route's pattern; \"unmatched\" for none) and status code. Media sockets are not counted.",
 		}, []string{"method", "route", "code"}),
+		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_http_responses_total", ConstLabels: labels,
+			Help: "Requests answered, by listener, route and status class (2xx, 3xx, 4xx, 5xx). Media sockets are not counted.",
+		}, []string{"route", "class"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "edge_http_request_duration_seconds", ConstLabels: labels,
-			Help:    "Time to answer a request, by method and route. Media sockets are not timed.",
+			Help:    "Time to answer a request, by method, route and status class. Media sockets are not timed.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-		}, []string{"method", "route"}),
+		}, []string{"method", "route", "class"}),
 		panics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "edge_http_panics_recovered_total", ConstLabels: labels,
 			Help: "Handler panics recovered (answered 500, the connection kept serving).",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.seconds, m.panics)
+		reg.MustRegister(m.requests, m.responses, m.seconds, m.panics)
 	}
 	return m
 }
 
-// instrument counts and times every request but media sockets (they are
-// hijacked and last a call; the proxy has its own series), and answers a
-// handler's panic with a 500 instead of dropping the connection.
-func (m *requestMetrics) instrument(next http.Handler, log *slog.Logger) http.Handler {
+// instrument counts, times and logs (access) every request but media
+// sockets (they are hijacked and last a call; the proxy has its own series
+// and its "media socket closed" line), and answers a handler's panic with
+// a 500 instead of dropping the connection.
+func (m *requestMetrics) instrument(next http.Handler, log *slog.Logger, access *accessLog) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, proxy.PathPrefix) {
 			next.ServeHTTP(w, r)
@@ -57,6 +64,8 @@ func (m *requestMetrics) instrument(next http.Handler, log *slog.Logger) http.Ha
 		}
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
+		ctx, note := calls.WithRequestNote(r.Context())
+		r = r.WithContext(ctx)
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
@@ -69,9 +78,13 @@ func (m *requestMetrics) instrument(next http.Handler, log *slog.Logger) http.Ha
 					writeJSON(sw, http.StatusInternalServerError, map[string]any{"success": false, "error": "internal error", "code": "internal"})
 				}
 			}
-			route := routeOf(r, sw.status())
-			m.requests.WithLabelValues(r.Method, route, strconv.Itoa(sw.status())).Inc()
-			m.seconds.WithLabelValues(r.Method, route).Observe(time.Since(start).Seconds())
+			took := time.Since(start)
+			status := sw.status()
+			route, class := routeOf(r, status), statusClass(status)
+			m.requests.WithLabelValues(r.Method, route, strconv.Itoa(status)).Inc()
+			m.responses.WithLabelValues(route, class).Inc()
+			m.seconds.WithLabelValues(r.Method, route, class).Observe(took.Seconds())
+			access.line(ctx, r, route, sw, took, note)
 		}()
 		next.ServeHTTP(sw, r)
 	})
@@ -98,12 +111,21 @@ func routeOf(r *http.Request, status int) string {
 	return path
 }
 
-// statusWriter notes the status code of an answer. Unwrap lets
+// statusClass is a status code's class label: "2xx" for 200 to 299.
+func statusClass(code int) string {
+	if code < 100 || code > 599 {
+		return "other"
+	}
+	return strconv.Itoa(code/100) + "xx"
+}
+
+// statusWriter notes the status code and body size of an answer. Unwrap lets
 // http.ResponseController reach the connection's deadlines.
 type statusWriter struct {
 	http.ResponseWriter
 	code  int
 	wrote bool
+	n     int64
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -117,7 +139,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if !w.wrote {
 		w.code, w.wrote = http.StatusOK, true
 	}
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	w.n += int64(n)
+	return n, err
 }
 
 func (w *statusWriter) Flush() {

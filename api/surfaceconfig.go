@@ -109,6 +109,18 @@ type HTTP struct {
 	// media sockets excluded: proxy.max_sockets bounds those). At the
 	// bound an idle connection, else the oldest, is shed. Default 8192.
 	MaxConnections int `koanf:"max_connections" reload:"restart"`
+	// AccessLog logs one "http request" line per request on every
+	// listener (listener, method, route, status, duration_ms, bytes,
+	// client, user_agent, call_sid). Default true.
+	AccessLog bool `koanf:"access_log"`
+	// AccessLogSample is the share of requests answered below 400 that get
+	// their line, 0 to 1; a 4xx or 5xx always gets one. Default 1.
+	AccessLogSample float64 `koanf:"access_log_sample"`
+}
+
+// AccessLogConfig is the access log's part of h.
+func (h HTTP) AccessLogConfig() AccessLog {
+	return AccessLog{Enabled: h.AccessLog, Sample: h.AccessLogSample}
 }
 
 // DefaultConfig is the HTTP surface's defaults.
@@ -127,6 +139,8 @@ func DefaultConfig() Config {
 			WriteTimeout:        15 * time.Second,
 			IdleTimeout:         60 * time.Second,
 			MaxConnections:      8192,
+			AccessLog:           true,
+			AccessLogSample:     1,
 		},
 	}
 }
@@ -239,6 +253,9 @@ func (h HTTP) validate() error {
 	}
 	if h.MaxConnections < 1 {
 		errs = append(errs, confcheck.Invalid("http.max_connections", h.MaxConnections, "must be >= 1"))
+	}
+	if !(h.AccessLogSample >= 0 && h.AccessLogSample <= 1) {
+		errs = append(errs, confcheck.Invalid("http.access_log_sample", h.AccessLogSample, "must be from 0 (failures only) to 1 (every request)"))
 	}
 	return errors.Join(errs...)
 }

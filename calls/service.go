@@ -60,6 +60,8 @@ func (s *Service) Allocate(ctx context.Context, req Request) (Call, error) {
 		s.log.Debug("allocation request invalid", "call_sid", shortID(req.CallID), "provider", shortID(req.Provider), "err", err)
 		return Call{}, err
 	}
+	// Only a valid id reaches the request's access log line.
+	NoteCallID(ctx, req.CallID)
 	al, err := s.alloc.Allocate(ctx, allocator.Request{CallID: req.CallID, MerchantID: req.MerchantID, Creator: req.Creator,
 		TraceParent: tracing.TraceParent(ctx)})
 	if al.Warning != "" {
@@ -104,6 +106,9 @@ func (s *Service) Allocate(ctx context.Context, req Request) (Call, error) {
 // answers allocator.ErrCallNotFound). It is the voice agent's release; the
 // media proxy releases a call whose socket closed itself.
 func (s *Service) Release(ctx context.Context, callID string) (allocator.Released, error) {
+	if allocator.ValidateID("call_sid", callID) == nil {
+		NoteCallID(ctx, callID)
+	}
 	rel, err := s.alloc.Release(ctx, callID)
 	if err == nil {
 		s.log.Info("call released", "call_sid", callID, "pod", rel.PodName, "by", "agent",

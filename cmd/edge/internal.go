@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -13,7 +12,7 @@ import (
 
 // newInternalListener binds listen.internal, the predecessor's surface for
 // in-cluster callers (see api.Internal); nil when it is off ("").
-func newInternalListener(cfg *config.Config, current func() *config.Config, s *api.Surface, reg prometheus.Registerer, log *slog.Logger) (*api.Listener, error) {
+func newInternalListener(cfg *config.Config, current func() *config.Config, s *api.Surface, acc *access, reg prometheus.Registerer, log *slog.Logger) (*api.Listener, error) {
 	if cfg.Listen.Internal == "" {
 		return nil, nil
 	}
@@ -21,11 +20,7 @@ func newInternalListener(cfg *config.Config, current func() *config.Config, s *a
 	if err != nil {
 		return nil, err
 	}
-	lc := api.ListenerConfig{
-		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
-		MaxConns: cfg.HTTP.MaxConnections,
-		Grace:    func() time.Duration { return current().HTTP.ShutdownTimeout },
-	}
+	lc := listenerConfig(cfg, current, acc)
 	h := s.InternalSurface(allow, func() string { return current().Internal.Token })
 	ln, err := api.NewListener("internal", cfg.Listen.Internal, h, lc, log, reg)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -156,7 +158,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 			alloc.ApplyTiers(tc)
 		}},
 	}
-	pub, adm, err := newListeners(cfg, current, surface, certs, reg, log)
+	pub, adm, err := newListeners(cfg, current, surface, certs, acc, reg, log)
 	if err != nil {
 		return err
 	}
@@ -179,7 +181,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	// The Waker wakes this replica's calls waiting for capacity
 	// (admission.wait); without it no call waits.
 	components := []component{watcher, alloc.Waker(), pools.source, pools.manager, pools.refresher, pools.presence, px, provs, pub, adm}
-	internal, err := newInternalListener(cfg, current, surface, reg, log)
+	internal, err := newInternalListener(cfg, current, surface, acc, reg, log)
 	if err != nil {
 		pub.Close()
 		adm.Close()
@@ -226,12 +228,8 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 
 // newListeners binds both listeners now, so that a port in use fails the
 // start; each terminates TLS when its certificate store is set.
-func newListeners(cfg *config.Config, current func() *config.Config, s *api.Surface, certs tlsStores, reg prometheus.Registerer, log *slog.Logger) (pub, adm *api.Listener, err error) {
-	lc := api.ListenerConfig{
-		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
-		MaxConns: cfg.HTTP.MaxConnections,
-		Grace:    func() time.Duration { return current().HTTP.ShutdownTimeout },
-	}
+func newListeners(cfg *config.Config, current func() *config.Config, s *api.Surface, certs tlsStores, acc *access, reg prometheus.Registerer, log *slog.Logger) (pub, adm *api.Listener, err error) {
+	lc := listenerConfig(cfg, current, acc)
 	lc.TLS = serverConfig(certs.public, certs.acme)
 	// Media sockets arrive on the public listener: its TLS records can go
 	// to the proxy's epoll relay (proxy/tlshandoff.go).
@@ -247,6 +245,19 @@ func newListeners(cfg *config.Config, current func() *config.Config, s *api.Surf
 		return nil, nil, fmt.Errorf("listen.admin: %w", err)
 	}
 	return pub, adm, nil
+}
+
+// listenerConfig is what every listener shares: the HTTP limits, the
+// access log (read per request) and the client address as the trusted
+// proxies name it.
+func listenerConfig(cfg *config.Config, current func() *config.Config, acc *access) api.ListenerConfig {
+	return api.ListenerConfig{
+		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
+		MaxConns:  cfg.HTTP.MaxConnections,
+		Grace:     func() time.Duration { return current().HTTP.ShutdownTimeout },
+		AccessLog: func() api.AccessLog { return current().HTTP.AccessLogConfig() },
+		ClientIP:  func(r *http.Request) netip.Addr { return acc.trusted().ClientIP(r) },
+	}
 }
 
 // newWatcher returns the watcher that applies file edits at run time (see

@@ -71,7 +71,8 @@ func (st *tlsStores) attachACME(cfg *config.Config, rdb redis.UniversalClient, l
 	st.acme = m
 	if slices.Contains(cfg.TLS.ACME.Challenges, acme.HTTP01) {
 		lc := api.ListenerConfig{ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
-			MaxConns: cfg.HTTP.MaxConnections, Grace: func() time.Duration { return time.Second }}
+			MaxConns: cfg.HTTP.MaxConnections, Grace: func() time.Duration { return time.Second },
+			AccessLog: func() api.AccessLog { return cfg.HTTP.AccessLogConfig() }}
 		st.acmeHTTP, err = api.NewListener("acme-http", cfg.TLS.ACME.HTTPListen, m.HTTPHandler(nil), lc, log, reg)
 		if err != nil {
 			return fmt.Errorf("tls.acme.http_listen: %w", err)
