@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -180,8 +181,22 @@ func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...any
 	if !s.log.Enabled(context.Background(), lv) {
 		return
 	}
+	args = renameKey(args, "plugin", "plugin_path")
 	if name != "" {
 		args = append(args, "logger", name)
 	}
 	s.log.Log(context.Background(), lv, msg, args...)
+}
+
+// renameKey renames key in a key-value list: go-plugin names the binary's
+// path "plugin", the key edge gives the provider's name.
+func renameKey(args []any, from, to string) []any {
+	for i := 0; i+1 < len(args); i += 2 {
+		if k, ok := args[i].(string); ok && k == from {
+			out := slices.Clone(args)
+			out[i] = to
+			return renameKey(out, from, to)
+		}
+	}
+	return args
 }
