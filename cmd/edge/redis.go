@@ -19,6 +19,7 @@ import (
 // when none is configured. closeRedis closes the client, then the embedded
 // server.
 func newRedis(cfg *config.Config, log *slog.Logger) (rdb redis.UniversalClient, closeRedis func(), err error) {
+	routeRedisLog(log)
 	rc := cfg.Redis
 	// Connections named after the replica: the leader tells a dead replica
 	// from a slow one by them (allocator.SweepDeadReplicas).
