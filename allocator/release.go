@@ -18,6 +18,10 @@ type Released struct {
 	// Stale: the call info was left over but its pod had already been
 	// recovered (its lease ran out); nothing was returned to any pool.
 	Stale bool
+	// MerchantID and Creator are the call's (its call info's merchant_id
+	// and creator: "provider:<name>", "token:<name>", "" for the
+	// predecessor's), for the release's log line.
+	MerchantID, Creator string
 }
 
 // Release ends the call's allocation in one round trip. It is fenced and
@@ -58,10 +62,11 @@ func (a *Allocator) release(ctx context.Context, callID, by string, end *SocketE
 		return Released{}, fmt.Errorf("release %s: %w", callID, ErrCallNotFound)
 	case "stale":
 		a.metrics.releases.WithLabelValues(rep.str(2), outcome).Inc()
-		return Released{PodName: rep.str(1), Stale: true, SourcePool: rep.str(2)}, nil
+		return Released{PodName: rep.str(1), Stale: true, SourcePool: rep.str(2), MerchantID: rep.str(3), Creator: rep.str(4)}, nil
 	case "released":
 		a.metrics.releases.WithLabelValues(rep.str(4), outcome).Inc()
-		return Released{PodName: rep.str(1), ReleasedToPool: rep.int(2) == 1, WasDraining: rep.int(3) == 1, SourcePool: rep.str(4)}, nil
+		return Released{PodName: rep.str(1), ReleasedToPool: rep.int(2) == 1, WasDraining: rep.int(3) == 1, SourcePool: rep.str(4),
+			MerchantID: rep.str(5), Creator: rep.str(6)}, nil
 	case "wrongtype":
 		a.metrics.releases.WithLabelValues("", "error").Inc()
 		return Released{}, fmt.Errorf("release %s: %s holds a %s, which neither edge nor the predecessor writes there; nothing was changed", callID, rep.str(1), rep.str(2))

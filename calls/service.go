@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/edge-voice/edge/allocator"
@@ -111,8 +112,24 @@ func (s *Service) Release(ctx context.Context, callID string) (allocator.Release
 	}
 	rel, err := s.alloc.Release(ctx, callID)
 	if err == nil {
-		s.log.Info("call released", "call_sid", callID, "pod", rel.PodName, "by", "agent",
-			"returned_to_pool", rel.ReleasedToPool, "was_draining", rel.WasDraining, "stale", rel.Stale)
+		attrs := []any{"call_sid", callID, "merchant_id", rel.MerchantID}
+		if p := providerOf(rel.Creator); p != "" {
+			attrs = append(attrs, "provider", p)
+		}
+		s.log.Info("call released", append(attrs, "pod", rel.PodName, "by", "agent",
+			"returned_to_pool", rel.ReleasedToPool, "was_draining", rel.WasDraining, "stale", rel.Stale)...)
 	}
 	return rel, err
+}
+
+// providerOf is the provider of a call's creator ("provider:twilio" ->
+// "twilio"); a call made through the generic API or by the predecessor
+// names none (the call info keeps no provider), and its line has no
+// provider key.
+func providerOf(creator string) string {
+	name, _ := strings.CutPrefix(creator, "provider:")
+	if name == creator {
+		return ""
+	}
+	return name
 }

@@ -165,7 +165,7 @@ func TestCallThreadIsLoggedAtInfo(t *testing.T) {
 	log := e.logs.String()
 	for _, want := range []string{
 		`msg="call allocated" call_sid=CA9 merchant_id=acme provider=twilio pod=agent-0`,
-		`msg="call released" call_sid=CA9 pod=agent-0 by=agent returned_to_pool=true`,
+		`msg="call released" call_sid=CA9 merchant_id=acme pod=agent-0 by=agent returned_to_pool=true`,
 	} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %s:\n%s", want, log)
@@ -239,5 +239,40 @@ func TestEdgeFault(t *testing.T) {
 				t.Errorf("FailureOf(%v).EdgeFault() = %v, want %v", tc.err, got, tc.want)
 			}
 		})
+	}
+}
+
+// "call released" by an agent named the pod but not the call's merchant or
+// provider: every line of a call's thread now carries both (the provider
+// from the call's creator, the one that allocated it).
+func TestReleaseLineNamesMerchantAndProvider(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.svc.Allocate(context.Background(), calls.Request{CallID: "CA10", MerchantID: "acme", Provider: "twilio", Creator: "provider:twilio"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Release(context.Background(), "CA10"); err != nil {
+		t.Fatal(err)
+	}
+	want := `msg="call released" call_sid=CA10 merchant_id=acme provider=twilio pod=agent-0 by=agent`
+	if log := e.logs.String(); !strings.Contains(log, want) {
+		t.Fatalf("log lacks %s:\n%s", want, log)
+	}
+}
+
+// The request's access log line names the call the request allocated or
+// released: Service notes it on the request's context.
+func TestServiceNotesTheCallOnTheRequest(t *testing.T) {
+	e := newEnv(t)
+	ctx, note := calls.WithRequestNote(context.Background())
+	if _, err := e.svc.Allocate(ctx, calls.Request{CallID: "CA11"}); err != nil {
+		t.Fatal(err)
+	}
+	if note.CallID() != "CA11" {
+		t.Fatalf("allocate noted %q, want CA11", note.CallID())
+	}
+	ctx, note = calls.WithRequestNote(context.Background())
+	e.svc.Release(ctx, "CA11")
+	if note.CallID() != "CA11" {
+		t.Fatalf("release noted %q, want CA11", note.CallID())
 	}
 }

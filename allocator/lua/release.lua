@@ -13,8 +13,8 @@
 --
 -- Returns:
 --   {"not_found"}                                      no live allocation
---   {"released", pod, to_pool (0|1), was_draining (0|1), source_pool}
---   {"stale", pod, source_pool}
+--   {"released", pod, to_pool (0|1), was_draining (0|1), source_pool, merchant_id, creator}
+--   {"stale", pod, source_pool, merchant_id, creator}
 --                    the call info was left over, but the pod no longer
 --                    belongs to this call (its lease ran out and the pod was
 --                    recovered, maybe to serve another call): nothing is
@@ -47,8 +47,10 @@
 -- nothing.
 
 local call_key, call_id = KEYS[1], ARGV[1]
-local info = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type', 'merchant_id', 'socket_replica')
+local info = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type', 'merchant_id', 'socket_replica', 'creator')
 local pod, source, kind = info[1], info[2] or '', info[3]
+-- Who the call was, for the release's log line.
+local merchant_id, creator = info[4] or '', info[6] or ''
 if not pod then
   return {'not_found'}
 end
@@ -250,18 +252,18 @@ if pod_kind == 'shared' then
   -- lease and owner now belong to its new life.
   if (not legacy and not mixed and not named.per_call) or not named.registered then
     redis.call('ZREM', K.pod_calls(pod), call_id)
-    reply = {'stale', pod, source}
+    reply = {'stale', pod, source, merchant_id, creator}
   else
     -- The predecessor counted its call in the score only; edge's call
     -- has its per-call lease (both, when both routers took this pod).
     local slots = 1
     if mixed and named.per_call then slots = 2 end
-    reply = {'released', pod, free_shared(named, slots), named.draining and 1 or 0, source}
+    reply = {'released', pod, free_shared(named, slots), named.draining and 1 or 0, source, merchant_id, creator}
   end
 elseif not named.owned then
-  reply = {'stale', pod, source}
+  reply = {'stale', pod, source, merchant_id, creator}
 else
-  reply = {'released', pod, free_exclusive(named), named.draining and 1 or 0, source}
+  reply = {'released', pod, free_exclusive(named), named.draining and 1 or 0, source, merchant_id, creator}
 end
 -- A pod or slot back in its pool goes to a waiting call first, on
 -- whichever replica it waits (the hand-off is here, not a race of
