@@ -57,12 +57,16 @@ func unavailable(err error) error {
 }
 
 // failingOver reports the replies of a Redis that is changing primaries
-// (Sentinel failover, Cluster resharding or node loss): the request may be
-// retried once the new primary is known.
+// (Sentinel failover, Cluster resharding or node loss) or stalled by a
+// script: the request may be retried once the new primary is known or the
+// script ended.
 func failingOver(err error) bool {
 	return redis.IsReadOnlyError(err) || redis.IsLoadingError(err) ||
 		redis.IsMasterDownError(err) || redis.IsClusterDownError(err) ||
 		redis.IsTryAgainError(err) || redis.IsNoReplicasError(err) ||
+		// A long script holds Redis (past busy-reply-threshold): every
+		// other command is refused with BUSY, nothing ran.
+		redis.HasErrorPrefix(err, "BUSY") ||
 		// go-redis' failover client while no sentinel answers (it has no
 		// sentinel value to compare with).
 		strings.Contains(err.Error(), "all sentinels specified in configuration are unreachable")
