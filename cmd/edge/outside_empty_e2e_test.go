@@ -14,12 +14,12 @@ import (
 )
 
 // Redis restarted empty under live calls must not hand a busy exclusive
-// pod to a second call (docs/design: "A busy exclusive pod is never offered
-// to a second call"). One replica with edge's default timings, 4 exclusive
-// pods, each serving a live call whose socket streams; Redis is killed and
-// started empty; 4 new calls then try for 10 s to get a pod. They may be
-// refused, or wait, or land on a pod whose call has ended: the agents'
-// own recordings must show no pod serving two calls at once.
+// pod to a second call: the design promises that a busy exclusive pod is
+// never offered to a second call. One replica with edge's default timings,
+// 4 exclusive pods, each serving a live call whose socket streams; Redis is
+// killed and started empty; 4 new calls then try for 10 s to get a pod.
+// They may be refused, or wait, or land on a pod whose call has ended: the
+// agents' own recordings must show no pod serving two calls at once.
 func TestRedisRestartedEmptyNeverDoubleServes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs an edge process")
