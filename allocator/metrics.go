@@ -21,6 +21,21 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
+	m := newMetricsVecs(reg)
+	// The series alerts and dashboards read exist at 0 from the start
+	// (deploy/monitoring/alerts.yaml): a panel reads 0, not "No data", and
+	// increase() sees the first event. Refusals carry no source pool.
+	for _, result := range []string{"no_pods", "all_draining", "at_capacity", "merchant_at_cap", "rate_limited",
+		"call_ended", "in_progress", "recovering", "error"} {
+		m.allocations.WithLabelValues("", result)
+	}
+	for _, name := range scriptNames {
+		m.scriptErrors.WithLabelValues(name)
+	}
+	return m
+}
+
+func newMetricsVecs(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
 	return &metrics{
 		allocations: f.NewCounterVec(prometheus.CounterOpts{

@@ -133,6 +133,7 @@ func New(opts Options, specs []Spec) (*Host, error) {
 		}
 		h.procs[s.Name] = newProc(h, s)
 		h.order = append(h.order, s.Name)
+		h.m.zero(s.Name)
 	}
 	return h, nil
 }

@@ -46,3 +46,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"provider"}),
 	}
 }
+
+// zero exports a provider's series from the start, at 0, before its
+// plugin first runs: alerts and dashboards read them (a panel reads 0, not
+// "No data"; increase() sees the first restart) and edge_plugin_up says
+// the plugin is not up yet.
+func (m *metrics) zero(provider string) {
+	m.up.WithLabelValues(provider).Set(0)
+	m.restarts.WithLabelValues(provider)
+	m.webhooks.WithLabelValues(provider, "allocated")
+	m.seconds.WithLabelValues(provider)
+	for _, method := range []string{"Webhook", "Answer"} {
+		m.rpcSeconds.WithLabelValues(provider, method)
+		m.rpcErrors.WithLabelValues(provider, method)
+	}
+}

@@ -72,6 +72,11 @@ func New(cfg Config, prefix string, interval time.Duration, log *slog.Logger, re
 	s.lastErr = make([]string, len(s.pairs))
 	s.publish()
 	s.m = newMetrics(s, reg)
+	// Every pair's error series exists at 0 from the start: increase()
+	// over a series born at 1 on the first failure never rises.
+	for _, p := range s.pairs {
+		s.m.errors.WithLabelValues(p.path)
+	}
 	return s, nil
 }
 
