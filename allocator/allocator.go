@@ -36,6 +36,8 @@ type Allocator struct {
 	// tracked are the calls whose media sockets this replica holds, and
 	// the data set epoch it knows (recovery.go).
 	tracked tracker
+	// retry holds the socket releases Redis did not take (releaseretry.go).
+	retry releaseRetry
 }
 
 // settings is the run-time part of Config with the tier table already laid
@@ -55,7 +57,7 @@ func New(rdb redis.UniversalClient, cfg Config, reg prometheus.Registerer) (*All
 	if err != nil {
 		return nil, fmt.Errorf("load allocator scripts: %w", err)
 	}
-	a := &Allocator{rdb: rdb, keys: keys, scripts: scripts, metrics: newMetrics(reg)}
+	a := &Allocator{rdb: rdb, keys: keys, scripts: scripts, metrics: newMetrics(reg), retry: newReleaseRetry(reg)}
 	a.waits.m = map[string][]*waiter{}
 	a.Apply(cfg)
 	return a, nil

@@ -77,6 +77,11 @@ func (l MediaLeases) Renew(ctx context.Context, ls []mediacontract.Lease) ([]boo
 func (l MediaLeases) Release(ctx context.Context, callID string, end mediacontract.SocketEnd) (string, error) {
 	r, err := l.Alloc.ReleaseSocketEnd(ctx, callID, end)
 	switch {
+	case errors.Is(err, ErrUnavailable):
+		// Redis is down for now: the release is retried until it answers,
+		// so the pod is not held for a whole lease.
+		l.Alloc.releaseLater(callID, end)
+		return "retrying", nil
 	case err != nil:
 		return "", noAllocation(err)
 	case r.Stale:

@@ -343,3 +343,41 @@ func TestSweptCallLeavesThePredecessorsPodSet(t *testing.T) {
 		t.Fatalf("the predecessor's set after the sweep: %v, want only CA-other", got)
 	}
 }
+
+// A media socket that ends while Redis is paused releases its call once
+// Redis answers again, not a lease later: the pod is back at once.
+func TestSocketReleaseRetriedAfterRedisPause(t *testing.T) {
+	rs := testredis.Start(t)
+	ctx := context.Background()
+	a := newAllocator(t, rs.Client())
+	register(t, a, "gold", "pod-0")
+	al := mustAllocate(t, a, "CA-paused", "")
+	if _, err := a.ClaimMediaOn(ctx, "CA-paused", al.PodName, "h", "edge-a"); err != nil {
+		t.Fatal(err)
+	}
+	leases := allocator.MediaLeases{Alloc: a, Replica: "edge-a"}
+
+	rs.Pause()
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	outcome, err := leases.Release(short, "CA-paused", allocator.SocketEnd{Ended: "socket_close", ClosedBy: "client", CloseCode: "1000", Closed: time.Now()})
+	cancel()
+	if err != nil || outcome != "retrying" {
+		t.Fatalf("release while Redis is paused: %q, %v; want retrying", outcome, err)
+	}
+	if n := a.RetriedReleases(); n != 1 {
+		t.Fatalf("%d releases pending, want 1", n)
+	}
+	rs.Resume()
+	deadline := time.Now().Add(10 * time.Second)
+	for a.RetriedReleases() > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond) // the retry's own pace
+	}
+	tl, err := a.Timeline(ctx, "CA-paused")
+	if err != nil || tl.How != "released" || tl.SocketEnd != "socket_close" {
+		t.Fatalf("the call after Redis came back: %+v, %v; want released by its socket's close", tl, err)
+	}
+	next := mustAllocate(t, a, "CA-next", "")
+	if next.PodName != al.PodName {
+		t.Fatalf("the next call got %q, want the released pod %s", next.PodName, al.PodName)
+	}
+}

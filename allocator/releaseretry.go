@@ -1,0 +1,108 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// A media socket that ends while Redis is unreachable (a pause, a failover)
+// cannot release its call. Left alone, the call's pod stays held until its
+// lease runs out and a sweep finds it: a minute of a pod lost for every call
+// that ended during a ten-second blip. So the release is retried, in order,
+// until Redis answers or the lease would have run out anyway.
+
+// releaseRetryEvery is the pause between two passes over the pending
+// releases while Redis stays unreachable.
+const releaseRetryEvery = 250 * time.Millisecond
+
+// pendingRelease is one socket's release that Redis did not take.
+type pendingRelease struct {
+	callID string
+	end    SocketEnd
+	until  time.Time // the call's lease has run out by then: the sweep's
+}
+
+// releaseRetry holds the pending releases; one goroutine works through
+// them while there are any.
+type releaseRetry struct {
+	mu      sync.Mutex
+	pending []pendingRelease
+	running bool
+	counts  *prometheus.CounterVec // result: queued, done, expired
+}
+
+func newReleaseRetry(reg prometheus.Registerer) releaseRetry {
+	c := promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
+		Name: "edge_release_retries_total",
+		Help: "Media socket releases that found Redis unreachable and were retried, by result (queued; done: Redis took it; expired: the call's lease ran out first, the sweep ends it).",
+	}, []string{"result"})
+	for _, r := range []string{"queued", "done", "expired"} {
+		c.WithLabelValues(r)
+	}
+	return releaseRetry{counts: c}
+}
+
+// RetriedReleases counts the socket releases waiting for Redis now.
+func (a *Allocator) RetriedReleases() int {
+	a.retry.mu.Lock()
+	defer a.retry.mu.Unlock()
+	return len(a.retry.pending)
+}
+
+// releaseLater queues a socket's release that failed for want of Redis.
+func (a *Allocator) releaseLater(callID string, end SocketEnd) {
+	r := &a.retry
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	until := time.Now().Add(a.current.Load().cfg.EffectiveLeaseTTL())
+	r.pending = append(r.pending, pendingRelease{callID: callID, end: end, until: until})
+	r.counts.WithLabelValues("queued").Inc()
+	if !r.running {
+		r.running = true
+		go a.retryReleases()
+	}
+}
+
+// retryReleases runs until no release is pending: each pass tries them in
+// order and stops at the first that finds Redis still unreachable.
+func (a *Allocator) retryReleases() {
+	r := &a.retry
+	for {
+		time.Sleep(releaseRetryEvery) // Redis is down: no event to wait for
+		r.mu.Lock()
+		todo := r.pending
+		r.pending = nil
+		r.mu.Unlock()
+
+		var left []pendingRelease
+		for i, p := range todo {
+			if time.Now().After(p.until) {
+				r.counts.WithLabelValues("expired").Inc()
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, err := a.release(ctx, p.callID, ReleasedBySocket, &p.end)
+			cancel()
+			if errors.Is(err, ErrUnavailable) {
+				left = append(left, todo[i:]...)
+				break
+			}
+			// Released, stale or gone: either way nothing is held for it.
+			r.counts.WithLabelValues("done").Inc()
+		}
+
+		r.mu.Lock()
+		r.pending = append(left, r.pending...)
+		if len(r.pending) == 0 {
+			r.running = false
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+	}
+}
