@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/edge-voice/edge/providers"
 )
 
 var durationType = reflect.TypeFor[time.Duration]()
@@ -105,6 +107,19 @@ func numberHook(from, to reflect.Type, data any) (any, error) {
 // jsonHook decodes a string holding JSON into a list, map or struct field:
 // how the environment and --set give pods.static and the like. An empty
 // string is an empty list or map.
+// tokensHook takes a YAML list where a comma-separated token string is
+// kept (providers.Tokens: auth_tokens).
+func tokensHook(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeFor[providers.Tokens]() || from.Kind() != reflect.Slice {
+		return data, nil
+	}
+	list, ok := data.([]any)
+	if !ok {
+		return data, nil
+	}
+	return providers.TokensFromList(list)
+}
+
 func jsonHook(from, to reflect.Type, data any) (any, error) {
 	if from.Kind() != reflect.String {
 		return data, nil

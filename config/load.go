@@ -192,7 +192,7 @@ func load(fl *flags, environ []string, file []byte) (*Config, error) {
 func decode(k *koanf.Koanf, cfg *Config, path string) error {
 	err := k.UnmarshalWithConf("", cfg, koanf.UnmarshalConf{
 		DecoderConfig: &mapstructure.DecoderConfig{
-			DecodeHook:       mapstructure.ComposeDecodeHookFunc(durationHook, numberHook, jsonHook),
+			DecodeHook:       mapstructure.ComposeDecodeHookFunc(durationHook, numberHook, jsonHook, tokensHook),
 			ErrorUnused:      true,
 			WeaklyTypedInput: true,
 			TagName:          "koanf",

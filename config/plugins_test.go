@@ -71,3 +71,34 @@ func TestProvidersValidate(t *testing.T) {
 		t.Errorf("defaults: %v", err)
 	}
 }
+
+// auth_tokens was a comma-separated string where generic_api.tokens is a
+// list, and a YAML list was refused without saying how to write it. Both
+// forms are accepted; a token holding a comma is refused, naming the key.
+func TestAuthTokensAsAListOrAString(t *testing.T) {
+	for name, tc := range map[string]struct {
+		yaml, want, err string
+	}{
+		"list":         {yaml: "auth_tokens: [tok-new, tok-old]", want: "tok-new,tok-old"},
+		"block list":   {yaml: "auth_tokens:\n        - tok-new\n        - tok-old", want: "tok-new,tok-old"},
+		"string":       {yaml: "auth_tokens: tok-new,tok-old", want: "tok-new,tok-old"},
+		"comma inside": {yaml: `auth_tokens: ["a,b"]`, err: "auth_tokens"},
+		"not a string": {yaml: "auth_tokens: [{a: b}]", err: "auth_tokens"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := loadT(t, "providers:\n  plugins:\n    twilio:\n      "+tc.yaml+"\n", nil)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want one naming %s", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(cfg.Providers.Plugins["twilio"].AuthTokens); got != tc.want {
+				t.Fatalf("auth_tokens = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

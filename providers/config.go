@@ -90,11 +90,11 @@ type Plugin struct {
 	SHA256 string `koanf:"sha256"`
 	// Disabled turns the provider off (its routes answer 404).
 	Disabled bool `koanf:"disabled"`
-	// AuthTokens are the provider's webhook credentials, comma-separated,
-	// all accepted (rotation): Twilio and Plivo auth tokens, Exotel
-	// "user:password" pairs. Empty: webhooks are not verified and edge
-	// warns at start.
-	AuthTokens Secret `koanf:"auth_tokens"`
+	// AuthTokens are the provider's webhook credentials, all accepted
+	// (rotation): Twilio and Plivo auth tokens, Exotel "user:password"
+	// pairs. A YAML list or a comma-separated string (env). Empty: webhooks
+	// are not verified and edge warns at start.
+	AuthTokens Tokens `koanf:"auth_tokens"`
 	// WebhookBaseURL overrides providers.webhook_base_url for this provider.
 	WebhookBaseURL string `koanf:"webhook_base_url"`
 	// UnavailableAnswer overrides providers.unavailable_answer for this
@@ -244,3 +244,38 @@ func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
 // MarshalJSON implements json.Marshaler.
 func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+// Tokens are credentials kept as one comma-separated Secret (the form the
+// plugins take them in). Config accepts a list of them as well
+// (TokensFromList).
+type Tokens Secret
+
+func (t Tokens) String() string { return Secret(t).String() }
+
+// GoString hides the value from %#v too.
+func (t Tokens) GoString() string { return Secret(t).GoString() }
+
+// LogValue implements slog.LogValuer.
+func (t Tokens) LogValue() slog.Value { return Secret(t).LogValue() }
+
+// MarshalJSON implements json.Marshaler.
+func (t Tokens) MarshalJSON() ([]byte, error) { return Secret(t).MarshalJSON() }
+
+// TokensFromList joins a list of tokens into Tokens. A token that is not a
+// string, is empty or holds a comma is refused: the comma separates them.
+func TokensFromList(list []any) (Tokens, error) {
+	out := make([]string, 0, len(list))
+	for i, v := range list {
+		s, ok := v.(string)
+		switch {
+		case !ok:
+			return "", fmt.Errorf("item %d: want a string, got a %T", i, v)
+		case strings.TrimSpace(s) == "":
+			return "", fmt.Errorf("item %d is empty", i)
+		case strings.Contains(s, ","):
+			return "", fmt.Errorf("item %d holds a comma, which separates tokens", i)
+		}
+		out = append(out, s)
+	}
+	return Tokens(strings.Join(out, ",")), nil
+}
