@@ -63,12 +63,12 @@ func newFakeAgents(cfg *config.Config, log *slog.Logger) (agents []*fakeagent.Ag
 	return agents, pods, nil
 }
 
-// printQuickStart logs that edge is ready, then writes commands ready to
-// paste against this edge to out as plain lines: inside a log line they
+// printQuickStart writes commands ready to paste against this edge (on
+// its built-in fake agents) to out as plain lines: inside a log line they
 // would be quoted and escaped, and a pasted `{\"call_sid\"...` body is
-// refused. pub and adm are the bound listeners' URLs.
-func printQuickStart(out io.Writer, log *slog.Logger, pub, adm, openMode string, twilio bool) {
-	log.Info("edge is ready", "public", pub, "admin", adm)
+// refused. pub and adm are the bound listeners' URLs; twilio adds an
+// unsigned Twilio webhook, which only a Twilio without auth_tokens takes.
+func printQuickStart(out io.Writer, pub, adm, openMode string, twilio bool) {
 	var b strings.Builder
 	b.WriteString("\nTry it (ready to paste):\n")
 	auth := ""

@@ -23,6 +23,7 @@ import (
 // fake agents, a working allocation, a clean exit on SIGTERM.
 func TestEmbeddedDefault(t *testing.T) {
 	edge := edgetest.Start(t, nil)
+	waitLog(t, edge, `msg="edge is ready"`)
 	status, body := postJSON(t, edge.PublicURL+"/api/v1/allocate", `{"call_sid":"CA-demo-1","merchant_id":"demo"}`)
 	if status != 200 || !strings.HasPrefix(body["pod_name"].(string), "fake-agent-") {
 		t.Fatalf("allocate on the embedded default: %d %v", status, body)

@@ -176,11 +176,20 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		signer.SetTTL(cur.Proxy.TokenTTL)
 		provs.Apply(old, cur)
 	}
-	printQuickStart(stderr, log, pub.URL(), adm.URL(), cfg.OpenMode(), slices.Contains(provs.Names(), "twilio"))
+	// "edge is ready" once readiness first passes (the plugins up), after
+	// the quick start, which is printed only on the built-in fake agents,
+	// where its curls work.
+	announce := &readyAnnouncer{ready: ready, log: log, announce: func() {
+		if len(agents) > 0 {
+			twilio := slices.Contains(provs.Names(), "twilio") && cfg.Providers.Plugins["twilio"].AuthTokens == ""
+			printQuickStart(stderr, pub.URL(), adm.URL(), cfg.OpenMode(), twilio)
+		}
+		log.Info("edge is ready", "public", pub.URL(), "admin", adm.URL())
+	}}
 
 	// The Waker wakes this replica's calls waiting for capacity
 	// (admission.wait); without it no call waits.
-	components := []component{watcher, alloc.Waker(), pools.source, pools.manager, pools.refresher, pools.presence, px, provs, pub, adm}
+	components := []component{watcher, alloc.Waker(), pools.source, pools.manager, pools.refresher, pools.presence, px, provs, pub, adm, announce}
 	internal, err := newInternalListener(cfg, current, surface, acc, reg, log)
 	if err != nil {
 		pub.Close()
