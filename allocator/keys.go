@@ -189,7 +189,8 @@ func (k Keys) PodCalls(pod string) string { return k.prefix + "pod:calls:" + pod
 func (k Keys) PredecessorPodCalls(pod string) string { return k.prefix + "pod:" + pod + ":calls" }
 
 // Call (seeds) HASH: pod_name, source_pool, merchant_id, allocated_at (unix
-// seconds); edge adds pool_type ("exclusive" or "shared"), creator (who
+// seconds); edge adds allocated_at_ms (the same moment in unix ms, for the
+// timeline), pool_type ("exclusive" or "shared"), creator (who
 // created the call, e.g. "provider:twilio" or "token:<name>", written by
 // allocate: only the creator may learn the call's media URL from a repeat
 // allocate) and media_claim (the identity of the one media socket admitted

@@ -103,7 +103,7 @@ func timelineOf(callID, state string, h map[string]string) CallTimeline {
 		MerchantID: h["merchant_id"], Creator: h["creator"],
 		Pod: h["pod_name"], SourcePool: h["source_pool"], PoolType: h["pool_type"],
 		MovedFrom:      strings.FieldsFunc(h["moved_from"], func(r rune) bool { return r == '|' }),
-		AllocatedAt:    parseSeconds(h["allocated_at"]),
+		AllocatedAt:    allocatedAt(h),
 		SocketOpenedAt: parseMillis(h["socket_opened_at"]),
 		SocketReplica:  h["socket_replica"],
 		SocketClosedAt: parseMillis(h["socket_closed_at"]),
@@ -134,4 +134,14 @@ func (a *Allocator) PodCalls(ctx context.Context, pod string) ([]string, error) 
 		return []string{info.CallID}, nil
 	}
 	return []string{}, nil
+}
+
+// allocatedAt is when the call was allocated: allocated_at_ms, else the
+// predecessor's allocated_at in seconds (its calls, and edge's written
+// before allocated_at_ms existed).
+func allocatedAt(h map[string]string) time.Time {
+	if t := parseMillis(h["allocated_at_ms"]); !t.IsZero() {
+		return t
+	}
+	return parseSeconds(h["allocated_at"])
 }

@@ -3,12 +3,14 @@ package allocator_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/internal/testredis"
 )
 
 // A call's timeline is written by the scripts that already run: claim
@@ -96,4 +98,39 @@ func TestPodCalls(t *testing.T) {
 			t.Errorf("unknown pod: %v", err)
 		}
 	})
+}
+
+// The timeline's allocated_at had second precision (the predecessor's
+// allocated_at field, unix seconds) beside socket times in milliseconds.
+// The call info keeps allocated_at in seconds, for the predecessor, and
+// adds allocated_at_ms, which the timeline reads: live and ended.
+func TestTimelineAllocatedAtInMilliseconds(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	a := newAllocator(t, rdb)
+	register(t, a, "gold", "g0")
+	before := time.Now().Truncate(time.Millisecond)
+	if _, err := a.Allocate(ctx, allocator.Request{CallID: "CA-ms", MerchantID: "m1"}); err != nil {
+		t.Fatal(err)
+	}
+	h := rdb.HGetAll(ctx, a.Keys().Call("CA-ms")).Val()
+	ms, err := strconv.ParseInt(h["allocated_at_ms"], 10, 64)
+	if err != nil {
+		t.Fatalf("call info %v has no allocated_at_ms", h)
+	}
+	if secs, _ := strconv.ParseInt(h["allocated_at"], 10, 64); secs != ms/1000 {
+		t.Fatalf("allocated_at %q is not the seconds of allocated_at_ms %d", h["allocated_at"], ms)
+	}
+	for _, when := range []string{"live", "ended"} {
+		tl, err := a.Timeline(ctx, "CA-ms")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !tl.AllocatedAt.Equal(time.UnixMilli(ms)) || tl.AllocatedAt.Before(before) {
+			t.Fatalf("%s timeline allocated_at = %v, want %v (ms)", when, tl.AllocatedAt, time.UnixMilli(ms))
+		}
+		if _, err := a.Release(ctx, "CA-ms"); err != nil && when == "live" {
+			t.Fatal(err)
+		}
+	}
 }

@@ -482,7 +482,7 @@ end
 local function write_allocation(call_id, merchant, creator, traceparent, pod, source, kind, avail, lease_ms, info_ms, now)
   local call_key = K.call(call_id)
   redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'merchant_id', merchant,
-    'allocated_at', tostring(math.floor(now / 1000)), 'pool_type', kind, 'creator', creator)
+    'allocated_at', tostring(math.floor(now / 1000)), 'allocated_at_ms', tostring(now), 'pool_type', kind, 'creator', creator)
   if traceparent and traceparent ~= '' then
     redis.call('HSET', call_key, 'traceparent', traceparent)
   end

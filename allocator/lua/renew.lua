@@ -54,7 +54,7 @@ local function reassert(call_key, call_id, pod, holder, source, kind, merchant, 
   end
   local avail = pools_of(tier)
   redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'merchant_id', merchant,
-    'allocated_at', tostring(math.floor(now / 1000)), 'pool_type', kind, 'creator', creator,
+    'allocated_at', tostring(math.floor(now / 1000)), 'allocated_at_ms', tostring(now), 'pool_type', kind, 'creator', creator,
     'reasserted_at', tostring(now))
   -- A call answered here whose socket has not come (holder "") is written
   -- back unclaimed, for its socket to claim on any replica.
