@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Allocator owns edge's Redis data model: it allocates, releases, renews and
@@ -21,6 +22,8 @@ type Allocator struct {
 	keys    Keys
 	scripts map[string]*script
 	metrics *metrics
+	// tracer, when set, spans each script run (TraceScripts).
+	tracer  trace.Tracer
 	current atomic.Pointer[settings]
 	// applyMu orders writers of current, so that ApplyTTLs and ApplyTiers
 	// (config reload and tier refresh, on different goroutines) never undo

@@ -53,9 +53,11 @@ func loadScripts(keys Keys) (map[string]*script, error) {
 // run runs a script and returns its reply as a slice, timing it.
 func (a *Allocator) run(ctx context.Context, name string, keys []string, args ...any) ([]any, error) {
 	s := a.scripts[name]
+	ctx, end := a.startScript(ctx, name)
 	start := time.Now()
 	reply, err := s.Run(ctx, a.rdb, keys, args...).Slice()
 	a.metrics.observeScript(name, time.Since(start), err)
+	end(err)
 	if err != nil {
 		return nil, fmt.Errorf("redis script %s: %w", name, unavailable(err))
 	}

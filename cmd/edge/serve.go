@@ -105,6 +105,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	alloc.TraceScripts(tr.scripts())
 	warnPredecessorCalls(ctx, alloc, cfg, log)
 	acc, err := newAccess(cfg, log)
 	if err != nil {

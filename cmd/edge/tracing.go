@@ -70,8 +70,20 @@ func (t edgeTracing) instrument(rdb redis.UniversalClient) error {
 	if !t.Enabled {
 		return nil
 	}
+	// No caller attributes: they name the file and line of the build
+	// (code.filepath), which says nothing to an operator.
 	return redisotel.InstrumentTracing(rdb,
-		redisotel.WithTracerProvider(tracing.ChildrenOnly(t.Provider)), redisotel.WithDBStatement(false))
+		redisotel.WithTracerProvider(tracing.ChildrenOnly(t.Provider)), redisotel.WithDBStatement(false),
+		redisotel.WithCallerEnabled(false))
+}
+
+// scripts is the TracerProvider of the allocator's script spans ("redis
+// allocate", parent of the client's "evalsha"), nil when tracing is off.
+func (t edgeTracing) scripts() trace.TracerProvider {
+	if !t.Enabled {
+		return nil
+	}
+	return tracing.ChildrenOnly(t.Provider)
 }
 
 // flush sends the spans still batched at exit, within a few seconds.

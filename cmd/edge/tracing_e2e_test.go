@@ -169,7 +169,7 @@ func TestTracesExportedToAnOTLPReceiver(t *testing.T) {
 		t.Fatalf("generic allocate: %d %v", status, out)
 	}
 
-	spans := rcv.await(t, "webhook twilio", "media socket", "dial pod", "allocate", "evalsha")
+	spans := rcv.await(t, "webhook twilio", "media socket", "dial pod", "allocate", "redis allocate", "evalsha")
 	rcv.mu.Lock()
 	service := rcv.service
 	rcv.mu.Unlock()
@@ -187,6 +187,24 @@ func TestTracesExportedToAnOTLPReceiver(t *testing.T) {
 	if string(dial.GetParentSpanId()) != string(socket.GetSpanId()) {
 		t.Errorf("dial pod is not a child of the media socket")
 	}
+	// The Redis round trip is named after its script, and no span names
+	// the build's files.
+	script, evalsha := spans["redis allocate"], spans["evalsha"]
+	if spanAttr(script, "edge.script") != "allocate" || spanAttr(script, "db.system") != "redis" {
+		t.Errorf("redis allocate span attributes %v", script.GetAttributes())
+	}
+	rcv.mu.Lock()
+	for name, s := range rcv.spans {
+		if string(s.GetSpanId()) == string(evalsha.GetParentSpanId()) && !strings.HasPrefix(name, "redis ") {
+			t.Errorf("evalsha's parent is %q, not a script's span", name)
+		}
+		for _, a := range s.GetAttributes() {
+			if strings.HasPrefix(a.GetKey(), "code.") {
+				t.Errorf("span %s carries %s=%v", name, a.GetKey(), a.GetValue())
+			}
+		}
+	}
+	rcv.mu.Unlock()
 	var rpc bool
 	rcv.mu.Lock()
 	for name, s := range rcv.spans {
