@@ -262,7 +262,8 @@ func (p *Proxy) unclaim(callID, holder string) {
 // relay hijacks the client, answers it the pod's 101 and runs the two pumps
 // until the socket ends, then releases the call.
 func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder string, call callMeta, span trace.Span) {
-	s := &socket{callID: callID, pod: pod, holder: holder, podConn: up.conn, started: time.Now(), call: call, span: span}
+	s := &socket{callID: callID, pod: pod, holder: holder, podConn: up.conn, started: time.Now(), call: call, span: span,
+		ext: up.resp.Header.Get("Sec-WebSocket-Extensions") != ""}
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		up.conn.Close()
@@ -320,6 +321,9 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 		}
 		if p.loops.add(s, up, early, t) {
 			return
+		}
+		if t != nil {
+			t.giveBack()
 		}
 	}
 	tc, isTLS := conn.(*tls.Conn)

@@ -3,8 +3,9 @@ package proxy
 import "strings"
 
 // callMeta is what a socket's log lines say of its call beside its id and
-// pod (issue 17: every line about a call carries call_sid, merchant_id,
-// provider and pod; the replica comes with the logger).
+// pod (every line about a call carries call_sid, merchant_id, provider
+// and pod, so that one call's lines can be found; the replica comes with
+// the logger).
 type callMeta struct {
 	merchant, provider string
 	// failovers counts the call's moves to another pod after failed

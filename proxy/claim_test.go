@@ -87,9 +87,9 @@ func TestSecondSocketOnAnotherReplicaIsRefused(t *testing.T) {
 }
 
 // A replica that cannot reach the call's pod moves the call to another pod
-// of its chain (issue 16): the socket, opened on the URL signed for the
-// first pod, works, the other replica sees the pod ejected, and that URL
-// is still admitted once (issue 8): a replay is refused.
+// of its chain: the socket, opened on the URL signed for the first pod,
+// works, the other replica sees the pod ejected, and that URL is still
+// admitted once (one socket per call): a replay is refused.
 func TestSocketOnAReplicaThatCannotReachThePodFailsOver(t *testing.T) {
 	e := newEnv(t, envOpt{cfg: failoverCfg})
 	pod, url := e.allocate("CA1", "")

@@ -74,9 +74,10 @@ type Config struct {
 	// MaxSockets bounds the media sockets of one replica (503 beyond).
 	// Default 10000; 0 (only outside edge's validated config): no bound.
 	MaxSockets int `koanf:"max_sockets"`
-	// MaxMessageBytes bounds one WebSocket frame's payload; a larger frame
-	// closes the socket. Default 1048576; 0 (only outside edge's validated
-	// config): no limit.
+	// MaxMessageBytes bounds one WebSocket message's payload, its frames
+	// summed (a control frame's alone), either way; a larger message closes
+	// the socket with 1009. Default 1048576; 0 (only outside edge's
+	// validated config): no limit.
 	MaxMessageBytes int64 `koanf:"max_message_bytes"`
 
 	// RenewInterval is how often every socket's lease is renewed (one batch

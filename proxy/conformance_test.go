@@ -20,7 +20,7 @@ import (
 	gorilla "github.com/gorilla/websocket"
 )
 
-// WebSocket conformance through the hop (issue 16 item 5): two independent
+// WebSocket conformance through the hop: two independent
 // implementations, coder/websocket and gorilla/websocket, one as provider
 // and one as pod, through edge, on both relays: compression negotiated end
 // to end, fragmented messages (compressed too) with a ping between

@@ -5,15 +5,17 @@
 // any Redis or network work, then one Redis read that the call still holds
 // the pod), the upstream WebSocket handshake to an address learned only from
 // the pod source, a byte relay that parses frame headers in passing (to
-// count messages, see close codes, bound message size and inject close
-// frames at a frame boundary) served by a few epoll event loops outside Go's
-// netpoller (eloop_linux.go, esock_linux.go; two goroutines per socket in
-// pump.go where epoll cannot be used), the TLS 1.3 records of clients whose
-// TLS edge terminates, opened and sealed by those loops (tlshandoff.go
-// takes them over from crypto/tls after the upgrade; tlsrecord.go is the
-// record layer), one batched lease renewal per interval for every socket of the replica, release of the call when its socket ends, and
-// the drain of hijacked sockets on shutdown, which http.Server.Shutdown does
-// not track.
+// count messages, see close codes, bound message size, refuse a client's
+// broken framing and inject close frames at a frame boundary) served by a
+// few epoll event loops outside Go's netpoller (eloop_linux.go,
+// esock_linux.go; two goroutines per socket in pump.go where epoll cannot
+// be used), the TLS 1.3 records of clients whose TLS edge terminates,
+// opened and sealed by those loops (tlshandoff.go takes them over from
+// crypto/tls after the upgrade, from what tlswatch.go saw pass;
+// tlsrecord.go is the record layer), one batched lease renewal per
+// interval for every socket of the replica, release of the call when its
+// socket ends, and the drain of hijacked sockets on shutdown, which
+// http.Server.Shutdown does not track.
 //
 // It is a leaf: pod addresses, leases and releases come in through the
 // Leases interface and the Lookup func, wired in cmd/edge. See docs/media.md.

@@ -77,7 +77,7 @@ func TestDrainDeadlineClosesWith1001(t *testing.T) {
 		if got := value(e.px.metrics.closes.WithLabelValues("edge", "1001")); got != 1 {
 			t.Errorf("closes{edge,1001} = %v, want 1", got)
 		}
-		// The call's record says the drain ended it (issue 17).
+		// The call's record says the drain ended it.
 		if tl, err := e.alloc.Timeline(context.Background(), "CA1"); err != nil || tl.SocketEnd != "drain" ||
 			tl.ClosedBy != "edge" || tl.CloseCode != "1001" {
 			t.Errorf("timeline = %+v, %v; want ended by the drain", tl, err)

@@ -57,7 +57,7 @@ func side(i int) int32 {
 // register puts a new socket on the loop: the early bytes (sent right
 // behind either handshake) are scanned and queued first.
 func (l *eloop) register(e *esock) {
-	e.pol.init(l.p.cfg(), l.p.metrics, l.now)
+	e.pol.init(l.p.cfg(), l.p.metrics, l.now, e.s.ext)
 	if e.fds[1] < 0 {
 		l.teardown(e, 0)
 		return
@@ -178,7 +178,7 @@ func (l *eloop) read(e *esock, d *edir) bool {
 		return true // lingering: dropped unread, not even opened
 	case t != nil:
 		m := copy(l.buf, t.part)
-		p, err := t.open(l.buf[:m+n])
+		p, err := t.open(l.buf[:m+n], l.now)
 		if err != nil {
 			return l.tlsFailed(e, err)
 		}

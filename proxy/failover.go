@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Connect-time failover (issue 16 item 1). A pod can die, hang or
+// Connect-time failover. A pod can die, hang or
 // crash-loop in the second between the webhook's answer and the provider's
 // socket; edge owns the allocation, so instead of answering 502 as the
 // nginx hop did, it moves the call to another pod of its chain and

@@ -101,8 +101,7 @@ func failoverCfg(c *Config) {
 
 // A call whose pod cannot be reached or refuses the upgrade moves to
 // another pod of its chain, and the provider's one handshake, on the URL
-// signed for the broken pod, opens a working socket there (issue 16 item
-// 1). The broken pod is ejected: free, but given to no call; a retried
+// signed for the broken pod, opens a working socket there. The broken pod is ejected: free, but given to no call; a retried
 // webhook answers the new pod.
 func TestConnectFailover(t *testing.T) {
 	for _, kind := range []string{"closed", "hang", "status500", "reset"} {
@@ -159,7 +158,7 @@ func dialReasonOf(kind string) string {
 	return map[string]string{"closed": "refused", "hang": "timeout", "status500": "status", "reset": "reset"}[kind]
 }
 
-// When every attempt fails the call ends at once (issue 16 item 1): its pod
+// When every attempt fails the call ends at once: its pod
 // back, its tombstone written, the provider's 502 the last word; not left
 // to its lease and the sweep.
 func TestConnectFailureEndsTheCall(t *testing.T) {
@@ -183,7 +182,7 @@ func TestConnectFailureEndsTheCall(t *testing.T) {
 	if got := value(e.px.metrics.failovers.WithLabelValues("exhausted")); got != 1 {
 		t.Errorf("failovers{exhausted} = %v, want 1", got)
 	}
-	// The call's record says failover ended it (issue 17).
+	// The call's record says failover ended it.
 	if tl, err := e.alloc.Timeline(ctx, callID); err != nil || tl.SocketEnd != "failover" || tl.ReleasedBy != "socket" {
 		t.Errorf("timeline = %+v, %v; want ended by failover", tl, err)
 	}
@@ -205,8 +204,7 @@ func (h *healable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // An ejected pod stays out while its probes fail, the backoff growing, and
-// comes back, on every replica, once a probe's WebSocket upgrade succeeds
-// (issue 16 item 2).
+// comes back, on every replica, once a probe's WebSocket upgrade succeeds.
 func TestEjectedPodReturnsAfterItHeals(t *testing.T) {
 	e := newEnv(t, envOpt{cfg: func(c *Config) {
 		failoverCfg(c)

@@ -1,16 +1,25 @@
 package proxy
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math"
+)
 
 // frameScanner follows the WebSocket frame headers (RFC 6455 section 5.2) of
 // one direction of a relayed stream without copying payloads: the relay
 // forwards bytes as they come and the scanner only looks at them. It knows
 // when the stream is at a frame boundary (where edge may inject a close
 // frame), counts data messages, reads the status code of a close frame and
-// spots a frame larger than the limit.
+// spots a message larger than the limit, its fragments summed, and, from a
+// client, a frame that breaks the protocol.
 type frameScanner struct {
-	hdr    [14]byte
-	hdrLen int
+	// client: the stream is a client's, whose frames must be masked and
+	// well formed (RFC 6455 5.1-5.5); ext: the handshake negotiated an
+	// extension, which may use the reserved bits. Set before the first
+	// scan.
+	client, ext bool
+	hdr         [14]byte
+	hdrLen      int
 	// remaining payload bytes of the current frame.
 	remaining uint64
 	// payloadOff is how far into the current payload we are (for unmasking
@@ -22,21 +31,29 @@ type frameScanner struct {
 	closeBuf   [2]byte
 	closeLen   int
 
+	// msgLen is the payload of the data message in flight so far, its
+	// frames summed (saturating); inMsg: its last frame has not come.
+	msgLen uint64
+	inMsg  bool
+
 	// Messages counts complete data messages (frames with FIN whose opcode
 	// is text, binary or continuation).
 	Messages int64
 	// CloseCode is the status code of the first close frame seen (0: none
 	// yet; 1005 for a close frame without a code).
 	CloseCode int
-	// TooBig is set when a frame announced a payload over the limit.
-	TooBig bool
-	// TooBigAt is, in the scan call that set TooBig, the offset of that
+	// Refused is the close code of the first frame refused (0: none):
+	// CloseTooBig for a frame that takes its message (or, a control frame,
+	// itself) over the limit, CloseProtocolError for a client's frame that
+	// breaks the protocol. Nothing is refused after it.
+	Refused int
+	// RefusedAt is, in the scan call that set Refused, the offset of that
 	// frame's first header byte: the bytes before it are whole frames, so
 	// a relay that forwards only them leaves its destination between
-	// frames, where a close frame may follow (1009 to a peer, not a torn
-	// frame). -1 when the header began in an earlier call's bytes, which
-	// were forwarded already.
-	TooBigAt int
+	// frames, where a close frame may follow (a close to the peer, not a
+	// torn frame). -1 when the header began in an earlier call's bytes,
+	// which were forwarded already.
+	RefusedAt int
 }
 
 // atBoundary reports whether every byte scanned so far ends a whole frame.
@@ -75,7 +92,7 @@ func (s *frameScanner) scan(p []byte, limit uint64) {
 			continue
 		}
 		if s.startFrame(limit) {
-			s.TooBigAt = hdrStart
+			s.RefusedAt = hdrStart
 		}
 	}
 }
@@ -96,8 +113,8 @@ func headerLen(b1 byte) int {
 }
 
 // startFrame reads a complete header; it reports whether this frame is the
-// first one over the limit.
-func (s *frameScanner) startFrame(limit uint64) (firstTooBig bool) {
+// first one refused.
+func (s *frameScanner) startFrame(limit uint64) (refused bool) {
 	b0, b1 := s.hdr[0], s.hdr[1]
 	length := uint64(b1 & 0x7f)
 	off := 2
@@ -113,14 +130,40 @@ func (s *frameScanner) startFrame(limit uint64) (firstTooBig bool) {
 	if s.masked {
 		copy(s.mask[:], s.hdr[off:off+4])
 	}
-	opcode := b0 & 0x0f
+	fin, opcode := b0&0x80 != 0, b0&0x0f
+	control := opcode >= 0x8
 	s.isClose = opcode == 0x8
 	s.closeLen = 0
-	if b0&0x80 != 0 && opcode <= 0x2 {
-		s.Messages++
+	// What a server must fail a client's connection for (RFC 6455 5.1,
+	// 5.2, 5.4, 5.5): edge refuses it before the pod sees it, so that no
+	// client can make a strict pod drop its connection, which would read
+	// as the pod's death.
+	if s.client && s.Refused == 0 {
+		switch {
+		case !s.masked, b0&0x70 != 0 && !s.ext, opcode > 0x2 && opcode < 0x8, opcode > 0xa,
+			control && (!fin || length > 125),
+			opcode == 0x0 && !s.inMsg, opcode != 0x0 && !control && s.inMsg:
+			s.Refused, refused = CloseProtocolError, true
+		}
 	}
-	if limit > 0 && length > limit && !s.TooBig {
-		s.TooBig, firstTooBig = true, true
+	size := length
+	if !control {
+		if opcode != 0x0 {
+			s.msgLen = 0
+		}
+		if sum := s.msgLen + length; sum >= length {
+			s.msgLen = sum
+		} else {
+			s.msgLen = math.MaxUint64
+		}
+		s.inMsg = !fin
+		size = s.msgLen
+		if fin && opcode <= 0x2 {
+			s.Messages++
+		}
+	}
+	if limit > 0 && size > limit && s.Refused == 0 {
+		s.Refused, refused = CloseTooBig, true
 	}
 	s.hdrLen = 0
 	s.remaining = length
@@ -128,7 +171,7 @@ func (s *frameScanner) startFrame(limit uint64) (firstTooBig bool) {
 	if length == 0 {
 		s.endFrame()
 	}
-	return firstTooBig
+	return refused
 }
 
 func (s *frameScanner) captureClose(p []byte) {

@@ -12,7 +12,7 @@ import (
 
 // BenchmarkHandshake measures what a provider waits for its media socket
 // (the WebSocket handshake through edge: token, Redis claim, pod dial and
-// the pod's 101), with none and one of four pods broken (issue 16 item 7):
+// the pod's 101), with none and one of four pods broken:
 // "refused" is a closed port, "hang" a pod that accepts and never answers
 // (it costs proxy.dial_timeout, 1 s by default). With ejection off every
 // call that lands on the broken pod pays a failover, which is its cost;

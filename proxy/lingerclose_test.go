@@ -9,7 +9,7 @@ import (
 )
 
 // A client that keeps sending after its message went over the limit still
-// reads edge's 1009 (issue 16 item 4): edge cuts the relay before the
+// reads edge's 1009: edge cuts the relay before the
 // oversized frame, so the pod, between frames, gets 1009 too, and drains
 // the client instead of resetting it with its bytes unread.
 func TestOversizedWhileSendingClosesWith1009BothWays(t *testing.T) {
@@ -42,8 +42,8 @@ func TestOversizedWhileSendingClosesWith1009BothWays(t *testing.T) {
 }
 
 // A call that loses its lease while its client floods the socket still
-// ends with a 1008 close frame the client reads, not a reset (issue 16
-// item 4: every close edge starts, not only 1009).
+// ends with a 1008 close frame the client reads, not a reset (every close
+// edge starts is a lingering close, not only 1009).
 func TestLostLeaseWhileSendingCloses1008(t *testing.T) {
 	eachRelay(t, func(t *testing.T, relay Relay) {
 		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.RenewInterval = time.Hour }})

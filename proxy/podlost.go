@@ -5,7 +5,7 @@ import "errors"
 // errPodEOF: the pod ended its TCP stream without a close frame.
 var errPodEOF = errors.New("pod closed the connection without a close frame")
 
-// podLost ends s because its pod's side died mid-call (issue 16 item 3):
+// podLost ends s because its pod's side died mid-call:
 // the client gets CloseBadGateway at once, the call is released as the
 // socket ends, and the failure counts toward the pod's ejection.
 func (p *Proxy) podLost(s *socket, cause error) {

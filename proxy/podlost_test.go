@@ -60,7 +60,7 @@ func rawPod(t *testing.T, kind string) string {
 
 // A pod that dies mid-call (killed: a reset) or hangs (stops reading while
 // the client reads) ends the client's socket with 1014 at once, releases
-// the call and counts toward the pod's ejection (issue 16 item 3).
+// the call and counts toward the pod's ejection.
 func TestPodLostMidCall(t *testing.T) {
 	eachRelay(t, func(t *testing.T, relay Relay) {
 		for _, kind := range []string{"reset", "hang"} {
@@ -91,7 +91,7 @@ func TestPodLostMidCall(t *testing.T) {
 				if _, err := e.alloc.Call(context.Background(), callID); err == nil {
 					t.Error("call not released")
 				}
-				// The call's record says its pod was lost (issue 17).
+				// The call's record says its pod was lost.
 				if tl, err := e.alloc.Timeline(context.Background(), callID); err != nil || tl.SocketEnd != "pod_lost" {
 					t.Errorf("timeline = %+v, %v; want pod_lost", tl, err)
 				}

@@ -7,10 +7,14 @@ import (
 
 // Close codes edge sends itself (RFC 6455 7.4.1).
 const (
-	CloseGoingAway   = 1001 // drain deadline passed on shutdown
-	ClosePolicy      = 1008 // the call lost its lease (released, swept)
-	CloseTooBig      = 1009 // a frame over proxy.max_message_bytes
-	CloseIdleTimeout = 4000 // the client sent nothing for proxy.idle_timeout
+	CloseGoingAway = 1001 // drain deadline passed on shutdown
+	ClosePolicy    = 1008 // the call lost its lease (released, swept)
+	// CloseProtocolError: a client's frame that breaks RFC 6455 (unmasked,
+	// a reserved opcode or bit, a malformed control frame, a fragment out
+	// of place).
+	CloseProtocolError = 1002
+	CloseTooBig        = 1009 // a message over proxy.max_message_bytes
+	CloseIdleTimeout   = 4000 // the client sent nothing for proxy.idle_timeout
 	// CloseBadGateway (RFC 6455's registry: "Bad Gateway") tells the
 	// client its pod's side died mid-call: a reset, a FIN without a close
 	// frame, or a write to the pod stalled past proxy.pod_write_timeout.
@@ -30,7 +34,8 @@ const lingerTime = 2 * time.Second
 
 // policy is what edge decides about one relayed socket, whichever relay
 // moves its bytes: the frame accounting of each direction, the message
-// size limit (close 1009), the client's idle deadline (close 4000), the
+// size limit (close 1009), the client's framing (close 1002), the
+// client's idle deadline (close 4000), the
 // close frame injected when edge ends the socket (its stop code: 1008 on a
 // lost lease, 1001 on drain, or one of the above) and the counters. The
 // relays differ only in how bytes move (goroutines on Go's netpoller in
@@ -60,9 +65,9 @@ type dirPolicy struct {
 	bytes, counted int64
 	// closeSeen: the first close frame of this direction is recorded.
 	closeSeen bool
-	// over: a frame over the limit came, and nothing from it on is
-	// forwarded; cleanCut: its header was not forwarded either, so the
-	// destination is between frames.
+	// over: a refused frame came (over the limit, or broken), and nothing
+	// from it on is forwarded; cleanCut: its header was not forwarded
+	// either, so the destination is between frames.
 	over, cleanCut bool
 }
 
@@ -73,22 +78,26 @@ type verdict struct {
 	reason string
 }
 
-// init sets p up for a socket starting at now, on the relay's clock.
-// Limits are read once: a configuration change applies to new sockets.
-func (p *policy) init(cfg *Config, m *metrics, now int64) {
+// init sets p up for a socket starting at now, on the relay's clock; ext
+// says the handshake negotiated an extension (the client's frames may use
+// the reserved bits). Limits are read once: a configuration change applies
+// to new sockets.
+func (p *policy) init(cfg *Config, m *metrics, now int64, ext bool) {
 	limit := uint64(max(cfg.MaxMessageBytes, 0))
 	p.dirs[0] = dirPolicy{limit: limit, src: sideClient, counter: m.dir["client_to_pod"]}
+	p.dirs[0].sc.client, p.dirs[0].sc.ext = true, ext
 	p.dirs[1] = dirPolicy{limit: limit, src: sidePod, counter: m.dir["pod_to_client"]}
 	p.idle = int64(max(cfg.IdleTimeout, 0))
 	p.lastClient = now
 }
 
 // relayed accounts b, the next bytes of d's source, and returns how many of
-// them go to its destination: all of them, except from a frame over the
-// limit on. That frame is not forwarded at all when its header is in b
-// (the destination stays between frames, so it gets edge's 1009 close
-// frame, not a torn frame and a reset); nothing more of the source is
-// forwarded after it (the socket is ending with 1009).
+// them go to its destination: all of them, except from a refused frame on
+// (one that takes its message over the limit, or a client's that breaks
+// the protocol). That frame is not forwarded at all when its header is in
+// b (the destination stays between frames, so it gets edge's close frame,
+// 1009 or 1002, not a torn frame and a reset); nothing more of the source
+// is forwarded after it (the socket is ending).
 func (d *dirPolicy) relayed(s *socket, b []byte) (int, verdict) {
 	if d.over {
 		return 0, verdict{}
@@ -102,10 +111,13 @@ func (d *dirPolicy) relayed(s *socket, b []byte) (int, verdict) {
 	}
 	n := len(b)
 	var v verdict
-	if d.sc.TooBig {
-		d.over, d.cleanCut = true, d.sc.TooBigAt >= 0
-		n = max(d.sc.TooBigAt, 0)
+	if d.sc.Refused != 0 {
+		d.over, d.cleanCut = true, d.sc.RefusedAt >= 0
+		n = max(d.sc.RefusedAt, 0)
 		v = verdict{CloseTooBig, "message too big"}
+		if d.sc.Refused == CloseProtocolError {
+			v = verdict{CloseProtocolError, "protocol error"}
+		}
 	}
 	d.bytes += int64(n)
 	d.counter.bytes.Add(float64(n))
@@ -119,7 +131,7 @@ func (d *dirPolicy) relayed(s *socket, b []byte) (int, verdict) {
 // untilBoundary is how many of b, the source's next bytes, end the frame in
 // flight: 0 when d is between frames, len(b) when all of b is inside it.
 // A closing socket forwards them, so that its close frame can follow
-// instead of a torn frame (issue 16 item 4). Nothing is accounted here.
+// instead of a torn frame. Nothing is accounted here.
 func (d *dirPolicy) untilBoundary(b []byte) int {
 	sc := d.sc
 	switch {

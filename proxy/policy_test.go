@@ -11,7 +11,7 @@ import (
 // unregistered counters.
 func newTestPolicy(limit int64, idle time.Duration) (*policy, *socket) {
 	var p policy
-	p.init(&Config{MaxMessageBytes: limit, IdleTimeout: idle}, newMetrics(nil), 0)
+	p.init(&Config{MaxMessageBytes: limit, IdleTimeout: idle}, newMetrics(nil), 0, false)
 	return &p, &socket{}
 }
 
@@ -62,7 +62,8 @@ func TestPolicyAccountsEachDirection(t *testing.T) {
 }
 
 // A frame over the limit ends the socket with 1009 as soon as its header
-// is read, from either side, in a socket's early bytes as later.
+// is read, from either side (the client's masked), in a socket's early
+// bytes as later.
 func TestPolicyTooBig(t *testing.T) {
 	for name, tc := range map[string]struct {
 		limit int64
@@ -78,9 +79,13 @@ func TestPolicyTooBig(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			for i := range 2 {
 				p, s := newTestPolicy(tc.limit, 0)
-				f := frame(true, 2, make([]byte, tc.size), nil)
+				var mask *[4]byte
+				if i == 0 {
+					mask = &[4]byte{1, 2, 3, 4}
+				}
+				f := frame(true, 2, make([]byte, tc.size), mask)
 				// The header alone decides: the payload need not have come.
-				_, v := p.dirs[i].relayed(s, f[:10])
+				_, v := p.dirs[i].relayed(s, f[:14])
 				if v.code != tc.want {
 					t.Errorf("dir %d: verdict %d, want %d", i, v.code, tc.want)
 				}

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// probeLoop brings ejected pods back (issue 16 item 2): every
+// probeLoop brings ejected pods back: every
 // ProbeInterval it reads the ejected pods (shared by every replica) and
 // probes each one whose backoff has passed: a TCP connect, then a WebSocket
 // upgrade to HealthPath. A 101 takes the pod back into allocation on every

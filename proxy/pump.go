@@ -3,11 +3,8 @@ package proxy
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -18,7 +15,7 @@ import (
 func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {
 	conn := s.client
 	var pol policy
-	pol.init(p.cfg(), p.metrics, s.clock())
+	pol.init(p.cfg(), p.metrics, s.clock(), s.ext)
 
 	toClient := direction{src: up.conn, dst: conn, pol: &pol, d: &pol.dirs[1], wr: newWriter(conn)}
 	toPod := direction{src: conn, dst: up.conn, pol: &pol, d: &pol.dirs[0], wr: newWriter(up.conn)}
@@ -32,12 +29,15 @@ func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {
 		if errors.Is(err, errStopped) {
 			return // the pump wrote edge's close frame itself
 		}
-		if !errors.Is(err, errWrite) && !pol.dirs[1].closeSeen {
-			// The pod's side died (reset, FIN without a close frame):
-			// the client hears it at once, as a close frame; with the
-			// code of a stop that came first, if one did (the other
-			// pump's read may have been cut by it while this one saw
-			// the reset).
+		if s.firstEnd.Load() == sidePod && !pol.dirs[1].closeSeen {
+			// The pod's side died (reset, FIN without a close frame)
+			// while the client was still there: the client hears it at
+			// once, as a close frame; with the code of a stop that came
+			// first, if one did (the other pump's read may have been
+			// cut by it while this one saw the reset). A read cut by
+			// the client's end (its pump closes the pod's connection)
+			// is the client's doing, whatever error it shows: only
+			// the pod's own end may cost the pod.
 			p.podLost(s, err)
 			p.injectClose(s, toClient)
 			closeWrite(conn)
@@ -86,8 +86,20 @@ type direction struct {
 // pump copies src to dst until either fails or the socket is stopped,
 // showing the policy every byte on the way. Writes block while dst does
 // not read: that is the backpressure (one buffer per direction, no queue).
-func (p *Proxy) pump(s *socket, d direction, early []byte) error {
-	defer s.ended(d.d.src)
+func (p *Proxy) pump(s *socket, d direction, early []byte) (err error) {
+	defer func() {
+		// The side whose stream ended: the source, unless a write to
+		// the destination failed (a pod that reset shows first in the
+		// client pump's write to it). A cut of edge's own making (a
+		// connection edge closed, a stop's deadline) ends neither.
+		switch {
+		case errors.Is(err, errWrite):
+			s.ended(sideClient + sidePod - d.d.src)
+		case errors.Is(err, net.ErrClosed), errors.Is(err, errStopped):
+		default:
+			s.ended(d.d.src)
+		}
+	}()
 	wr := d.wr
 	forward := func(b []byte) error {
 		n, v := d.d.relayed(s, b)
@@ -115,6 +127,13 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) error {
 	}
 	for {
 		b, err := rd.read()
+		if len(b) > 0 && s.stopCode.Load() != 0 {
+			// A read that raced edge's stop: the poller may hand it data
+			// that came after the stop's deadline was set (measured:
+			// the pod's answer to edge's own close frame). It goes no
+			// further than the frame in flight, as after the deadline.
+			return p.stopped(s, d, rd, b)
+		}
 		if len(b) > 0 {
 			if idle {
 				d.pol.clientSent(s.clock())
@@ -138,11 +157,7 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) error {
 			return err
 		}
 		if s.stopCode.Load() != 0 {
-			finishFrame(s, d, rd)
-			p.injectClose(s, d)
-			closeWrite(d.dst)
-			linger(d.src, rd)
-			return errStopped
+			return p.stopped(s, d, rd, nil)
 		}
 		until := noDeadline // a deadline this direction did not ask for
 		if idle {
@@ -176,6 +191,22 @@ var (
 	// its source.
 	errWrite = errors.New("write to the peer")
 )
+
+// stopped ends d for edge's stop code: b (read, not yet relayed) and what
+// follows as far as the end of the frame in flight, edge's close frame,
+// FIN, and the lingering close.
+func (p *Proxy) stopped(s *socket, d direction, rd *reader, b []byte) error {
+	if n := d.d.untilBoundary(b); n > 0 && d.d.finishing() {
+		d.d.relayed(s, b[:n])
+		d.wr.write(b[:n]) // a failure fails the close frame's write too
+	}
+	rd.release()
+	finishFrame(s, d, rd)
+	p.injectClose(s, d)
+	closeWrite(d.dst)
+	linger(d.src, rd)
+	return errStopped
+}
 
 // finishFrame forwards the rest of the frame in flight, if any, within
 // closeGrace, so that edge's close frame can follow it; what comes after
@@ -233,156 +264,4 @@ func (p *Proxy) injectClose(s *socket, d direction) {
 	}
 	d.dst.SetWriteDeadline(time.Now().Add(closeGrace))
 	d.dst.Write(f)
-}
-
-// reader reads a conn into pooled buffers taken only once the socket is
-// readable: a blocking Read would pin a buffer per direction for the whole
-// call, which is most of a relayed stream's memory. It waits for
-// readiness through syscall.RawConn, which keeps the runtime poller and the
-// conn's deadlines.
-type reader struct {
-	conn net.Conn
-	rc   syscall.RawConn // nil: not a socket, plain Read
-	buf  *[]byte
-}
-
-func newReader(c net.Conn) *reader {
-	r := &reader{conn: c}
-	if sc, ok := c.(syscall.Conn); ok {
-		if rc, err := sc.SyscallConn(); err == nil {
-			r.rc = rc
-		}
-	}
-	return r
-}
-
-// read returns the next bytes, valid until release.
-func (r *reader) read() ([]byte, error) {
-	if r.rc == nil {
-		if r.buf == nil {
-			r.buf = bufPool.Get().(*[]byte)
-		}
-		n, err := r.conn.Read(*r.buf)
-		return (*r.buf)[:n], err
-	}
-	var n int
-	var rerr error
-	err := r.rc.Read(func(fd uintptr) bool {
-		bp := bufPool.Get().(*[]byte)
-		rerr = nil
-		for {
-			var errno syscall.Errno
-			n, errno = rawRead(int(fd), *bp)
-			if errno != syscall.EINTR {
-				if errno != 0 {
-					rerr = errno
-				}
-				break
-			}
-		}
-		if rerr == syscall.EAGAIN {
-			bufPool.Put(bp)
-			return false // wait until readable
-		}
-		r.buf = bp
-		return true
-	})
-	switch {
-	case err != nil:
-		r.release()
-		return nil, err
-	case rerr != nil:
-		r.release()
-		return nil, rerr
-	case n <= 0:
-		r.release()
-		return nil, io.EOF
-	}
-	return (*r.buf)[:n], nil
-}
-
-func (r *reader) release() {
-	if r.buf != nil && r.rc != nil {
-		bufPool.Put(r.buf)
-		r.buf = nil
-	}
-}
-
-// writer writes a whole buffer to a conn with raw non-blocking writes,
-// waiting for writability (and honouring the write deadline) through
-// syscall.RawConn when the socket is full.
-type writer struct {
-	conn net.Conn
-	rc   syscall.RawConn // nil: not a socket, plain Write
-	// waiting is set while a write waits for the peer to read (the
-	// client's writer: its peer's backpressure excuses the pod's).
-	waiting atomic.Bool
-	// stall, when set (the pod's writer), bounds a write the pod does not
-	// take, unless excuse is waiting too: a pod that stops reading while
-	// its own writes to the client flow is dead or hung, one blocked by a
-	// client that does not read is only backpressure. The deadline is
-	// armed only once a write would block: no timer per message.
-	stall  time.Duration
-	excuse *atomic.Bool
-}
-
-// errPodStalled: a write to the pod made no progress for
-// proxy.pod_write_timeout while the client read.
-var errPodStalled = errors.New("pod stopped reading")
-
-func newWriter(c net.Conn) *writer {
-	w := &writer{conn: c}
-	if sc, ok := c.(syscall.Conn); ok {
-		if rc, err := sc.SyscallConn(); err == nil {
-			w.rc = rc
-		}
-	}
-	return w
-}
-
-func (w *writer) write(b []byte) error {
-	if w.rc == nil {
-		_, err := w.conn.Write(b)
-		return err
-	}
-	var werr error
-	armed := false
-	for {
-		err := w.rc.Write(func(fd uintptr) bool {
-			for len(b) > 0 {
-				n, errno := rawWrite(int(fd), b)
-				switch errno {
-				case 0:
-					b = b[n:]
-				case syscall.EINTR:
-				case syscall.EAGAIN:
-					if w.stall > 0 && !armed {
-						armed = true
-						w.conn.SetWriteDeadline(time.Now().Add(w.stall))
-					}
-					w.waiting.Store(true)
-					return false // wait until writable
-				default:
-					werr = errno
-					return true
-				}
-			}
-			return true
-		})
-		w.waiting.Store(false)
-		if armed && err == nil {
-			w.conn.SetWriteDeadline(noDeadline)
-		}
-		if armed && errors.Is(err, os.ErrDeadlineExceeded) && w.stall > 0 {
-			if w.excuse != nil && w.excuse.Load() {
-				armed = false // backpressure from the client: wait on
-				continue
-			}
-			return fmt.Errorf("%w: %w", errPodStalled, err)
-		}
-		if err != nil {
-			return err
-		}
-		return werr
-	}
 }

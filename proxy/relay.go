@@ -61,6 +61,9 @@ type socket struct {
 	started         time.Time
 	call            callMeta   // for the socket's log lines
 	span            trace.Span // the socket's span; nil when tracing is off
+	// ext: the pod's 101 named an extension, whose frames may carry the
+	// reserved bits.
+	ext bool
 
 	// stopCode, when set, asks the relay to end with a close frame carrying
 	// it, at a frame boundary of each direction; interrupt tells the relay
@@ -142,8 +145,8 @@ func (p *Proxy) finish(s *socket, pol *policy) {
 	// Release before forgetting the socket: a drain, or a test, that sees
 	// the socket gone knows its call is released.
 	outcome := p.release(s, end)
-	// The socket's one line at its end (issue 17): nothing is logged per
-	// message, its counts are the relay's own.
+	// The socket's one line at its end: nothing is logged per message,
+	// its counts are the relay's own.
 	p.Log.Info("media socket closed", append(s.attrs(), "by", initiator, "code", code,
 		"duration", now.Sub(s.started).Round(time.Millisecond),
 		"messages_in", end.MessagesIn, "messages_out", end.MessagesOut,

@@ -136,8 +136,8 @@ func (f *flood) readAll(t *testing.T) {
 
 // The pod hanging up, with a close frame or by dropping TCP, ends the
 // client's socket and releases the call; a pod that drops TCP without a
-// close frame died, and the client reads CloseBadGateway (issue 16 item 3),
-// not a bare TCP close.
+// close frame died, and the client reads CloseBadGateway, not a bare TCP
+// close.
 func TestPodHangsUp(t *testing.T) {
 	eachRelay(t, func(t *testing.T, relay Relay) {
 		for name, tc := range map[string]struct {

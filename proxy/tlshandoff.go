@@ -23,14 +23,17 @@ import (
 //     records that pass and trial-opens them with those secrets, counting
 //     the ones under the application keys (the server's session tickets,
 //     sent only to a client that offers resumption, and the 101 going
-//     out; the client's upgrade request coming in);
+//     out; the client's upgrade request coming in), without keeping a
+//     copy of any (tlswatch.go);
 //   - bytes held: after the hijack, the tls.Conn is read until it would
 //     need the network (the raw connection then answers "not now"): what
-//     it returns is plaintext for the pod, and what stays in it is the
-//     start of an incomplete record, the same bytes the watcher holds.
+//     it returns is plaintext for the pod, and what stays in it is at most
+//     the header of the next record, which the watcher knows too.
 // Anything unexpected (TLS 1.2, another suite, a record the watcher cannot
 // open, a KeyUpdate before the hand-off, more records than a media socket's
-// upgrade needs) leaves the socket to crypto/tls on the goroutine relay.
+// upgrade needs, a read cut short inside a record) leaves the socket to
+// crypto/tls on the goroutine relay. From the hand-off on, crypto/tls
+// writes nothing on the connection.
 
 // TLSListener serves TLS on inner with cfg, as tls.NewListener does, and
 // lets the media proxy take over the records of the sockets it relays on
@@ -81,38 +84,26 @@ func (l *tlsListener) Accept() (net.Conn, error) {
 	return tls.Server(c, l.cfg), nil
 }
 
-// watchRecords bounds how many application records of each direction the
-// watcher opens before it gives up (then the connection stays crypto/tls's
-// for good): a media socket's upgrade is one request, one 101 and the
-// server's session tickets; a keep-alive connection of webhooks must not
-// pay a second decryption per request.
-const watchRecords = 16
-
-// tlsRaw is the TCP connection under a tls.Conn of TLSListener.
+// tlsRaw is the TCP connection under a tls.Conn of TLSListener: it keeps
+// the connection's traffic secrets from the key log and watches its
+// records (tlswatch.go).
 type tlsRaw struct {
 	*net.TCPConn
 	mu sync.Mutex
 	// secrets: the client's and the server's application traffic
-	// secrets, from the key log.
-	secrets [2][]byte
+	// secrets, from the key log (nil until it writes, at the end of the
+	// handshake).
+	secrets *[2][]byte
 	in, out recordWatch
 	// gaveUp: the hand-off is impossible; watching stopped.
 	gaveUp atomic.Bool
 	// paused: the hand-off reads what the tls.Conn holds; a Read must not
 	// touch the socket.
 	paused atomic.Bool
-}
-
-// recordWatch follows one direction's records.
-type recordWatch struct {
-	dir  int // 0: from the client (its secret), 1: to it
-	part []byte
-	// keys are the candidate suites' keys, then the one that opened a
-	// record; seq counts the records under it.
-	keys   []*trafficKeys
-	found  bool
-	seq    uint64
-	misses int
+	// handedOff: a loop owns the connection's records; crypto/tls writes
+	// nothing more (its records would take sequence numbers the loop
+	// uses, its close_notify would end the loop's stream).
+	handedOff atomic.Bool
 }
 
 // errPaused is a Read during the hand-off: temporary, so that the tls.Conn
@@ -153,8 +144,16 @@ func (k keyLog) Write(line []byte) (int, error) {
 		return len(line), nil
 	}
 	k.rc.mu.Lock()
+	defer k.rc.mu.Unlock()
+	if k.rc.gaveUp.Load() {
+		// No hand-off: the secret is not kept (giveUp wiped the others).
+		clear(secret)
+		return len(line), nil
+	}
+	if k.rc.secrets == nil {
+		k.rc.secrets = new([2][]byte)
+	}
 	k.rc.secrets[i] = secret
-	k.rc.mu.Unlock()
 	return len(line), nil
 }
 
@@ -162,114 +161,10 @@ func (k keyLog) Write(line []byte) (int, error) {
 func (rc *tlsRaw) secret(i int) []byte {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
+	if rc.secrets == nil {
+		return nil
+	}
 	return append([]byte(nil), rc.secrets[i]...)
-}
-
-func (rc *tlsRaw) Write(b []byte) (int, error) {
-	n, err := rc.TCPConn.Write(b)
-	if n > 0 {
-		rc.watch(&rc.out, b[:n])
-	}
-	return n, err
-}
-
-func (rc *tlsRaw) Read(b []byte) (int, error) {
-	if rc.paused.Load() {
-		return 0, errPaused
-	}
-	n, err := rc.TCPConn.Read(b)
-	if n > 0 {
-		rc.watch(&rc.in, b[:n])
-	}
-	return n, err
-}
-
-// watch follows the records in b, the next bytes of w's direction.
-// Each direction's watch runs on the goroutine that reads, or writes, rc.
-func (rc *tlsRaw) watch(w *recordWatch, b []byte) {
-	if rc.gaveUp.Load() {
-		if w.keys != nil || w.part != nil {
-			*w = recordWatch{dir: w.dir}
-		}
-		return
-	}
-	if len(w.part) > 0 {
-		b = append(w.part, b...)
-	}
-	for len(b) >= recordHeaderLen {
-		n := int(b[3])<<8 | int(b[4])
-		if n > maxCiphertext13+2048 {
-			rc.giveUp()
-			return
-		}
-		if len(b) < recordHeaderLen+n {
-			break
-		}
-		if !rc.record(w, b[:recordHeaderLen+n]) {
-			rc.giveUp()
-			return
-		}
-		b = b[recordHeaderLen+n:]
-	}
-	w.part = append([]byte(nil), b...)
-}
-
-// record looks at one whole record; false: the hand-off is impossible.
-func (rc *tlsRaw) record(w *recordWatch, rec []byte) bool {
-	if rec[0] != recordTypeAppl {
-		// Plaintext handshake records, change_cipher_spec: before the
-		// application keys, or a TLS 1.2 connection.
-		return !w.found
-	}
-	if w.keys == nil {
-		s := rc.secret(w.dir)
-		if len(s) == 0 {
-			return true // under the handshake keys
-		}
-		for _, suite := range suitesForSecret(len(s)) {
-			k, err := newTrafficKeys(suite, s, 0)
-			if err != nil {
-				return false
-			}
-			w.keys = append(w.keys, k)
-		}
-		clear(s)
-		if w.keys == nil {
-			return false
-		}
-	}
-	if w.found && w.dir == 1 {
-		// Edge's own records: once one opened, the rest follow under the
-		// same key (crypto/tls changes it only to answer a client's
-		// KeyUpdate, which the inbound watcher refuses).
-		w.seq++
-		return w.seq <= watchRecords
-	}
-	buf := append([]byte(nil), rec...)
-	for _, k := range w.keys {
-		k.seq = w.seq
-		content, typ, err := k.openRecord(buf)
-		if err != nil {
-			copy(buf, rec)
-			continue
-		}
-		// Edge's session tickets come first under its application key
-		// (to a client that offers resumption); anything else but data
-		// (a KeyUpdate, an alert) leaves the connection to crypto/tls.
-		ticket := w.dir == 1 && typ == recordTypeHShake && len(content) > 0 && content[0] == msgNewSessionTicket
-		if typ != recordTypeAppl && !ticket {
-			return false
-		}
-		w.keys, w.found = []*trafficKeys{k}, true
-		w.seq++
-		return w.seq <= watchRecords
-	}
-	if w.found {
-		return false
-	}
-	// Under the handshake keys (the encrypted flight, the Finished).
-	w.misses++
-	return w.misses <= watchRecords
 }
 
 // giveUp stops the watch for good. Each direction's watcher drops its own
@@ -277,9 +172,11 @@ func (rc *tlsRaw) record(w *recordWatch, rec []byte) bool {
 func (rc *tlsRaw) giveUp() {
 	rc.gaveUp.Store(true)
 	rc.mu.Lock()
-	clear(rc.secrets[0])
-	clear(rc.secrets[1])
-	rc.secrets = [2][]byte{}
+	if rc.secrets != nil {
+		clear(rc.secrets[0])
+		clear(rc.secrets[1])
+		rc.secrets = nil
+	}
 	rc.mu.Unlock()
 }
 
@@ -296,12 +193,22 @@ func stopTLSWatch(tc *tls.Conn) {
 type tlsTakeover struct {
 	conn *net.TCPConn
 	rec  *tlsRecords
+	raw  *tlsRaw
+}
+
+// giveBack returns a takeover the loops could not carry to crypto/tls,
+// whose state is as the hand-off left it: the goroutine relay serves the
+// connection, and crypto/tls may write again.
+func (t *tlsTakeover) giveBack() {
+	t.rec.wipe()
+	t.raw.handedOff.Store(false)
 }
 
 // takeTLS takes over tc's records after the hijack, and returns the
 // plaintext that tc held (for the pod, after the hijack's own buffered
 // bytes). A nil takeover leaves tc usable, with the returned plaintext
-// read from it: the goroutine relay serves it.
+// read from it: the goroutine relay serves it. From a takeover on,
+// crypto/tls writes nothing on the connection (giveBack undoes it).
 func takeTLS(tc *tls.Conn) (*tlsTakeover, []byte) {
 	rc, ok := tc.NetConn().(*tlsRaw)
 	if !ok || rc.gaveUp.Load() {
@@ -336,22 +243,24 @@ func takeTLS(tc *tls.Conn) (*tlsTakeover, []byte) {
 		return nil, held
 	}
 	in, out := &rc.in, &rc.out
-	if !in.found || !out.found || in.keys[0].suite != suite || out.keys[0].suite != suite {
+	if !in.found || !out.found || in.keys[0].suite != suite || out.keys[0].suite != suite || out.hdrN != 0 {
 		rc.giveUp()
 		return nil, held
 	}
-	inKeys, err1 := newTrafficKeys(suite, rc.secret(0), in.seq)
-	outKeys, err2 := newTrafficKeys(suite, rc.secret(1), out.seq)
+	inKeys, err1 := newTrafficKeys(suite, rc.secret(0), uint64(in.seq))
+	outKeys, err2 := newTrafficKeys(suite, rc.secret(1), uint64(out.seq))
 	if err1 != nil || err2 != nil {
 		rc.giveUp()
 		return nil, held
 	}
-	t := &tlsTakeover{conn: rc.TCPConn, rec: &tlsRecords{in: inKeys, out: outKeys}}
-	if len(in.part) > 0 {
-		t.rec.part = append([]byte(nil), in.part...)
+	// What crypto/tls read of the next record is its header at most (the
+	// watch reads a body whole, or gives up): the watch's copy of it
+	// starts the loop's first read.
+	t := &tlsTakeover{conn: rc.TCPConn, raw: rc, rec: &tlsRecords{in: inKeys, out: outKeys, useless: int(in.useless)}}
+	if in.hdrN > 0 {
+		t.rec.part = append([]byte(nil), in.hdr[:in.hdrN]...)
 	}
-	// The watcher's copies go (nothing else reads or writes rc now); the
-	// takeover has its own.
+	rc.handedOff.Store(true)
 	rc.giveUp()
 	rc.in, rc.out = recordWatch{}, recordWatch{}
 	return t, held

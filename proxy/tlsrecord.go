@@ -1,18 +1,8 @@
 package proxy
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hkdf"
-	"crypto/sha256"
-	"crypto/sha512"
-	"crypto/tls"
-	"encoding/binary"
 	"fmt"
-	"hash"
-	"slices"
-
-	"golang.org/x/crypto/chacha20poly1305"
+	"time"
 )
 
 // The TLS 1.3 record layer (RFC 8446 section 5) of a media socket whose
@@ -58,161 +48,20 @@ const (
 // edge rotate within a few messages.
 var rekeyAfter uint64 = 1 << 23
 
-// tlsSuite is a TLS 1.3 cipher suite the loops implement.
-type tlsSuite struct {
-	id     uint16
-	keyLen int
-	hash   func() hash.Hash
-	aead   func(key []byte) (cipher.AEAD, error)
-}
-
-func aesGCM(key []byte) (cipher.AEAD, error) {
-	b, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	return cipher.NewGCM(b)
-}
-
-var (
-	suiteAES128 = &tlsSuite{tls.TLS_AES_128_GCM_SHA256, 16, sha256.New, aesGCM}
-	suiteAES256 = &tlsSuite{tls.TLS_AES_256_GCM_SHA384, 32, sha512.New384, aesGCM}
-	suiteChaCha = &tlsSuite{tls.TLS_CHACHA20_POLY1305_SHA256, chacha20poly1305.KeySize, sha256.New, chacha20poly1305.New}
+// What a client may make edge open without data. crypto/tls ends a
+// connection after more than maxUselessRecords records in a row that carry
+// no application data (its maxUselessRecords: empty records, KeyUpdates,
+// ignored warnings); the loops do the same, so that opening records nobody
+// reads, or deriving keys (a KeyUpdate costs about 10 us), cannot take a
+// loop's time from the other sockets. crypto/tls has no bound on
+// KeyUpdates between data records; the loops allow keyUpdateBurst at once
+// and one per keyUpdateEvery after that: a client needs a new key after
+// some 2^24 records, not several a second.
+const (
+	maxUselessRecords = 16
+	keyUpdateBurst    = 16
+	keyUpdateEvery    = time.Second
 )
-
-func suiteByID(id uint16) *tlsSuite {
-	for _, s := range []*tlsSuite{suiteAES128, suiteAES256, suiteChaCha} {
-		if s.id == id {
-			return s
-		}
-	}
-	return nil
-}
-
-// suitesForSecret are the suites whose hash makes a traffic secret of n
-// bytes: SHA-256 (AES-128-GCM, ChaCha20-Poly1305) or SHA-384 (AES-256-GCM).
-func suitesForSecret(n int) []*tlsSuite {
-	switch n {
-	case 32:
-		return []*tlsSuite{suiteAES128, suiteChaCha}
-	case 48:
-		return []*tlsSuite{suiteAES256}
-	}
-	return nil
-}
-
-// expandLabel is HKDF-Expand-Label with an empty context (RFC 8446 7.1).
-func expandLabel(h func() hash.Hash, secret []byte, label string, n int) ([]byte, error) {
-	info := make([]byte, 0, 4+6+len(label))
-	info = binary.BigEndian.AppendUint16(info, uint16(n))
-	info = append(info, byte(6+len(label)))
-	info = append(info, "tls13 "...)
-	info = append(info, label...)
-	info = append(info, 0)
-	return hkdf.Expand(h, secret, string(info), n)
-}
-
-// trafficKeys is one direction's protection: its current traffic secret
-// (kept for KeyUpdate), the AEAD and IV derived from it, and the next
-// record's sequence number.
-type trafficKeys struct {
-	suite  *tlsSuite
-	secret []byte
-	aead   cipher.AEAD
-	iv     [12]byte
-	seq    uint64
-}
-
-func newTrafficKeys(s *tlsSuite, secret []byte, seq uint64) (*trafficKeys, error) {
-	k := &trafficKeys{suite: s}
-	if err := k.setSecret(append([]byte(nil), secret...)); err != nil {
-		return nil, err
-	}
-	k.seq = seq
-	return k, nil
-}
-
-func (k *trafficKeys) setSecret(secret []byte) error {
-	key, err := expandLabel(k.suite.hash, secret, "key", k.suite.keyLen)
-	if err != nil {
-		return err
-	}
-	iv, err := expandLabel(k.suite.hash, secret, "iv", len(k.iv))
-	if err != nil {
-		return err
-	}
-	a, err := k.suite.aead(key)
-	if err != nil {
-		return err
-	}
-	clear(k.secret)
-	k.secret, k.aead, k.seq = secret, a, 0
-	copy(k.iv[:], iv)
-	return nil
-}
-
-// update moves to the next traffic secret (RFC 8446 7.2), sequence 0.
-func (k *trafficKeys) update() error {
-	next, err := expandLabel(k.suite.hash, k.secret, "traffic upd", k.suite.hash().Size())
-	if err != nil {
-		return err
-	}
-	return k.setSecret(next)
-}
-
-// nonce is the per-record nonce: the IV with the sequence number XORed
-// into its last 8 bytes (RFC 8446 5.3).
-func (k *trafficKeys) nonce() [12]byte {
-	n := k.iv
-	var s [8]byte
-	binary.BigEndian.PutUint64(s[:], k.seq)
-	for i := range s {
-		n[4+i] ^= s[i]
-	}
-	return n
-}
-
-// openRecord authenticates and decrypts rec (header included) in place,
-// returning the content and its inner type.
-func (k *trafficKeys) openRecord(rec []byte) ([]byte, byte, error) {
-	nonce := k.nonce()
-	ct := rec[recordHeaderLen:]
-	pt, err := k.aead.Open(ct[:0], nonce[:], ct, rec[:recordHeaderLen])
-	if err != nil {
-		return nil, 0, errBadRecordMAC
-	}
-	k.seq++
-	// TLSInnerPlaintext: content, type, zero padding.
-	i := len(pt) - 1
-	for i >= 0 && pt[i] == 0 {
-		i--
-	}
-	if i < 0 {
-		return nil, 0, tlsAlert{alertUnexpectedMessage, "record without a content type"}
-	}
-	if i > maxPlaintext {
-		return nil, 0, tlsAlert{alertRecordOverflow, "record content over 2^14 bytes"}
-	}
-	return pt[:i], pt[i], nil
-}
-
-// sealRecord appends one record of type typ carrying content (at most
-// maxPlaintext bytes) to dst.
-func (k *trafficKeys) sealRecord(dst []byte, typ byte, content []byte) []byte {
-	n := len(content) + 1 + tagLen
-	// Room for the tag too, so that the seal stays in dst.
-	dst = slices.Grow(dst, recordHeaderLen+n)
-	dst = append(dst, recordTypeAppl, 3, 3, byte(n>>8), byte(n))
-	hdr := len(dst) - recordHeaderLen
-	body := len(dst)
-	dst = append(dst, content...)
-	dst = append(dst, typ)
-	nonce := k.nonce()
-	k.seq++
-	// Sealed in place: the content was appended first.
-	sealed := k.aead.Seal(dst[body:body], nonce[:], dst[body:], dst[hdr:body])
-	return dst[:body+len(sealed)]
-}
 
 // tlsAlert is a protocol failure and the alert it sends.
 type tlsAlert struct {
@@ -241,14 +90,22 @@ type tlsRecords struct {
 	// our KeyUpdate (update_requested), which goes out before anything
 	// else is sealed; closeSent: edge's close_notify is queued.
 	peerClosed, owedUpdate, closeSent bool
+	// useless counts the records in a row without application data;
+	// updatesDue is when the client's KeyUpdates would be paid off at
+	// one per keyUpdateEvery (on the loop's clock, a virtual scheduling
+	// time: the rate bound holds while it stays within keyUpdateBurst
+	// intervals of now).
+	useless    int
+	updatesDue int64
 }
 
 // open decrypts the complete records at the start of buf in place and
 // moves their application data to the front of buf, returning its
 // length; an incomplete last record is kept in r.part. The caller puts
-// r.part in front of the new bytes before calling (see eloop read). After
-// close_notify the rest is ignored.
-func (r *tlsRecords) open(buf []byte) (int, error) {
+// r.part in front of the new bytes before calling (see eloop read); now
+// is its clock, in nanoseconds, for the KeyUpdate rate. After close_notify
+// the rest is ignored.
+func (r *tlsRecords) open(buf []byte, now int64) (int, error) {
 	plain, off := 0, 0
 	for !r.peerClosed && len(buf)-off >= recordHeaderLen {
 		h := buf[off : off+recordHeaderLen]
@@ -273,11 +130,15 @@ func (r *tlsRecords) open(buf []byte) (int, error) {
 		if err != nil {
 			return 0, err
 		}
+		r.useless++
 		switch typ {
 		case recordTypeAppl:
+			if len(content) > 0 {
+				r.useless = 0
+			}
 			plain += copy(buf[plain:], content)
 		case recordTypeHShake:
-			if err := r.handshake(content); err != nil {
+			if err := r.handshake(content, now); err != nil {
 				return 0, err
 			}
 		case recordTypeAlert:
@@ -286,6 +147,9 @@ func (r *tlsRecords) open(buf []byte) (int, error) {
 			}
 		default:
 			return 0, tlsAlert{alertUnexpectedMessage, fmt.Sprintf("record content type %d", typ)}
+		}
+		if r.useless > maxUselessRecords {
+			return 0, tlsAlert{alertUnexpectedMessage, "too many records without application data"}
 		}
 	}
 	r.part = nil
@@ -299,7 +163,7 @@ func (r *tlsRecords) open(buf []byte) (int, error) {
 // only. A message split across records is refused: a KeyUpdate is 5
 // bytes, and must end its record (RFC 8446 5.1: no message spans a key
 // change).
-func (r *tlsRecords) handshake(b []byte) error {
+func (r *tlsRecords) handshake(b []byte, now int64) error {
 	if len(b) == 0 {
 		return tlsAlert{alertUnexpectedMessage, "empty handshake record"}
 	}
@@ -321,6 +185,11 @@ func (r *tlsRecords) handshake(b []byte) error {
 			if len(b) > 0 {
 				return tlsAlert{alertUnexpectedMessage, "data after KeyUpdate in its record"}
 			}
+			due := max(r.updatesDue, now) + int64(keyUpdateEvery)
+			if due-now > keyUpdateBurst*int64(keyUpdateEvery) {
+				return tlsAlert{alertUnexpectedMessage, "KeyUpdates too often"}
+			}
+			r.updatesDue = due
 			if body[0] == 1 {
 				r.owedUpdate = true
 			}

@@ -28,7 +28,7 @@ func openSplit(r *tlsRecords, wire []byte, cut int) ([]byte, error) {
 			m := copy(buf, r.part)
 			n := copy(buf[m:], chunk)
 			chunk = chunk[n:]
-			p, err := r.open(buf[:m+n])
+			p, err := r.open(buf[:m+n], 0)
 			if err != nil {
 				return plain, err
 			}
@@ -44,27 +44,53 @@ func openSplit(r *tlsRecords, wire []byte, cut int) ([]byte, error) {
 // FuzzTLSRecordOpen: the loop's record decoder takes any bytes from a
 // client without panicking or holding more than one record, and what the
 // record layer seals opens to the same bytes however the reads cut it,
-// KeyUpdates included.
+// KeyUpdates included, behind a run of records without data (empty ones,
+// KeyUpdates, user_canceled warnings), refused exactly when the run is
+// longer than crypto/tls allows (maxUselessRecords).
 func FuzzTLSRecordOpen(f *testing.F) {
 	r := recordPair(f, suiteAES128)
-	f.Add(r.seal(nil, recordTypeAppl, []byte("hello")), uint16(3), uint8(0))
-	f.Add(r.out.sealRecord(nil, recordTypeHShake, []byte{msgKeyUpdate, 0, 0, 1, 1}), uint16(9), uint8(1))
-	f.Add(r.alertRecord(alertCloseNotify), uint16(0), uint8(2))
-	f.Add([]byte{recordTypeAppl, 3, 3, 0xff, 0xff}, uint16(2), uint8(0))
-	f.Fuzz(func(t *testing.T, data []byte, cut uint16, suite uint8) {
+	f.Add(r.seal(nil, recordTypeAppl, []byte("hello")), uint16(3), uint8(0), uint8(0))
+	f.Add(r.out.sealRecord(nil, recordTypeHShake, []byte{msgKeyUpdate, 0, 0, 1, 1}), uint16(9), uint8(1), uint8(16))
+	f.Add(r.alertRecord(alertCloseNotify), uint16(0), uint8(2), uint8(17))
+	f.Add([]byte{recordTypeAppl, 3, 3, 0xff, 0xff}, uint16(2), uint8(0), uint8(3))
+	f.Add([]byte{}, uint16(1), uint8(1), uint8(15))
+	f.Fuzz(func(t *testing.T, data []byte, cut uint16, suite, useless uint8) {
 		s := []*tlsSuite{suiteAES128, suiteAES256, suiteChaCha}[int(suite)%3]
 		c := int(cut) % (len(data) + 1)
 		// Anything: no panic, no unbounded state.
 		openSplit(recordPair(t, s), data, c)
 
 		// A round trip: data sealed (with an owed KeyUpdate ahead of it
-		// when suite is odd) opens to data.
+		// when suite is odd, and useless%24 records without data before
+		// all) opens to data.
 		r := recordPair(t, s)
+		var wire []byte
+		run := int(useless) % 24
+		for i := range run {
+			switch i % 3 {
+			case 0:
+				wire = r.out.sealRecord(wire, recordTypeAppl, nil)
+			case 1:
+				wire = r.out.sealRecord(wire, recordTypeHShake, []byte{msgKeyUpdate, 0, 0, 1, 0})
+				r.out.update()
+			case 2:
+				wire = r.out.sealRecord(wire, recordTypeAlert, []byte{1, alertUserCanceled})
+			}
+		}
 		r.owedUpdate = suite%2 == 1
-		wire := r.seal(nil, recordTypeAppl, data)
+		if r.owedUpdate {
+			run++
+		}
+		if len(data) == 0 {
+			run++ // one empty record
+		}
+		wire = r.seal(wire, recordTypeAppl, data)
 		got, err := openSplit(r, wire, int(cut)%(len(wire)+1))
-		if err != nil || !bytes.Equal(got, data) {
-			t.Fatalf("round trip of %d bytes: %d bytes, %v", len(data), len(got), err)
+		switch {
+		case run > maxUselessRecords && err == nil:
+			t.Fatalf("%d records in a row without data accepted", run)
+		case run <= maxUselessRecords && (err != nil || !bytes.Equal(got, data)):
+			t.Fatalf("round trip of %d bytes behind %d records without data: %d bytes, %v", len(data), run, len(got), err)
 		}
 	})
 }
@@ -78,13 +104,13 @@ func TestTLSRecordLimits(t *testing.T) {
 		"version":                  {recordTypeAppl, 3, 1, 0, 30},
 		"plaintext alert":          {recordTypeAlert, 3, 3, 0, 2, 2, 40},
 	} {
-		if _, err := r.open(rec); err == nil {
+		if _, err := r.open(rec, 0); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
 	// Content over 2^14 bytes inside a record that authenticates.
 	big := r.out.sealRecord(nil, recordTypeAppl, make([]byte, maxPlaintext+1))
-	if _, err := r.open(big); err == nil {
+	if _, err := r.open(big, 0); err == nil {
 		t.Error("content over 2^14 bytes: accepted")
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Tracing of media sockets (issue 17 item 3). A socket is one span, from
+// Tracing of media sockets. A socket is one span, from
 // its admission to its end, linked to the webhook that allocated its call
 // (the webhook's traceparent comes back from the claim's round trip); each
 // pod dial is a child span, each failover move an event. Nothing is traced

@@ -424,7 +424,7 @@ func (l *uloop) closeAll() {
 // register puts a new socket on the loop: its early bytes (held in
 // dirs[i].out by addUring) go out first, then each direction receives.
 func (l *uloop) register(e *usock) {
-	e.pol.init(l.p.cfg(), l.p.metrics, l.now)
+	e.pol.init(l.p.cfg(), l.p.metrics, l.now, e.s.ext)
 	if n := len(l.free); n > 0 {
 		e.slot, l.free = l.free[n-1], l.free[:n-1]
 		l.socks[e.slot] = e

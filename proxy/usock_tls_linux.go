@@ -30,7 +30,7 @@ func (l *uloop) openTLS(e *usock, d *udir, b []byte) ([]byte, error) {
 	}
 	buf := l.scratch[:n]
 	copy(buf[copy(buf, t.part):], b)
-	p, err := t.open(buf)
+	p, err := t.open(buf, l.now)
 	if err != nil || p == 0 {
 		return nil, err
 	}
