@@ -83,7 +83,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"outcome"}),
 		releases: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_proxy_releases_total",
-			Help: "Calls released when their media socket ended, by outcome (released, stale, not_found, error).",
+			Help: "Calls released when their media socket ended, by outcome (released, stale, not_found, retrying: Redis was unreachable and the release is retried until it answers, error).",
 		}, []string{"outcome"}),
 		relayed: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_proxy_relayed_sockets_total",
