@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -218,8 +219,10 @@ func (tc TierConfig) Marshal() ([]byte, error) { return json.Marshal(tc) }
 
 // MerchantConfig is one merchant's entry in voice:merchant:config.
 type MerchantConfig struct {
-	// Tier is kept for compatibility; like the predecessor, allocation does
-	// not read it (the chain is Pool, then Fallback or the default chain).
+	// Tier, when set, names a tier of the tier config tried right after
+	// Pool, before the default chain (the predecessor stored it and never
+	// read it). With a Fallback, which is the whole chain, it must be one
+	// of its steps.
 	Tier string `json:"tier,omitempty"`
 	// Pool names the merchant's dedicated pool, tried first.
 	Pool string `json:"pool,omitempty"`
@@ -253,6 +256,15 @@ func (tc TierConfig) ValidateMerchantConfig(id string, mc MerchantConfig) error 
 	}
 	if err := tc.validateChain("fallback", mc.Fallback); err != nil {
 		errs = append(errs, err)
+	}
+	if _, ok := tc.Tiers[mc.Tier]; mc.Tier != "" && !ok {
+		errs = append(errs, fmt.Errorf("%w: tier: %q is not a tier (the tiers are %s); leave it out for the default chain",
+			ErrInvalidConfig, mc.Tier, strings.Join(slices.Sorted(maps.Keys(tc.Tiers)), ", ")))
+	} else if mc.Tier != "" && len(mc.Fallback) > 0 && !slices.Contains(mc.Fallback, mc.Tier) {
+		// A tier allocation would never reach: refused rather than kept
+		// and ignored.
+		errs = append(errs, fmt.Errorf("%w: tier: %q is not in fallback %v, which is the merchant's whole chain: add the tier to the fallback where it belongs, or leave fallback out for the tier, then the default chain",
+			ErrInvalidConfig, mc.Tier, mc.Fallback))
 	}
 	if mc.MaxCalls != nil && (*mc.MaxCalls < 1 || *mc.MaxCalls > MaxMerchantCalls) {
 		errs = append(errs, fmt.Errorf("%w: max_calls: must be between 1 and %d (got %d); leave it out for no cap",

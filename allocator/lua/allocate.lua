@@ -110,7 +110,7 @@ local hold_wait = recovery_wait(ARGV[rate_i + 5] or '', ARGV[rate_i + 6] or '', 
 if hold_wait > 0 then
   return {'recovering', hold_wait}
 end
-local chain, warning, mc = chain_of(merchant, default_chain)
+local chain, warning, mc = chain_of(merchant, default_chain, tiers)
 local budget_ms = tonumber(ARGV[rate_i + 4] or 0)
 
 -- A waiting call asking again (its replica was woken, polls, or its budget

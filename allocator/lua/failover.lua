@@ -45,7 +45,7 @@ local now = now_ms()
 local ejected, due = mark_failed(broken, ARGV[4], now, tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]))
 
 local tiers, default_chain = parse_tiers(9)
-local chain = chain_of(info[5] or '', default_chain)
+local chain = chain_of(info[5] or '', default_chain, tiers)
 local lease_ms = tonumber(ARGV[5])
 local pod, source, kind, avail = take_from_chain(chain, tiers, broken)
 if not pod then

@@ -102,10 +102,13 @@ local function parse_tiers(i)
   return tiers, default_chain, i + 1
 end
 
--- The merchant's chain: its dedicated pool first, then its fallback or the
--- default chain. The second value is "" or a note for the log; the third
--- the decoded merchant config (nil when none), for admission.
-local function chain_of(merchant, default_chain)
+-- The merchant's chain: its dedicated pool first, then its fallback, or
+-- its tier and the default chain (each step once). tiers (parse_tiers) says
+-- which tiers exist: a tier that does not is left out with a note (the
+-- admin API refuses one; a hand-written entry may name one). The second
+-- value is "" or a note for the log; the third the decoded merchant config
+-- (nil when none), for admission.
+local function chain_of(merchant, default_chain, tiers)
   local chain, warning = default_chain, ''
   if merchant == '' then
     return chain, warning, nil
@@ -124,12 +127,30 @@ local function chain_of(merchant, default_chain)
       if type(step) == 'string' then chain[#chain + 1] = step end
     end
   end
+  local first = {}
   if type(mc.pool) == 'string' and mc.pool ~= '' then
-    local with_pool = {'merchant:' .. mc.pool}
-    for _, step in ipairs(chain) do
-      if step ~= with_pool[1] then with_pool[#with_pool + 1] = step end
+    first[#first + 1] = 'merchant:' .. mc.pool
+  end
+  -- A fallback is the merchant's whole chain: its tier leads only the
+  -- default chain.
+  if type(mc.tier) == 'string' and mc.tier ~= '' and chain == default_chain then
+    if tiers[mc.tier] then
+      first[#first + 1] = mc.tier
+    else
+      warning = 'merchant config of ' .. merchant .. ' names tier ' .. mc.tier .. ', which is not a tier; ignored'
     end
-    chain = with_pool
+  end
+  if #first > 0 then
+    local seen, led = {}, {}
+    for _, list in ipairs({first, chain}) do
+      for _, step in ipairs(list) do
+        if not seen[step] then
+          seen[step] = true
+          led[#led + 1] = step
+        end
+      end
+    end
+    chain = led
   end
   return chain, warning, mc
 end
