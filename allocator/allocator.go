@@ -247,7 +247,11 @@ func (a *Allocator) allocateOnce(ctx context.Context, req Request, s *settings, 
 	keys := []string{a.keys.Call(req.CallID), a.keys.CallEnded(req.CallID)}
 	r, err := a.run(ctx, "allocate", keys, args...)
 	if err != nil {
-		a.metrics.allocations.WithLabelValues("", "error").Inc()
+		result := "error"
+		if errors.Is(err, ErrUnavailable) {
+			result = resultUnavailable
+		}
+		a.metrics.allocations.WithLabelValues("", result).Inc()
 		return Allocation{}, time.Time{}, fmt.Errorf("allocate %s: %w", req.CallID, err)
 	}
 	al, err := a.decodeAllocate(req, reply(r))

@@ -65,8 +65,11 @@ func failingOver(err error) bool {
 		redis.IsMasterDownError(err) || redis.IsClusterDownError(err) ||
 		redis.IsTryAgainError(err) || redis.IsNoReplicasError(err) ||
 		// A long script holds Redis (past busy-reply-threshold): every
-		// other command is refused with BUSY, nothing ran.
-		redis.HasErrorPrefix(err, "BUSY") ||
+		// other command is refused with BUSY, nothing ran. Writes refused
+		// while the last save failed (MISCONF) or memory is full (OOM),
+		// and a full client table, last until Redis's operator acts.
+		redis.HasErrorPrefix(err, "BUSY") || redis.HasErrorPrefix(err, "MISCONF") ||
+		redis.HasErrorPrefix(err, "OOM") || strings.HasPrefix(err.Error(), "ERR max number of clients reached") ||
 		// go-redis' failover client while no sentinel answers (it has no
 		// sentinel value to compare with).
 		strings.Contains(err.Error(), "all sentinels specified in configuration are unreachable")

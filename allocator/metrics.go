@@ -20,13 +20,18 @@ type metrics struct {
 	waitTimeouts prometheus.Counter
 }
 
+// resultUnavailable is allocations_total's result when Redis could not
+// serve the allocation (ErrUnavailable): apart from "error" (a script's
+// error, a bug), so that an outage is told from a fault of edge's.
+const resultUnavailable = "redis_unavailable"
+
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := newMetricsVecs(reg)
 	// The series alerts and dashboards read exist at 0 from the start
 	// (deploy/monitoring/alerts.yaml): a panel reads 0, not "No data", and
 	// increase() sees the first event. Refusals carry no source pool.
 	for _, result := range []string{"no_pods", "all_draining", "at_capacity", "merchant_at_cap", "rate_limited",
-		"call_ended", "in_progress", "recovering", "error"} {
+		"call_ended", "in_progress", "recovering", resultUnavailable, "error"} {
 		m.allocations.WithLabelValues("", result)
 	}
 	for _, name := range scriptNames {
@@ -40,7 +45,7 @@ func newMetricsVecs(reg prometheus.Registerer) *metrics {
 	return &metrics{
 		allocations: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "allocations_total",
-			Help: "Allocations by source pool and result (success, existing, no_pods, all_draining, at_capacity, merchant_at_cap, rate_limited, call_ended, in_progress, error).",
+			Help: "Allocations by source pool and result (success, existing, no_pods, all_draining, at_capacity, merchant_at_cap, rate_limited, call_ended, in_progress, recovering, redis_unavailable, error).",
 		}, []string{"source_pool", "result"}),
 		// source_pool, as on allocations_total, so that the predecessor's
 		// releases_total{pool,status} can be recorded from it
