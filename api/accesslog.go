@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/calls"
 )
 
@@ -70,7 +71,11 @@ func (a *accessLog) line(ctx context.Context, r *http.Request, route string, sw 
 		}
 		attrs = append(attrs, slog.String("user_agent", ua))
 	}
-	if id := note.CallID(); id != "" {
+	id := note.CallID()
+	if id == "" && allocator.ValidateID("call_sid", r.PathValue("call_sid")) == nil {
+		id = r.PathValue("call_sid") // the timeline's route names its call
+	}
+	if id != "" {
 		attrs = append(attrs, slog.String("call_sid", id))
 	}
 	a.log.LogAttrs(ctx, slog.LevelInfo, "http request", attrs...)

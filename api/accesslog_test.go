@@ -80,6 +80,7 @@ func TestAccessLogOneLinePerRequest(t *testing.T) {
 	mux.HandleFunc("POST /api/v1/release", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such call", http.StatusNotFound)
 	})
+	mux.HandleFunc("GET /api/v1/calls/{call_sid}", func(w http.ResponseWriter, r *http.Request) {})
 	ln := startListener(t, "public", mux, api.ListenerConfig{
 		ClientIP: func(r *http.Request) netip.Addr { return netip.MustParseAddr("203.0.113.7") },
 	}, log, reg)
@@ -97,8 +98,14 @@ func TestAccessLogOneLinePerRequest(t *testing.T) {
 	}
 	resp.Body.Close()
 
+	resp, err = http.Get(ln.URL() + "/api/v1/calls/CA456")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
 	got := buf.lines(t, "http request")
-	if len(got) != 2 {
+	if len(got) != 3 {
 		t.Fatalf("%d access lines, want 2: %v", len(got), got)
 	}
 	first := got[0]
@@ -116,11 +123,15 @@ func TestAccessLogOneLinePerRequest(t *testing.T) {
 	if got[1]["status"] != float64(404) || got[1]["call_sid"] != nil {
 		t.Errorf("second line %v, want status 404 and no call_sid", got[1])
 	}
+	if got[2]["route"] != "/api/v1/calls/{call_sid}" || got[2]["call_sid"] != "CA456" {
+		t.Errorf("timeline line %v, want its route pattern and the call it names", got[2])
+	}
 	series := gatherSeries(t, reg)
-	if n := len(series["edge_http_request_duration_seconds"]); n != 2 {
-		t.Errorf("%d latency series, want 2: %v", n, series["edge_http_request_duration_seconds"])
+	if n := len(series["edge_http_request_duration_seconds"]); n != 3 {
+		t.Errorf("%d latency series, want 3: %v", n, series["edge_http_request_duration_seconds"])
 	}
 	wantClass := []string{
+		"class=2xx,listener=public,route=/api/v1/calls/{call_sid} 1",
 		"class=2xx,listener=public,route=/api/v1/twilio/allocate 1",
 		"class=4xx,listener=public,route=/api/v1/release 1",
 	}
