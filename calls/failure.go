@@ -58,13 +58,22 @@ type Failure struct {
 
 // EdgeFault reports whether edge failed for reasons of its own (Redis
 // unreachable or timing out, shutting down, an internal error) rather than
-// refusing something about the call itself (no capacity after the wait,
+// refusing something about the call itself (every pod busy after the wait,
 // the merchant's cap or rate, an ended call, a bad or foreign request).
 // It is the one place that line is drawn. A provider webhook answers an
 // edge fault so that the provider calls the number's fallback URL, where
 // another edge cluster may take the call; a refusal keeps the provider's
 // markup: edge decided about this call, and its caller hears the decision.
+//
+// A chain with no pod registered, or only draining ones, is edge's state
+// too, not a judgement on the call: pods not yet registered after Redis
+// lost its data, an agents' rollout draining a whole tier. Another cluster
+// behind the fallback URL may well have room, so those go there too; a
+// chain whose pods are all busy is capacity, and keeps the markup.
 func (f Failure) EdgeFault() bool {
+	if f.Kind == KindNoCapacity {
+		return f.Code == string(allocator.ReasonNoPods) || f.Code == string(allocator.ReasonAllDraining)
+	}
 	return f.Kind == KindInternal || f.Kind == KindUnavailable
 }
 

@@ -155,14 +155,15 @@ func keysOf(m map[string]string) []string {
 
 func TestExotelVoicebotLookupAndNoCapacity(t *testing.T) {
 	e := newEnv(t, spec("exotel", nil), spec("twilio", nil))
-	// No pods: each provider renders its own failure.
+	// No pods registered: edge cannot serve, so each provider is sent to
+	// the number's fallback URL (a non-2xx answer), not told to hang up.
 	got := e.do(t, "GET", "/providers/exotel/voicebot?CallSid=ex-1&merchant_id=acme", "")
 	if got.status != 503 || !strings.Contains(got.body, `"code":"no_pods"`) {
 		t.Errorf("exotel without pods: %+v", got)
 	}
 	got = e.do(t, "POST", "/api/v1/twilio/allocate", "CallSid=CA00000000000000000000000000000003")
-	if got.status != 200 || !strings.Contains(got.body, "<Say>") || !strings.Contains(got.body, "<Hangup>") {
-		t.Errorf("twilio without pods: %+v", got)
+	if got.status != 503 || strings.Contains(got.body, "<Say>") {
+		t.Errorf("twilio without pods: %+v, want 503 for the fallback URL", got)
 	}
 	if n := metric(t, e, "edge_provider_webhooks_total", "provider", "twilio", "outcome", "no_pods"); n != 1 {
 		t.Errorf("no_pods outcomes = %v, want 1", n)
