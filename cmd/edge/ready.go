@@ -18,7 +18,7 @@ type readyAnnouncer struct {
 
 // readyPoll is how often the announcer asks: the checks are cheap (a
 // Redis ping, in-process states) and the line is only as late as this.
-const readyPoll = 50 * time.Millisecond
+const readyPoll = 100 * time.Millisecond
 
 func (a *readyAnnouncer) Run(ctx context.Context) error {
 	t := time.NewTicker(readyPoll)
