@@ -135,6 +135,38 @@ func (t *tracker) all() []Lease {
 	return out
 }
 
+// answeredBatch bounds the answered calls one heartbeat asks about.
+const answeredBatch = 500
+
+// unclaimed lists the answered calls whose socket this replica has not
+// seen, at most answeredBatch of them.
+func (t *tracker) unclaimed() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for id, c := range t.calls {
+		if c.holder == "" {
+			out = append(out, id)
+			if len(out) == answeredBatch {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// settle forgets answered calls whose socket another replica admitted, or
+// that ended, unless a socket here claimed one meanwhile.
+func (t *tracker) settle(ids []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range ids {
+		if c, ok := t.calls[id]; ok && c.holder == "" {
+			delete(t.calls, id)
+		}
+	}
+}
+
 func (t *tracker) knownEpoch() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -200,11 +232,19 @@ func (a *Allocator) Tracked() int {
 func (a *Allocator) Heartbeat(ctx context.Context, replica string) (changed bool, reasserted, lost int, err error) {
 	known := a.tracked.knownEpoch()
 	s := a.current.Load()
-	r, err := a.run(ctx, "presence", []string{a.keys.Replicas()}, replica, known, randomEpoch(), s.cfg.RecoveryHold.Milliseconds())
+	args := []any{replica, known, randomEpoch(), s.cfg.RecoveryHold.Milliseconds()}
+	// The calls answered here whose socket has not come here: those whose
+	// socket another replica admitted, or that ended, are forgotten, so
+	// that a loss of Redis data never writes back a call that is over.
+	for _, id := range a.tracked.unclaimed() {
+		args = append(args, id)
+	}
+	r, err := a.run(ctx, "presence", []string{a.keys.Replicas()}, args...)
 	if err != nil {
 		return false, 0, 0, fmt.Errorf("heartbeat of %s: %w", replica, err)
 	}
 	epoch := reply(r).str(0)
+	a.tracked.settle(reply(r).strs(1))
 	if known == "" || epoch == known {
 		a.tracked.adopt(known, epoch)
 	} else {

@@ -381,3 +381,39 @@ func TestSocketReleaseRetriedAfterRedisPause(t *testing.T) {
 		t.Fatalf("the next call got %q, want the released pod %s", next.PodName, al.PodName)
 	}
 }
+
+// A call answered on one replica whose socket another replica relayed, and
+// that has ended, is never written back after Redis loses its data: the
+// answering replica forgot it at its next heartbeat, so its pod is not
+// held for a call that is over.
+func TestEndedCallAnsweredElsewhereIsNotWrittenBack(t *testing.T) {
+	rs := testredis.Start(t)
+	ctx := context.Background()
+	opts := func(c *allocator.Config) { c.RecoveryHold = 400 * time.Millisecond; c.HeartbeatInterval = 100 * time.Millisecond }
+	answering := newAllocator(t, rs.Client(), opts)
+	relaying := newAllocator(t, rs.Client(), opts)
+	register(t, answering, "gold", "pod-0")
+	for _, a := range []*allocator.Allocator{answering, relaying} {
+		if _, _, _, err := a.Heartbeat(ctx, "edge"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	al := mustAllocate(t, answering, "CA-over", "")
+	if _, err := relaying.ClaimMediaOn(ctx, "CA-over", al.PodName, "s", "edge-b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (allocator.MediaLeases{Alloc: relaying}).Release(ctx, "CA-over", allocator.SocketEnd{Ended: "socket_close"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := answering.Heartbeat(ctx, "edge-a"); err != nil {
+		t.Fatal(err)
+	}
+	if n := answering.Tracked(); n != 0 {
+		t.Fatalf("the answering replica still tracks %d calls after the call ended elsewhere", n)
+	}
+	rs.Restart()
+	register(t, answering, "gold", "pod-0")
+	if _, back, _, err := answering.Heartbeat(ctx, "edge-a"); err != nil || back != 0 {
+		t.Fatalf("after the loss: %d written back, %v; want none", back, err)
+	}
+}
