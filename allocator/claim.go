@@ -59,7 +59,7 @@ func (a *Allocator) ClaimMediaOn(ctx context.Context, callID, pod, holder, repli
 	switch rep.str(0) {
 	case "claimed":
 		c := ClaimedMedia{Pod: rep.str(1), TraceParent: rep.str(2), MerchantID: rep.str(3), Creator: rep.str(4),
-			MovedFrom: strings.FieldsFunc(rep.str(5), func(r rune) bool { return r == '|' })}
+			MovedFrom: strings.FieldsFunc(rep.str(5), func(r rune) bool { return r == '|' }), FailedHandshakes: int(rep.int(8))}
 		// This replica relays the call now: it can write it back should
 		// Redis lose its data (recovery.go).
 		a.tracked.track(callID, trackedCall{pod: c.Pod, holder: holder, replica: replica,
@@ -82,10 +82,22 @@ func (a *Allocator) ClaimMediaOn(ctx context.Context, callID, pod, holder, repli
 // a retry can be admitted on any replica. It reports whether holder held
 // the claim; another holder's claim is left alone.
 func (a *Allocator) DropMediaClaim(ctx context.Context, callID, holder string) (bool, error) {
+	return a.dropMediaClaim(ctx, callID, holder, "")
+}
+
+// DropFailedMediaClaim is DropMediaClaim for a socket that reached no pod
+// while its call is kept for the provider's own retry of the handshake:
+// it also counts the failure in the call info (failed_handshakes), which
+// ClaimMediaOn returns to the retry's socket on any replica.
+func (a *Allocator) DropFailedMediaClaim(ctx context.Context, callID, holder string) (bool, error) {
+	return a.dropMediaClaim(ctx, callID, holder, "failed")
+}
+
+func (a *Allocator) dropMediaClaim(ctx context.Context, callID, holder, how string) (bool, error) {
 	if err := ValidateID("call_sid", callID); err != nil {
 		return false, err
 	}
-	r, err := a.run(ctx, "unclaim", []string{a.keys.Call(callID)}, holder)
+	r, err := a.run(ctx, "unclaim", []string{a.keys.Call(callID)}, holder, how)
 	if err != nil {
 		return false, fmt.Errorf("drop media claim of %s: %w", callID, err)
 	}

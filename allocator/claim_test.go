@@ -106,3 +106,47 @@ func TestClaimOfADeadReplicaEndsWithTheCall(t *testing.T) {
 		}
 	})
 }
+
+// A socket that reached no pod and leaves its call to the provider's retry
+// drops its claim and counts the failure: the next claim, from any
+// replica, sees it. A stranger's drop counts nothing. If no retry comes,
+// the call's lease runs out and the sweep ends the call.
+func TestFailedMediaClaimIsCountedAndEndsWithTheLease(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		a := newAllocator(t, rdb)
+		register(t, a, "gold", "g0")
+		mustAllocate(t, a, "CA1", "")
+		c, err := a.ClaimMediaOn(ctx, "CA1", "g0", "replica-a/1", "replica-a")
+		if err != nil || c.FailedHandshakes != 0 {
+			t.Fatalf("first claim = %+v, %v; want no failed handshake", c, err)
+		}
+		if dropped, err := a.DropFailedMediaClaim(ctx, "CA1", "replica-b/9"); err != nil || dropped {
+			t.Fatalf("a stranger's failed drop = %v, %v; want left alone", dropped, err)
+		}
+		if dropped, err := a.DropFailedMediaClaim(ctx, "CA1", "replica-a/1"); err != nil || !dropped {
+			t.Fatalf("the holder's failed drop = %v, %v", dropped, err)
+		}
+		c, err = a.ClaimMediaOn(ctx, "CA1", "g0", "replica-b/1", "replica-b")
+		if err != nil || c.FailedHandshakes != 1 {
+			t.Fatalf("the retry's claim = %+v, %v; want FailedHandshakes 1", c, err)
+		}
+		if _, err := a.DropMediaClaim(ctx, "CA1", "replica-b/1"); err != nil {
+			t.Fatal(err)
+		}
+		if c, _ := a.ClaimMediaOn(ctx, "CA1", "g0", "replica-b/2", "replica-b"); c.FailedHandshakes != 1 {
+			t.Errorf("after a plain drop FailedHandshakes = %d, want still 1", c.FailedHandshakes)
+		}
+		if _, err := a.DropFailedMediaClaim(ctx, "CA1", "replica-b/2"); err != nil {
+			t.Fatal(err)
+		}
+
+		rdb.Del(ctx, a.Keys().Lease("g0")) // no retry came: the lease runs out
+		if res, err := a.SweepPods(ctx, "", []string{"g0"}); err != nil || len(res.Recovered) != 1 {
+			t.Fatalf("sweep = %+v, %v", res, err)
+		}
+		if _, err := a.ClaimMedia(ctx, "CA1", "g0", "replica-c/1"); !errors.Is(err, allocator.ErrCallNotFound) {
+			t.Errorf("claim after the sweep: %v, want ErrCallNotFound (the call ended)", err)
+		}
+	})
+}

@@ -197,7 +197,9 @@ func (k Keys) PredecessorPodCalls(pod string) string { return k.prefix + "pod:" 
 // for the call, written by claim.lua and removed by unclaim.lua; it ends with
 // the hash); claim.lua also stamps socket_opened_at (unix ms) and
 // socket_replica when a socket is first admitted, and failover.lua keeps
-// moved_from ("|a|b|", the pods the call left); traceparent (the W3C
+// moved_from ("|a|b|", the pods the call left); unclaim.lua counts in
+// failed_handshakes the sockets that reached no pod and left the call to
+// the provider's own retry (claim.lua returns it); traceparent (the W3C
 // trace context of the webhook that allocated the call, written by allocate
 // only when tracing is on, read by claim.lua so the media socket's span
 // links to the webhook's trace). Expires after the call info TTL, which

@@ -53,6 +53,15 @@ func (l MediaLeases) Unclaim(ctx context.Context, callID, holder string) error {
 	return noAllocation(err)
 }
 
+func (l MediaLeases) UnclaimFailed(ctx context.Context, callID, holder string) error {
+	dropped, err := l.Alloc.DropFailedMediaClaim(ctx, callID, holder)
+	if err == nil && !dropped {
+		// The call ended or another socket took it: nothing was kept.
+		return fmt.Errorf("drop the failed media claim of %s: %w", callID, mediacontract.ErrNoAllocation)
+	}
+	return noAllocation(err)
+}
+
 func (l MediaLeases) PodCall(ctx context.Context, pod string) (string, error) {
 	info, err := l.Alloc.PodInfo(ctx, pod)
 	if err != nil {

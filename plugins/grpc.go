@@ -48,7 +48,7 @@ func (s *grpcServer) Describe(ctx context.Context, _ *pb.DescribeRequest) (*pb.D
 	if err != nil {
 		return nil, err
 	}
-	out := &pb.Description{Name: d.Name, RendersFallback: d.RendersFallback}
+	out := &pb.Description{Name: d.Name, RendersFallback: d.RendersFallback, MediaHandshakeRetries: int32(max(d.MediaHandshakeRetries, 0))}
 	for _, r := range d.Routes {
 		out.Routes = append(out.Routes, &pb.Route{Method: r.Method, Path: r.Path})
 	}
@@ -120,7 +120,7 @@ func (c *grpcClient) Describe(ctx context.Context) (Description, error) {
 	if err != nil {
 		return Description{}, err
 	}
-	out := Description{Name: d.GetName(), RendersFallback: d.GetRendersFallback()}
+	out := Description{Name: d.GetName(), RendersFallback: d.GetRendersFallback(), MediaHandshakeRetries: int(max(d.GetMediaHandshakeRetries(), 0))}
 	for _, r := range d.GetRoutes() {
 		out.Routes = append(out.Routes, Route{Method: r.GetMethod(), Path: r.GetPath()})
 	}

@@ -37,6 +37,15 @@ type Description struct {
 	// (503), the non-2xx answer providers take as their primary URL
 	// failing.
 	RendersFallback bool
+	// MediaHandshakeRetries is how many times the provider opens the media
+	// WebSocket again, on its own, after edge answered its handshake with
+	// an error (Exotel's Voicebot applet retries once). edge keeps the call
+	// through that many failed handshakes (a pod it could not reach): the
+	// claim is dropped and the call left to its lease, so that the retry
+	// is admitted and dials again instead of finding the call ended (403).
+	// The retry's own failure ends the call. 0, and a plugin built before
+	// the field: the first failed handshake ends the call.
+	MediaHandshakeRetries int
 }
 
 // Route is one extra route, at /providers/{name}/{Path}.

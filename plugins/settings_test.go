@@ -128,3 +128,26 @@ type fallbackProvider struct{ oldProvider }
 func (*fallbackProvider) Describe(context.Context) (plugins.Description, error) {
 	return plugins.Description{Name: "new", RendersFallback: true}, nil
 }
+
+// A plugin built before Description.MediaHandshakeRetries reads as "no
+// retry"; a declared count crosses gRPC as it is, a negative one as 0.
+func TestDescribeMediaHandshakeRetries(t *testing.T) {
+	for _, tc := range []struct {
+		impl plugins.Provider
+		want int
+	}{{&oldProvider{}, 0}, {&retryingProvider{retries: 1}, 1}, {&retryingProvider{retries: -2}, 0}} {
+		d, err := plugintest.Connect(t, tc.impl).Describe(context.Background())
+		if err != nil || d.MediaHandshakeRetries != tc.want {
+			t.Errorf("%T: Describe = %+v, %v; want MediaHandshakeRetries %d", tc.impl, d, err, tc.want)
+		}
+	}
+}
+
+type retryingProvider struct {
+	oldProvider
+	retries int
+}
+
+func (p *retryingProvider) Describe(context.Context) (plugins.Description, error) {
+	return plugins.Description{Name: "retrying", MediaHandshakeRetries: p.retries}, nil
+}

@@ -166,6 +166,23 @@ func (h *Host) Check(name string) func(context.Context) error {
 	}
 }
 
+// maxMediaHandshakeRetries bounds what a plugin may declare: each retry
+// keeps a call whose pod could not be reached for up to a lease.
+const maxMediaHandshakeRetries = 3
+
+// MediaHandshakeRetries is how many times provider name opens a media
+// WebSocket again after a failed handshake, as its plugin last declared it
+// (plugins.Description.MediaHandshakeRetries, at most 3); 0 for an unknown
+// provider or one whose plugin has not started yet. The media proxy asks
+// it for a call's provider (proxy.Proxy.HandshakeRetries).
+func (h *Host) MediaHandshakeRetries(name string) int {
+	p, ok := h.procs[name]
+	if !ok {
+		return 0
+	}
+	return int(p.mediaRetries.Load())
+}
+
 // Reconfigure applies a changed spec (settings: Configure on the running
 // process; binary: restart). The running process dry-runs new settings
 // first (ValidateSettings): an error means the plugin refused them, the

@@ -27,6 +27,11 @@ type proc struct {
 	// refused reload falls back to.
 	good atomic.Pointer[Spec]
 
+	// mediaRetries is the provider's last declared
+	// Description.MediaHandshakeRetries, kept while the plugin restarts:
+	// the provider retries whether or not its plugin is up.
+	mediaRetries atomic.Int32
+
 	kick chan struct{} // an RPC failed: check now
 	// applying serializes apply, so that the last one hands over the
 	// latest spec, not one a concurrent reload replaced.
@@ -132,6 +137,7 @@ func (p *proc) start(ctx context.Context) (*live, error) {
 		}
 	}
 	p.good.Store(s)
+	p.mediaRetries.Store(int32(min(max(desc.MediaHandshakeRetries, 0), maxMediaHandshakeRetries)))
 	return &live{client: client, prov: prov, routes: desc.Routes, rendersFallback: desc.RendersFallback, spec: s}, nil
 }
 

@@ -11,6 +11,9 @@ type callMeta struct {
 	// failovers counts the call's moves to another pod after failed
 	// connects, earlier sockets' and this one's.
 	failovers int
+	// failedHandshakes counts the call's earlier sockets that reached no
+	// pod and left the call to the provider's retry.
+	failedHandshakes int
 }
 
 // callOf reads the call's metadata off its claim. The provider is known
@@ -21,7 +24,7 @@ func callOf(c Claimed) callMeta {
 	if provider == c.Creator {
 		provider = ""
 	}
-	return callMeta{merchant: c.MerchantID, provider: provider, failovers: len(c.MovedFrom)}
+	return callMeta{merchant: c.MerchantID, provider: provider, failovers: len(c.MovedFrom), failedHandshakes: c.FailedHandshakes}
 }
 
 // attrs are the socket's call fields, for its log lines.

@@ -28,7 +28,8 @@ var errUnknownUpstream = errors.New("pod not in the pod registry")
 // most ConnectAttempts dials of DialTimeout each, all within ctx (the
 // ConnectBudget). When every attempt fails the call is ended at once (its
 // pods back, its tombstone written) rather than left to its lease: the
-// provider hangs up on a 502 anyway. It returns the pod dialled last;
+// provider hangs up on a 502 anyway, unless it retries the handshake
+// (giveUp). It returns the pod dialled last;
 // call.failovers counts the call's moves; its merchant and provider go on
 // the log lines.
 func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, holder string, call *callMeta) (*upstream, string, error) {
@@ -51,7 +52,7 @@ func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, 
 		if attempt >= cfg.ConnectAttempts || ctx.Err() != nil {
 			p.metrics.failovers.WithLabelValues("exhausted").Inc()
 			p.podFailed(pod, addr, reason)
-			p.endCall(callID, pod)
+			p.giveUp(callID, pod, holder, call)
 			return nil, pod, err
 		}
 		next, ejected, merr := p.Leases.MoveCall(ctx, callID, pod, holder, reason, ej)
@@ -61,7 +62,7 @@ func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, 
 		switch {
 		case errors.Is(merr, ErrNoOtherPod):
 			p.metrics.failovers.WithLabelValues("no_pod").Inc()
-			p.endCall(callID, pod)
+			p.giveUp(callID, pod, holder, call)
 			return nil, pod, errors.Join(err, merr)
 		case merr != nil:
 			// The call ended or another socket took it meanwhile, or
@@ -115,6 +116,36 @@ func dialReason(err error) string {
 		return "timeout"
 	}
 	return "other"
+}
+
+// giveUp settles the call of a socket that reached no pod, before its 502
+// is answered. A provider that opens the media WebSocket again on its own
+// after a failed handshake (Exotel, once) would find an ended call and get
+// 403: while fewer of the call's sockets failed than the provider retries,
+// the call is kept and only the claim dropped, so the retry is admitted on
+// any replica and dials again (moving the call if its pod still fails).
+// If no retry comes, the call's lease runs out and the sweep ends it.
+// Otherwise, and when the claim cannot be dropped, the call ends now.
+func (p *Proxy) giveUp(callID, pod, holder string, call *callMeta) {
+	if call.provider == "" || p.HandshakeRetries == nil || call.failedHandshakes >= p.HandshakeRetries(call.provider) {
+		p.endCall(callID, pod)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	switch err := p.Leases.UnclaimFailed(ctx, callID, holder); {
+	case errors.Is(err, ErrNoAllocation):
+		// The call ended or another socket holds it: not this socket's.
+		p.Log.Info("media socket reached no pod; its call is no longer its own", "call_sid", callID, "pod", pod, "err", err)
+		return
+	case err != nil:
+		p.Log.Warn("keeping a call for its provider's retry failed; ending it", "call_sid", callID, "pod", pod, "err", err)
+		p.endCall(callID, pod)
+		return
+	}
+	p.metrics.failovers.WithLabelValues("kept_for_retry").Inc()
+	p.Log.Info("media socket reached no pod: call kept for the provider's retry", "call_sid", callID,
+		"merchant_id", call.merchant, "provider", call.provider, "pod", pod, "failed_handshakes", call.failedHandshakes+1)
 }
 
 // endCall releases a call whose socket reached no pod.

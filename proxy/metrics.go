@@ -67,7 +67,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 		failovers: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_proxy_failovers_total",
-			Help: "Connect-time failovers, by outcome: moved (a call moved to another pod), connected (a socket opened after a move), no_pod, exhausted (the call ended), error.",
+			Help: "Connect-time failovers, by outcome: moved (a call moved to another pod), connected (a socket opened after a move), no_pod, exhausted (every dial failed), kept_for_retry (after no_pod or exhausted, the call kept for its provider's retry of the handshake instead of ended), error.",
 		}, []string{"outcome"}),
 		ejections: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_proxy_pod_ejections_total",

@@ -72,6 +72,12 @@ type Leases interface {
 	// that the provider's retry is admitted on any replica. Another
 	// holder's claim is left alone.
 	Unclaim(ctx context.Context, callID, holder string) error
+	// UnclaimFailed is Unclaim for a socket that reached no pod while its
+	// call is kept for the provider's own retry of the handshake: the
+	// failure is counted on the call (Claimed.FailedHandshakes, as every
+	// replica's next claim sees it). ErrNoAllocation when holder held no
+	// claim (the call ended, or another socket holds it).
+	UnclaimFailed(ctx context.Context, callID, holder string) error
 	// PodCall returns the call holding an exclusive pod (ErrNoAllocation
 	// when none, or when the pod is shared and so ambiguous). Used only for
 	// sockets without a token when proxy.require_token is false.
@@ -103,6 +109,13 @@ type Proxy struct {
 	// passes the socket's trace context to the pod (tracing.go); nil:
 	// tracing off, nothing traced and no traceparent written.
 	Tracer trace.Tracer
+	// HandshakeRetries says how many times provider (a call's creator
+	// "provider:<name>") opens the media WebSocket again on its own after
+	// a failed handshake (plugins.Description.MediaHandshakeRetries). A
+	// socket that reaches no pod then leaves its call for the retry
+	// instead of ending it, as long as fewer of the call's sockets failed.
+	// nil: no provider retries; every such socket ends its call.
+	HandshakeRetries func(provider string) int
 
 	conf    atomic.Pointer[Config]
 	metrics *metrics

@@ -10,7 +10,7 @@
 --
 -- Returns:
 --   {"claimed", pod, traceparent, merchant_id, creator, moved_from,
---    source_pool, pool_type}
+--    source_pool, pool_type, failed_handshakes}
 --                        the socket holds the call (also if it already did);
 --                        pod is where the call is: ARGV[1], or the pod it
 --                        was moved to when ARGV[1] is one it left after a
@@ -19,7 +19,10 @@
 --                        traceparent is the webhook's (allocate.lua), ""
 --                        when none was kept; the rest is the call info's,
 --                        for the socket's log lines and for re-asserting
---                        the call should Redis lose its data (renew.lua)
+--                        the call should Redis lose its data (renew.lua);
+--                        failed_handshakes counts the call's earlier
+--                        sockets that reached no pod and left the call to
+--                        the provider's retry (unclaim.lua), a number
 --   {"not_found", pod}   the call is not live on ARGV[1]; pod is where it
 --                        is ("" when it is live nowhere)
 --   {"held", holder}     another socket holds the call
@@ -31,7 +34,7 @@
 -- lease runs out, and the sweep ends the call.
 
 local info = redis.call('HMGET', KEYS[1], 'pod_name', 'media_claim', 'moved_from', 'traceparent', 'merchant_id', 'creator',
-  'source_pool', 'pool_type')
+  'source_pool', 'pool_type', 'failed_handshakes')
 if info[1] ~= ARGV[1] and not (info[1] and info[3] and
     string.find(info[3], '|' .. ARGV[1] .. '|', 1, true)) then
   return {'not_found', info[1] or ''}
@@ -50,4 +53,5 @@ if not info[2] then
     redis.call('SADD', K.replica_calls(ARGV[3]), call_id)
   end
 end
-return {'claimed', info[1], info[4] or '', info[5] or '', info[6] or '', info[3] or '', info[7] or '', info[8] or ''}
+return {'claimed', info[1], info[4] or '', info[5] or '', info[6] or '', info[3] or '', info[7] or '', info[8] or '',
+  tonumber(info[9] or '0') or 0}

@@ -4,6 +4,10 @@
 --
 -- KEYS[1] -> call info hash (K.call(call_id))
 -- ARGV[1] -> holder (as given to claim.lua)
+-- ARGV[2] -> "failed" when the socket reached no pod and its call is kept
+--            for the provider's own retry of the handshake: the call info's
+--            failed_handshakes is incremented (claim.lua returns it), so
+--            that the proxy on any replica knows the retry was spent
 --
 -- Returns {1} when the holder's claim was dropped, {0} when it held none
 -- (the call ended, or another socket holds it: left alone).
@@ -15,6 +19,9 @@ if redis.call('HGET', KEYS[1], 'media_claim') == ARGV[1] then
     redis.call('SREM', K.replica_calls(replica), call_id)
   end
   redis.call('HDEL', KEYS[1], 'media_claim')
+  if ARGV[2] == 'failed' then
+    redis.call('HINCRBY', KEYS[1], 'failed_handshakes', 1)
+  end
   return {1}
 end
 return {0}

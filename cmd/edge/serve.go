@@ -122,6 +122,9 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	// A provider that retries a failed media handshake (Exotel) keeps its
+	// call through that failure, so the retry is admitted.
+	px.HandshakeRetries = provs.MediaHandshakeRetries
 
 	// Redis is every replica's: a blip of it within http.readiness_redis_grace
 	// leaves the replicas in the balancer (webhooks wait or get the

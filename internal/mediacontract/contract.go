@@ -59,6 +59,10 @@ type Claimed struct {
 	// MovedFrom lists the pods the call left after failed connects, in
 	// order (connect-time failovers before this socket).
 	MovedFrom []string
+	// FailedHandshakes counts the call's earlier sockets that reached no
+	// pod and left the call to the provider's retry of the handshake
+	// (Unclaim with failed set).
+	FailedHandshakes int
 }
 
 // SocketEnd is what a media socket's end tells its call's release, for the

@@ -47,7 +47,11 @@ func New() *Provider {
 
 // Describe implements plugins.Provider.
 func (p *Provider) Describe(context.Context) (plugins.Description, error) {
-	return plugins.Description{Name: "exotel", Routes: []plugins.Route{{Method: http.MethodGet, Path: RouteVoicebot}}, RendersFallback: true}, nil
+	// Exotel's Voicebot applet retries a failed WebSocket handshake once
+	// (Exotel's "Working with the Stream and Voicebot Applet" guide,
+	// "Connection Retry").
+	return plugins.Description{Name: "exotel", Routes: []plugins.Route{{Method: http.MethodGet, Path: RouteVoicebot}},
+		RendersFallback: true, MediaHandshakeRetries: 1}, nil
 }
 
 func parseSettings(s plugins.Settings) (*settings, plugins.Configured, error) {

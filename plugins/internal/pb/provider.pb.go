@@ -245,8 +245,16 @@ type Description struct {
 	// without asking it (the failure's status, 503), so the provider still
 	// calls the number's fallback URL.
 	RendersFallback bool `protobuf:"varint,3,opt,name=renders_fallback,json=rendersFallback,proto3" json:"renders_fallback,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// media_handshake_retries is how many times the provider opens the media
+	// WebSocket again, on its own, after a handshake edge answered with an
+	// error (Exotel's Voicebot applet retries once). edge keeps the call for
+	// that many failed handshakes, so that a retry is admitted and dialled
+	// instead of refused. Added within ProtocolVersion 1: a plugin built
+	// before it leaves it 0 (no retry), and edge ends the call on the first
+	// failed handshake.
+	MediaHandshakeRetries int32 `protobuf:"varint,4,opt,name=media_handshake_retries,json=mediaHandshakeRetries,proto3" json:"media_handshake_retries,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Description) Reset() {
@@ -298,6 +306,13 @@ func (x *Description) GetRendersFallback() bool {
 		return x.RendersFallback
 	}
 	return false
+}
+
+func (x *Description) GetMediaHandshakeRetries() int32 {
+	if x != nil {
+		return x.MediaHandshakeRetries
+	}
+	return 0
 }
 
 type Route struct {
@@ -1396,11 +1411,12 @@ var File_provider_proto protoreflect.FileDescriptor
 const file_provider_proto_rawDesc = "" +
 	"\n" +
 	"\x0eprovider.proto\x12\x10edge.provider.v1\"\x11\n" +
-	"\x0fDescribeRequest\"}\n" +
+	"\x0fDescribeRequest\"\xb5\x01\n" +
 	"\vDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x06routes\x18\x02 \x03(\v2\x17.edge.provider.v1.RouteR\x06routes\x12)\n" +
-	"\x10renders_fallback\x18\x03 \x01(\bR\x0frendersFallback\"3\n" +
+	"\x10renders_fallback\x18\x03 \x01(\bR\x0frendersFallback\x126\n" +
+	"\x17media_handshake_retries\x18\x04 \x01(\x05R\x15mediaHandshakeRetries\"3\n" +
 	"\x05Route\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\"\x9d\x01\n" +
