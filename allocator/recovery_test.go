@@ -389,7 +389,10 @@ func TestSocketReleaseRetriedAfterRedisPause(t *testing.T) {
 func TestEndedCallAnsweredElsewhereIsNotWrittenBack(t *testing.T) {
 	rs := testredis.Start(t)
 	ctx := context.Background()
-	opts := func(c *allocator.Config) { c.RecoveryHold = 400 * time.Millisecond; c.HeartbeatInterval = 100 * time.Millisecond }
+	opts := func(c *allocator.Config) {
+		c.RecoveryHold = 400 * time.Millisecond
+		c.HeartbeatInterval = 100 * time.Millisecond
+	}
 	answering := newAllocator(t, rs.Client(), opts)
 	relaying := newAllocator(t, rs.Client(), opts)
 	register(t, answering, "gold", "pod-0")
