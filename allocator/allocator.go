@@ -205,6 +205,12 @@ func (a *Allocator) Allocate(ctx context.Context, req Request) (Allocation, erro
 		if waitRecovery(ctx, err, deadline) {
 			continue
 		}
+		if errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrRecovering) {
+			// The script may still run once Redis catches up (a pause):
+			// the caller is told edge cannot serve, so whatever it
+			// allocates is released again (releaseretry.go).
+			a.releaseLater(req.CallID, ReleasedUnanswered, nil)
+		}
 		if !errors.Is(err, errPredecessorLock) {
 			return al, err
 		}

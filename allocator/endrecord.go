@@ -14,6 +14,10 @@ type SocketEnd = mediacontract.SocketEnd
 const (
 	ReleasedByAPI    = "api"    // POST /api/v1/release (the voice agent)
 	ReleasedBySocket = "socket" // the media socket's end
+	// ReleasedUnanswered: a webhook edge answered "cannot serve" (Redis
+	// did not answer in time) whose allocation ran all the same, once
+	// Redis caught up; only while no socket holds the call.
+	ReleasedUnanswered = "unanswered"
 )
 
 // recordArgs are release.lua's record fields: who released the call and,

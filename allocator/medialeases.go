@@ -89,7 +89,7 @@ func (l MediaLeases) Release(ctx context.Context, callID string, end mediacontra
 	case errors.Is(err, ErrUnavailable):
 		// Redis is down for now: the release is retried until it answers,
 		// so the pod is not held for a whole lease.
-		l.Alloc.releaseLater(callID, end)
+		l.Alloc.releaseLater(callID, ReleasedBySocket, &end)
 		return "retrying", nil
 	case err != nil:
 		return "", noAllocation(err)

@@ -420,3 +420,44 @@ func TestEndedCallAnsweredElsewhereIsNotWrittenBack(t *testing.T) {
 		t.Fatalf("after the loss: %d written back, %v; want none", back, err)
 	}
 }
+
+// A webhook whose allocation times out in a Redis pause is told edge cannot
+// serve; its script still runs when Redis resumes. That allocation is
+// released again, so no pod is held for a call nobody will connect.
+func TestUnansweredAllocationIsReleased(t *testing.T) {
+	rs := testredis.Start(t)
+	ctx := context.Background()
+	a := newAllocator(t, rs.Client())
+	register(t, a, "gold", "pod-0")
+	register(t, a, "standard", "pod-1", "pod-2")
+	register(t, a, "basic", "pod-s")
+	if err := a.Preload(ctx); err != nil { // as edge does at start
+		t.Fatal(err)
+	}
+
+	rs.Pause()
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err := a.Allocate(short, allocator.Request{CallID: "CA-unanswered"})
+	cancel()
+	if !errors.Is(err, allocator.ErrUnavailable) {
+		t.Fatalf("allocate in a pause: %v, want ErrUnavailable", err)
+	}
+	rs.Resume()
+	deadline := time.Now().Add(10 * time.Second)
+	for a.RetriedReleases() > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond) // the retry's own pace
+	}
+	tl, err := a.Timeline(ctx, "CA-unanswered")
+	if err != nil {
+		t.Fatalf("the unanswered call's record: %v (its script did run after the pause)", err)
+	}
+	if tl.State != "ended" || tl.ReleasedBy != "unanswered" {
+		t.Fatalf("the unanswered call: state %q, released by %q; want ended, unanswered", tl.State, tl.ReleasedBy)
+	}
+	// Every pod is free again: four calls get four pods.
+	for i := range 4 {
+		if _, err := a.Allocate(ctx, allocator.Request{CallID: fmt.Sprintf("CA-after-%d", i)}); err != nil {
+			t.Fatalf("allocation %d after the pause: %v", i, err)
+		}
+	}
+}

@@ -11,7 +11,8 @@ import (
 )
 
 // A media socket that ends while Redis is unreachable (a pause, a failover)
-// cannot release its call. Left alone, the call's pod stays held until its
+// cannot release its call; a webhook whose allocation timed out may yet be
+// allocated once Redis catches up, for a call edge answered "cannot serve". Left alone, the call's pod stays held until its
 // lease runs out and a sweep finds it: a minute of a pod lost for every call
 // that ended during a ten-second blip. So the release is retried, in order,
 // until Redis answers or the lease would have run out anyway.
@@ -23,7 +24,8 @@ const releaseRetryEvery = 250 * time.Millisecond
 // pendingRelease is one socket's release that Redis did not take.
 type pendingRelease struct {
 	callID string
-	end    SocketEnd
+	by     string
+	end    *SocketEnd
 	until  time.Time // the call's lease has run out by then: the sweep's
 }
 
@@ -32,6 +34,7 @@ type pendingRelease struct {
 type releaseRetry struct {
 	mu      sync.Mutex
 	pending []pendingRelease
+	trying  int // taken out of pending by the pass in progress
 	running bool
 	counts  *prometheus.CounterVec // result: queued, done, expired
 }
@@ -51,16 +54,17 @@ func newReleaseRetry(reg prometheus.Registerer) releaseRetry {
 func (a *Allocator) RetriedReleases() int {
 	a.retry.mu.Lock()
 	defer a.retry.mu.Unlock()
-	return len(a.retry.pending)
+	return len(a.retry.pending) + a.retry.trying
 }
 
-// releaseLater queues a socket's release that failed for want of Redis.
-func (a *Allocator) releaseLater(callID string, end SocketEnd) {
+// releaseLater queues a release that failed for want of Redis: a socket's
+// (by ReleasedBySocket, with its end) or an unanswered webhook's.
+func (a *Allocator) releaseLater(callID, by string, end *SocketEnd) {
 	r := &a.retry
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	until := time.Now().Add(a.current.Load().cfg.EffectiveLeaseTTL())
-	r.pending = append(r.pending, pendingRelease{callID: callID, end: end, until: until})
+	r.pending = append(r.pending, pendingRelease{callID: callID, by: by, end: end, until: until})
 	r.counts.WithLabelValues("queued").Inc()
 	if !r.running {
 		r.running = true
@@ -76,7 +80,7 @@ func (a *Allocator) retryReleases() {
 		time.Sleep(releaseRetryEvery) // Redis is down: no event to wait for
 		r.mu.Lock()
 		todo := r.pending
-		r.pending = nil
+		r.pending, r.trying = nil, len(todo)
 		r.mu.Unlock()
 
 		var left []pendingRelease
@@ -86,7 +90,7 @@ func (a *Allocator) retryReleases() {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, err := a.release(ctx, p.callID, ReleasedBySocket, &p.end)
+			_, err := a.release(ctx, p.callID, p.by, p.end)
 			cancel()
 			if errors.Is(err, ErrUnavailable) {
 				left = append(left, todo[i:]...)
@@ -97,7 +101,7 @@ func (a *Allocator) retryReleases() {
 		}
 
 		r.mu.Lock()
-		r.pending = append(left, r.pending...)
+		r.pending, r.trying = append(left, r.pending...), 0
 		if len(r.pending) == 0 {
 			r.running = false
 			r.mu.Unlock()

@@ -60,6 +60,13 @@ local at = 5 + 2 * ntiers
 for i = at + 1, at + 2 * tonumber(ARGV[at] or 0) do
   extra[#extra + 1] = ARGV[i]
 end
+-- A webhook edge answered "cannot serve" may have allocated all the same
+-- (its script ran after the answer gave up waiting: a Redis pause).
+-- Released by "unanswered", such a call is ended only while no socket
+-- holds it: a socket means a provider did learn of the call.
+if extra[1] == 'released_by' and extra[2] == 'unanswered' and redis.call('HEXISTS', call_key, 'media_claim') == 1 then
+  return {'not_found'}
+end
 
 -- Phase 1, reads only. typed() notes the first key whose type is not
 -- what it must be (or absent); then nothing is written.
