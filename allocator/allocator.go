@@ -247,7 +247,7 @@ func (a *Allocator) allocateOnce(ctx context.Context, req Request, s *settings, 
 	args = append(args, s.tierArgs...)
 	args = append(args, s.rateArgs...)
 	args = append(args, budget.Milliseconds(), a.tracked.knownEpoch(), randomEpoch(), s.cfg.RecoveryHold.Milliseconds(),
-		s.cfg.EndedTTL.Milliseconds(), s.cfg.Admission.Demand.uncappedCalls())
+		s.cfg.EndedTTL.Milliseconds(), s.cfg.Admission.Demand.uncappedCalls(), a.tracked.replicaName())
 	// Last, whatever comes before it (allocate.lua reads ARGV[#ARGV]).
 	args = append(args, req.TraceParent)
 	keys := []string{a.keys.Call(req.CallID), a.keys.CallEnded(req.CallID)}

@@ -340,8 +340,9 @@ func (k Keys) Recovering() string { return k.prefix + "recovering" }
 func (k Keys) Replicas() string { return k.prefix + "replicas" }
 
 // ReplicaCalls (edge) SET of the call ids whose media socket a replica
-// admitted (claim.lua adds, the end of the call or of the claim removes):
-// what the leader ends when that replica dies. An entry may outlive its
+// admitted (claim.lua adds, the end of the call or of the claim removes),
+// and of the calls it answered (allocate.lua adds; the call info's
+// answered_by names it): what the leader ends when that replica dies. An entry may outlive its
 // call by a script that does not know the set; the call info's
 // socket_replica is checked before anything is ended.
 func (k Keys) ReplicaCalls(replica string) string { return k.prefix + "replica:" + replica + ":calls" }

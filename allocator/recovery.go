@@ -93,6 +93,14 @@ func (t *tracker) answered(callID string, c trackedCall, lease time.Duration) {
 	t.track(callID, c)
 }
 
+// SetReplica names this replica on the calls it answers (answered_by), so
+// that the leader ends them should it die before their sockets come.
+func (a *Allocator) SetReplica(name string) {
+	a.tracked.mu.Lock()
+	defer a.tracked.mu.Unlock()
+	a.tracked.replica = name
+}
+
 func (t *tracker) replicaName() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()

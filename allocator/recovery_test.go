@@ -461,3 +461,45 @@ func TestUnansweredAllocationIsReleased(t *testing.T) {
 		}
 	}
 }
+
+// A replica killed between its answer and the call's socket: the provider
+// never connects (the answer was lost with it), so the leader ends the
+// call once the replica is dead and the replica TTL has passed since the
+// answer, instead of after the lease and a sweep.
+func TestDeadReplicaAnsweredCallEnds(t *testing.T) {
+	rs := testredis.Start(t)
+	ctx := context.Background()
+	named := func(name string) *redis.Client {
+		opts := rs.Options()
+		opts.ClientName = allocator.ClientName(name)
+		c := redis.NewClient(opts)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	cfg := func(c *allocator.Config) {
+		c.ReplicaTTL = 1200 * time.Millisecond
+		c.HeartbeatInterval = 100 * time.Millisecond
+	}
+	leader := newAllocator(t, named("edge-a"), cfg)
+	dying := newAllocator(t, named("edge-b"), cfg)
+	dying.SetReplica("edge-b")
+	register(t, leader, "gold", "pod-0")
+	if _, _, _, err := dying.Heartbeat(ctx, "edge-b"); err != nil {
+		t.Fatal(err)
+	}
+	al := mustAllocate(t, dying, "CA-lost-answer", "")
+	closeNamed(t, rs, "edge-b")
+
+	var res allocator.DeadReplicas
+	deadline := time.Now().Add(10 * time.Second)
+	for len(res.Replicas) == 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond) // the TTL is the event: Redis' clock passing it
+		var err error
+		if res, err = leader.SweepDeadReplicas(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(res.Replicas) != 1 || res.CallsCut != 1 || len(res.Sweep.Recovered) != 1 || res.Sweep.Recovered[0] != al.PodName {
+		t.Fatalf("dead replica with an answered call: %+v; want edge-b, its call cut, %s recovered", res, al.PodName)
+	}
+}

@@ -22,6 +22,8 @@
 --            calls are read (lib.lua's ended_mark)
 -- then    -> admission.demand.uncapped_calls: how many refused calls a
 --            merchant without max_calls adds to the demand signal at most
+-- then    -> the answering replica's name ("" none): recorded on a new
+--            call (answered_by) and in its K.replica_calls set
 -- last    -> traceparent: the W3C trace context of the webhook that asks, or
 --            "" (tracing off); kept with a new call so that its media
 --            socket's span links to the webhook's trace. It is read as
@@ -212,4 +214,11 @@ if not pod then
 end
 
 write_allocation(call_id, merchant, creator, ARGV[#ARGV], pod, source, kind, avail, lease_ms, info_ms, now)
+-- The replica that answered: should it die before the call's socket comes,
+-- the leader ends the call (orphans.lua) instead of waiting out the lease.
+local answering = ARGV[rate_i + 10] or ''
+if answering ~= '' then
+  redis.call('HSET', call_key, 'answered_by', answering)
+  redis.call('SADD', K.replica_calls(answering), call_id)
+end
 return {'ok', pod, source, 0, kind, warning, creator}

@@ -470,9 +470,11 @@ end
 local function end_call_record(call_id, how, ttl_ms, horizon_ms, extra)
   local call_key, tomb = K.call(call_id), K.call_ended(call_id)
   uncount_call(call_id)
-  local replica = redis.call('HGET', call_key, 'socket_replica')
-  if replica and replica ~= '' then
-    redis.call('SREM', K.replica_calls(replica), call_id)
+  local replicas = redis.call('HMGET', call_key, 'socket_replica', 'answered_by')
+  for _, replica in ipairs({replicas[1], replicas[2]}) do
+    if replica and replica ~= '' then
+      redis.call('SREM', K.replica_calls(replica), call_id)
+    end
   end
   -- The predecessor's per-pod call set, which its reconciler reads when a
   -- pod dies: a call ended here (sweep, sync, unregister) leaves it too.

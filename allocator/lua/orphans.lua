@@ -10,8 +10,13 @@
 -- ARGV[2] -> replica TTL in ms
 -- then    -> the candidate replicas' names
 --
+-- The calls are those whose socket the replica held, and those it answered
+-- whose socket never came (answered_by, no media claim) once the replica
+-- TTL has passed since the answer.
+--
 -- Returns {"fenced"} or {"ok", dead replicas, calls cut, then the pods whose
--- calls were cut (for the sweep), then "|", then the dead replicas' names}.
+-- calls were cut (for the sweep), then "|", then the dead replicas' names
+-- (those forgotten: none of their answered calls may still get a socket)}.
 
 if fence_lost(ARGV[1]) then
   return {'fenced'}
@@ -24,11 +29,21 @@ for i = 3, #ARGV do
   local seen = tonumber(redis.call('ZSCORE', KEYS[1], replica))
   if seen and seen < now - ttl then
     local set = K.replica_calls(replica)
+    local waiting = 0
     for _, call_id in ipairs(redis.call('SMEMBERS', set)) do
       local call_key = K.call(call_id)
-      local info = redis.call('HMGET', call_key, 'pod_name', 'socket_replica', 'pool_type')
+      local info = redis.call('HMGET', call_key, 'pod_name', 'socket_replica', 'pool_type', 'media_claim',
+        'answered_by', 'allocated_at')
       local pod = info[1]
-      if pod and info[2] == replica then
+      -- A call the dead replica answered whose socket has not come: its
+      -- provider may still open it on a live replica for a while (the
+      -- replica TTL since the answer); after that it is as dead as its
+      -- replica.
+      local unclaimed = pod and not info[4] and info[5] == replica
+      local answered_ms = (tonumber(info[6]) or 0) * 1000
+      if unclaimed and now - answered_ms < ttl then
+        waiting = waiting + 1
+      elseif pod and (info[2] == replica or unclaimed) then
         if info[3] == 'shared' then
           redis.call('ZADD', K.pod_calls(pod), 'XX', now - 1, call_id)
         elseif redis.call('GET', K.lease(pod)) == call_id then
@@ -39,10 +54,17 @@ for i = 3, #ARGV do
         cut = cut + 1
         pods[#pods + 1] = pod
       end
+      if not (unclaimed and now - answered_ms < ttl) then
+        redis.call('SREM', set, call_id)
+      end
     end
-    redis.call('DEL', set)
-    redis.call('ZREM', KEYS[1], replica)
-    dead[#dead + 1] = replica
+    -- Forgotten once nothing of it may still come; until then the next
+    -- look finds it again.
+    if waiting == 0 then
+      redis.call('DEL', set)
+      redis.call('ZREM', KEYS[1], replica)
+      dead[#dead + 1] = replica
+    end
   end
 end
 local out = {'ok', #dead, cut}

@@ -48,6 +48,7 @@ func newAllocator(ctx context.Context, rdb redis.UniversalClient, cfg *config.Co
 	if err != nil {
 		return nil, err
 	}
+	alloc.SetReplica(replicaName(cfg))
 	reg.MustRegister(allocator.NewPoolCollector(alloc))
 	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
