@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/edge-voice/edge/allocator"
 )
 
 // Presence is every replica's heartbeat: it tells the leader this replica
@@ -19,9 +21,17 @@ type Presence struct {
 	// AfterDataLost runs after a beat found Redis emptied and wrote this
 	// replica's calls back (the tier refresher's Refresh); nil: nothing.
 	AfterDataLost func(ctx context.Context)
-	Interval      func() time.Duration
-	Log           *slog.Logger
-	Metrics       *Metrics
+	// DeadReplicas, when set, looks for dead replicas after every beat and
+	// ends their calls (allocator.Allocator.SweepDeadReplicas, unfenced):
+	// on every replica, not only the leader, so that the leader's own
+	// death is noticed within the replica TTL rather than after a new
+	// leader is elected. The check is idempotent and rests on Redis' own
+	// evidence (a stale beat and no connection), so two replicas running
+	// it at once end each call once.
+	DeadReplicas func(ctx context.Context) (allocator.DeadReplicas, error)
+	Interval     func() time.Duration
+	Log          *slog.Logger
+	Metrics      *Metrics
 }
 
 // Run beats every Interval until ctx ends.
@@ -52,6 +62,15 @@ func (p *Presence) Run(ctx context.Context) error {
 				"reasserted", reasserted, "lost", lost)
 			if p.AfterDataLost != nil {
 				p.AfterDataLost(ctx)
+			}
+		}
+		if p.DeadReplicas != nil && err == nil {
+			start := time.Now()
+			res, derr := p.DeadReplicas(ctx)
+			p.Metrics.observe("dead_replicas", start, derr)
+			reportDead(p.Log, p.Metrics, res)
+			if derr != nil && ctx.Err() == nil {
+				p.Log.Warn("dead-replica check failed; nothing concluded from it", "err", derr)
 			}
 		}
 		if !sleep(ctx, p.Interval()) {

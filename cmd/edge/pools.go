@@ -88,8 +88,6 @@ func newPools(ctx context.Context, cfg *config.Config, current func() *config.Co
 		Pools: alloc, Registry: p.registry, Elector: elector, Log: log.With("component", "poolmgr"), Metrics: metrics,
 		SweepInterval:     func() time.Duration { return current().Pool.ZombieSweepInterval },
 		ReconcileInterval: func() time.Duration { return current().Pool.ReconcileInterval },
-		// A dead replica's heartbeats stop: look at the pace they beat.
-		DeadReplicaInterval: func() time.Duration { return current().Allocator.HeartbeatInterval },
 	}
 	p.refresher = &poolmgr.TierRefresher{
 		Load:    alloc.LoadTierConfig,
@@ -111,8 +109,13 @@ func newPools(ctx context.Context, cfg *config.Config, current func() *config.Co
 		// Policy that lived only in Redis comes back within the recovery
 		// hold, before the first allocation.
 		AfterDataLost: p.refresher.Refresh,
-		Interval:      func() time.Duration { return current().Allocator.HeartbeatInterval },
-		Log:           log.With("component", "presence"), Metrics: metrics,
+		// Every replica looks for dead ones at the pace they beat, so the
+		// leader's own death needs no new election to be noticed.
+		DeadReplicas: func(ctx context.Context) (allocator.DeadReplicas, error) {
+			return alloc.SweepDeadReplicas(ctx, "")
+		},
+		Interval: func() time.Duration { return current().Allocator.HeartbeatInterval },
+		Log:      log.With("component", "presence"), Metrics: metrics,
 	}
 	return p, nil
 }
