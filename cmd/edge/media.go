@@ -20,7 +20,7 @@ import (
 // them on shutdown.
 func newMedia(cfg *config.Config, pods func(string) (string, bool), alloc *allocator.Allocator, signer *proxy.Signer, fwd proxy.ForwardedFunc,
 	tracer trace.Tracer, reg prometheus.Registerer, log *slog.Logger) *proxy.Proxy {
-	px := proxy.New(cfg.Proxy, pods, allocator.MediaLeases{Alloc: alloc, Replica: replicaName(cfg)}, signer, fwd, log.With("component", "proxy"), reg)
+	px := proxy.New(cfg.Proxy, pods, allocator.MediaLeases{Alloc: alloc, Replica: instanceName(cfg)}, signer, fwd, log.With("component", "proxy"), reg)
 	px.Tracer = tracer
 	return px
 }

@@ -105,7 +105,7 @@ func newPools(ctx context.Context, cfg *config.Config, current func() *config.Co
 		Log:       log.With("component", "tier-config"), Metrics: metrics,
 	}
 	p.presence = &poolmgr.Presence{
-		Beat: func(ctx context.Context) (bool, int, int, error) { return alloc.Heartbeat(ctx, identity) },
+		Beat: func(ctx context.Context) (bool, int, int, error) { return alloc.Heartbeat(ctx, instanceName(cfg)) },
 		// Policy that lived only in Redis comes back within the recovery
 		// hold, before the first allocation.
 		AfterDataLost: p.refresher.Refresh,

@@ -23,7 +23,7 @@ func newRedis(cfg *config.Config, log *slog.Logger) (rdb redis.UniversalClient, 
 	rc := cfg.Redis
 	// Connections named after the replica: the leader tells a dead replica
 	// from a slow one by them (allocator.SweepDeadReplicas).
-	rc.ClientName = allocator.ClientName(replicaName(cfg))
+	rc.ClientName = allocator.ClientName(instanceName(cfg))
 	if !rc.Embedded() {
 		client, err := rc.NewClient()
 		if err != nil {
@@ -48,7 +48,7 @@ func newAllocator(ctx context.Context, rdb redis.UniversalClient, cfg *config.Co
 	if err != nil {
 		return nil, err
 	}
-	alloc.SetReplica(replicaName(cfg))
+	alloc.SetReplica(instanceName(cfg))
 	reg.MustRegister(allocator.NewPoolCollector(alloc))
 	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -308,6 +310,23 @@ func replicaName(cfg *config.Config) string {
 	}
 	name, _ := os.Hostname()
 	return name
+}
+
+// processID tells this process apart from an earlier one of the same
+// replica (a pod restarted under the same name): the calls it relays and
+// answers are recorded under instanceName, so that the calls of a process
+// killed with -9 are found dead even when its successor, under the same
+// replica name, is already beating.
+var processID = func() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}()
+
+// instanceName is this process as Redis knows it: its connections' client
+// name, its heartbeat, and the socket_replica and answered_by of its calls.
+func instanceName(cfg *config.Config) string {
+	return replicaName(cfg) + "/" + processID
 }
 
 // redactURL hides a password in a Redis URL for the log.
