@@ -242,9 +242,29 @@ func (p *Proxy) claim(ctx context.Context, callID *string, pod, holder string) (
 		*callID = id
 	}
 	// The claim's one round trip also brings the webhook's traceparent
-	// (kept only when tracing is on) and the call's log fields.
-	return p.Leases.Claim(ctx, *callID, pod, holder)
+	// (kept only when tracing is on) and the call's log fields. A Redis
+	// that does not answer (a Sentinel failover takes a few seconds) is
+	// asked again within the connect budget: the provider opens the
+	// stream once, and a refusal would cut a call edge answered. The
+	// same holder asks, so a claim that did land counts as this one.
+	for {
+		c, err := p.Leases.Claim(ctx, *callID, pod, holder)
+		if err == nil || errors.Is(err, ErrNoAllocation) || errors.Is(err, ErrClaimed) {
+			return c, err
+		}
+		t := time.NewTimer(claimRetryEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return c, err
+		case <-t.C:
+		}
+	}
 }
+
+// claimRetryEvery paces the claims of a socket whose claim found Redis not
+// answering (no event tells when it is back).
+const claimRetryEvery = 100 * time.Millisecond
 
 // unclaim drops the claim of a socket that ends before it is relayed: its
 // call lives on, and the provider's retry may reach any replica. It runs

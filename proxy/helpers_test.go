@@ -44,6 +44,8 @@ type envOpt struct {
 	leaseTTL time.Duration
 	cfg      func(*Config)
 	log      *slog.Logger // nil: discarded
+	// leases wraps the allocator's adapter (nil: as it is).
+	leases func(Leases) Leases
 }
 
 // newEnv starts Redis, two fake agents as exclusive pods "pod-a" and
@@ -101,7 +103,11 @@ func newEnv(t testing.TB, o envOpt) *env {
 		a, ok := e.addrs[pod]
 		return a, ok
 	}
-	e.px = New(cfg, lookup, allocator.MediaLeases{Alloc: e.alloc, Replica: "replica-t"}, e.signer, nil, o.log, e.reg)
+	var leases Leases = allocator.MediaLeases{Alloc: e.alloc, Replica: "replica-t"}
+	if o.leases != nil {
+		leases = o.leases(leases)
+	}
+	e.px = New(cfg, lookup, leases, e.signer, nil, o.log, e.reg)
 	runCtx, stop := context.WithCancel(context.Background())
 	e.cancel = stop
 	e.runErr = make(chan error, 1)
