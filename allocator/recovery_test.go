@@ -150,13 +150,7 @@ func TestFreshDataSetIsNotHeld(t *testing.T) {
 func TestDeadReplicaCallsEnd(t *testing.T) {
 	rs := testredis.Start(t)
 	ctx := context.Background()
-	named := func(name string) *redis.Client {
-		opts := rs.Options()
-		opts.ClientName = allocator.ClientName(name)
-		c := redis.NewClient(opts)
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
+	named := func(name string) *redis.Client { return namedClient(t, rs, name) }
 	cfg := func(c *allocator.Config) {
 		c.ReplicaTTL = 300 * time.Millisecond
 		c.HeartbeatInterval = 100 * time.Millisecond
@@ -469,13 +463,7 @@ func TestUnansweredAllocationIsReleased(t *testing.T) {
 func TestDeadReplicaAnsweredCallEnds(t *testing.T) {
 	rs := testredis.Start(t)
 	ctx := context.Background()
-	named := func(name string) *redis.Client {
-		opts := rs.Options()
-		opts.ClientName = allocator.ClientName(name)
-		c := redis.NewClient(opts)
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
+	named := func(name string) *redis.Client { return namedClient(t, rs, name) }
 	cfg := func(c *allocator.Config) {
 		c.ReplicaTTL = 1200 * time.Millisecond
 		c.HeartbeatInterval = 100 * time.Millisecond
@@ -502,4 +490,15 @@ func TestDeadReplicaAnsweredCallEnds(t *testing.T) {
 	if len(res.Replicas) != 1 || res.CallsCut != 1 || len(res.Sweep.Recovered) != 1 || res.Sweep.Recovered[0] != al.PodName {
 		t.Fatalf("dead replica with an answered call: %+v; want edge-b, its call cut, %s recovered", res, al.PodName)
 	}
+}
+
+// namedClient is a client whose connections carry replica's Redis client
+// name, as edge's do: what the dead-replica check looks for.
+func namedClient(t *testing.T, rs *testredis.Server, replica string) *redis.Client {
+	t.Helper()
+	opts := rs.Options()
+	opts.ClientName = allocator.ClientName(replica)
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { c.Close() })
+	return c
 }
