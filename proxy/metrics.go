@@ -23,7 +23,7 @@ type metrics struct {
 	renewals     *prometheus.CounterVec
 	releases     *prometheus.CounterVec
 	relayed      *prometheus.CounterVec
-	relayInfo    *prometheus.GaugeVec
+	relayInfo    *relayInfo
 	uringOwnBufs prometheus.Counter
 }
 
@@ -89,17 +89,39 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "edge_proxy_relayed_sockets_total",
 			Help: "Media sockets relayed, by relay (epoll, uring, goroutines: the fallback) and client transport (tcp, tls: terminated in edge).",
 		}, []string{"relay", "client"}),
-		relayInfo: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "edge_proxy_relay_info",
-			Help: "1 for the relay proxy.relay configured and the one that runs: they differ where io_uring (or epoll) is refused and edge fell back.",
-		}, []string{"configured", "running"}),
+		relayInfo: &relayInfo{desc: prometheus.NewDesc(
+			"edge_proxy_relay_info",
+			"1 for the relay proxy.relay configured and the one new sockets take: they differ where io_uring (or epoll) is refused and edge fell back, and until the loops have started.",
+			[]string{"configured", "running"}, nil)},
 		uringOwnBufs: f.NewCounter(prometheus.CounterOpts{
 			Name: "edge_proxy_uring_buffer_ring_empty_total",
 			Help: "Receives of the uring relay that found the loop's buffer ring empty and used a buffer of the socket's own.",
 		}),
 	}
+	if reg != nil {
+		reg.MustRegister(m.relayInfo)
+	}
 	for _, d := range []string{"client_to_pod", "pod_to_client"} {
 		m.dir[d] = &dirCounters{bytes: bytes.WithLabelValues(d), messages: msgs.WithLabelValues(d)}
 	}
 	return m
+}
+
+// relayInfo exports edge_proxy_relay_info as it is at each scrape, so the
+// series exists from the first scrape (before Run has started the loops,
+// new sockets take the goroutine relay, and it says so) and follows a
+// fallback without anyone setting it.
+type relayInfo struct {
+	desc   *prometheus.Desc
+	relays func() (configured, running Relay)
+}
+
+func (r *relayInfo) Describe(ch chan<- *prometheus.Desc) { ch <- r.desc }
+
+func (r *relayInfo) Collect(ch chan<- prometheus.Metric) {
+	if r.relays == nil {
+		return
+	}
+	configured, running := r.relays()
+	ch <- prometheus.MustNewConstMetric(r.desc, prometheus.GaugeValue, 1, string(configured), string(running))
 }

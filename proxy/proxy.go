@@ -148,6 +148,13 @@ func New(cfg Config, lookup func(string) (string, bool), leases Leases, signer *
 		byCall:  map[string]*socket{},
 		changed: make(chan struct{}),
 	}
+	p.metrics.relayInfo.relays = func() (Relay, Relay) {
+		configured := p.cfg().Relay
+		if configured == "" {
+			configured = RelayEpoll
+		}
+		return configured, p.runningRelay()
+	}
 	p.Apply(cfg)
 	return p
 }
@@ -252,11 +259,6 @@ func (p *Proxy) Run(ctx context.Context) error {
 	if err := p.loops.start(p); err != nil {
 		p.Log.Warn("event loops unavailable: media sockets use the goroutine relay", "err", err)
 	}
-	configured := p.cfg().Relay
-	if configured == "" {
-		configured = RelayEpoll
-	}
-	p.metrics.relayInfo.WithLabelValues(string(configured), string(p.runningRelay())).Set(1)
 	renewCtx, stopRenew := context.WithCancel(context.WithoutCancel(ctx))
 	renewDone := make(chan struct{})
 	go func() {

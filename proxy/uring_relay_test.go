@@ -76,8 +76,8 @@ func TestUringRefusedFallsBackToTheEpollLoops(t *testing.T) {
 		t.Errorf("GOMAXPROCS %d, want %d unchanged with no uring loop", got, procs)
 	}
 	// The fallback shows on /metrics (the EdgeUringRelayUnavailable alert).
-	if got := value(e.px.metrics.relayInfo.WithLabelValues("uring", "epoll")); got != 1 {
-		t.Errorf(`edge_proxy_relay_info{configured="uring",running="epoll"} = %v, want 1`, got)
+	if c, r := e.px.metrics.relayInfo.relays(); c != RelayUring || r != RelayEpoll {
+		t.Errorf(`edge_proxy_relay_info{configured=%q,running=%q}, want configured="uring",running="epoll"`, c, r)
 	}
 	found := false
 	for _, l := range sink.lines(t) {
@@ -100,8 +100,8 @@ func TestUringLoopsAddTheirPs(t *testing.T) {
 		_, url := e.allocate("CA1", "")
 		echo(t, e.mustDial(url), "hello")
 		e.checkCarried(t, RelayUring, 1)
-		if got := value(e.px.metrics.relayInfo.WithLabelValues("uring", "uring")); got != 1 {
-			t.Errorf(`edge_proxy_relay_info{configured="uring",running="uring"} = %v, want 1`, got)
+		if c, r := e.px.metrics.relayInfo.relays(); c != RelayUring || r != RelayUring {
+			t.Errorf(`edge_proxy_relay_info{configured=%q,running=%q}, want both "uring"`, c, r)
 		}
 		if got, want := runtime.GOMAXPROCS(0), procs+loopCount(procs); got != want {
 			t.Errorf("GOMAXPROCS with the uring loops running = %d, want %d", got, want)
