@@ -174,7 +174,7 @@ const maxMediaHandshakeRetries = 3
 // WebSocket again after a failed handshake, as its plugin last declared it
 // (plugins.Description.MediaHandshakeRetries, at most 3); 0 for an unknown
 // provider or one whose plugin has not started yet. The media proxy asks
-// it for a call's provider (proxy.Proxy.HandshakeRetries).
+// it for a call's provider (proxy.Deps.HandshakeRetries).
 func (h *Host) MediaHandshakeRetries(name string) int {
 	p, ok := h.procs[name]
 	if !ok {

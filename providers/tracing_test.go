@@ -154,8 +154,8 @@ func TestTraceOfAWholeCall(t *testing.T) {
 	signer := proxy.NewSigner([]byte(strings.Repeat("k", 32)), time.Minute)
 	px := proxy.New(proxy.Config{RequireToken: true, IdleTimeout: 10 * time.Second, DialTimeout: 2 * time.Second,
 		RenewInterval: time.Second, DrainTimeout: time.Second, MaxSockets: 10, MaxMessageBytes: 64 << 10},
-		func(string) (string, bool) { return podAddr, true }, allocator.MediaLeases{Alloc: alloc}, signer, nil, nil, nil)
-	px.Tracer = tp.Tracer("proxy")
+		proxy.Deps{Lookup: func(string) (string, bool) { return podAddr, true }, Leases: allocator.MediaLeases{Alloc: alloc},
+			Signer: signer, Tracer: tp.Tracer("proxy")})
 	var base string
 	svc := calls.NewService(alloc, signer, func() string { return base }, nil)
 	host, err := providers.New(providers.Options{

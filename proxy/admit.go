@@ -139,7 +139,7 @@ func idByte(c byte) bool {
 
 func (p *Proxy) refuse(w http.ResponseWriter, status int, reason string, err error, attrs ...any) {
 	p.metrics.refused.WithLabelValues(reason).Inc()
-	p.Log.Debug("media socket refused", append([]any{"reason", reason, "err", err}, attrs...)...)
+	p.log.Debug("media socket refused", append([]any{"reason", reason, "err", err}, attrs...)...)
 	http.Error(w, http.StatusText(status), status)
 }
 
@@ -169,7 +169,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	var callID string
 	switch {
 	case t.token != "":
-		id, err := p.Signer.Verify(t.token, t.pod, t.path)
+		id, err := p.signer.Verify(t.token, t.pod, t.path)
 		if err != nil {
 			reason := "bad_token"
 			if errors.Is(err, ErrExpiredToken) {
@@ -185,7 +185,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	// A pod name edge never learned is refused before Redis; the address
 	// dialled is looked up again for the pod the call is on (connect).
-	if _, ok := p.Lookup(t.pod); !ok {
+	if _, ok := p.lookup(t.pod); !ok {
 		p.refuse(w, http.StatusNotFound, "unknown_pod", errUnknownPod, "pod", t.pod)
 		return
 	}
@@ -235,7 +235,7 @@ func (p *Proxy) draining() bool {
 // came without a token. It returns the pod the call is on.
 func (p *Proxy) claim(ctx context.Context, callID *string, pod, holder string) (Claimed, error) {
 	if *callID == "" {
-		id, err := p.Leases.PodCall(ctx, pod)
+		id, err := p.leases.PodCall(ctx, pod)
 		if err != nil {
 			return Claimed{}, err
 		}
@@ -248,7 +248,7 @@ func (p *Proxy) claim(ctx context.Context, callID *string, pod, holder string) (
 	// stream once, and a refusal would cut a call edge answered. The
 	// same holder asks, so a claim that did land counts as this one.
 	for {
-		c, err := p.Leases.Claim(ctx, *callID, pod, holder)
+		c, err := p.leases.Claim(ctx, *callID, pod, holder)
 		if err == nil || errors.Is(err, ErrNoAllocation) || errors.Is(err, ErrClaimed) {
 			return c, err
 		}
@@ -273,8 +273,8 @@ const claimRetryEvery = 100 * time.Millisecond
 func (p *Proxy) unclaim(callID, holder string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := p.Leases.Unclaim(ctx, callID, holder); err != nil {
-		p.Log.Warn("dropping the media claim of a socket that never opened failed; it ends with the call",
+	if err := p.leases.Unclaim(ctx, callID, holder); err != nil {
+		p.log.Warn("dropping the media claim of a socket that never opened failed; it ends with the call",
 			"call_sid", callID, "err", err)
 	}
 }
@@ -326,7 +326,7 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 		early = append([]byte(nil), early...)
 	}
 	p.metrics.active.Inc()
-	p.Log.Info("media socket opened", append(s.attrs(), "failovers", call.failovers)...)
+	p.log.Info("media socket opened", append(s.attrs(), "failovers", call.failovers)...)
 	// Either way this handler, and net/http's connection goroutine with its
 	// grown stack and buffers, return now.
 	if p.cfg().Relay != RelayGoroutines && p.loops.running() {

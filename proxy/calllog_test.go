@@ -112,3 +112,36 @@ func TestSocketLogsOneLineAtOpenAndOneAtClose(t *testing.T) {
 		}
 	})
 }
+
+// A socket that reached no pod ends its call with a line naming the call's
+// merchant and provider, as every line about a call does.
+func TestSocketThatReachedNoPodLogsItsCall(t *testing.T) {
+	sink := &lockedBuf{}
+	log := slog.New(slog.NewJSONHandler(sink, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	e := newEnv(t, envOpt{log: log, cfg: func(c *Config) {
+		failoverCfg(c)
+		c.ConnectAttempts = 1
+	}})
+	al, err := e.alloc.Allocate(context.Background(), allocator.Request{CallID: "CA-gone", MerchantID: "m1", Creator: "provider:twilio"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.addrMu.Lock()
+	e.addrs[al.PodName] = brokenPod(t, "closed")
+	e.addrMu.Unlock()
+	if _, err := e.dial(e.url(al.PodName, e.signer.Mint("CA-gone", al.PodName, agentPath))); err == nil || !strings.Contains(err.Error(), "status 502") {
+		t.Fatalf("dial = %v, want 502", err)
+	}
+	var ended []map[string]any
+	for _, l := range sink.lines(t) {
+		if l["msg"] == "media socket reached no pod: call ended" {
+			ended = append(ended, l)
+		}
+	}
+	if len(ended) != 1 {
+		t.Fatalf("%d 'call ended' lines, want 1:\n%v", len(ended), sink.lines(t))
+	}
+	if l := ended[0]; l["call_sid"] != "CA-gone" || l["merchant_id"] != "m1" || l["provider"] != "twilio" || l["pod"] != al.PodName {
+		t.Errorf("line lacks the call's fields: %v", l)
+	}
+}

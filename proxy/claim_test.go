@@ -29,7 +29,7 @@ func (e *env) replica(addr map[string]string) string {
 		}
 		return ag.Addr(), true
 	}
-	px := New(*e.px.cfg(), lookup, allocator.MediaLeases{Alloc: e.alloc}, e.signer, nil, nil, prometheus.NewRegistry())
+	px := New(*e.px.cfg(), Deps{Lookup: lookup, Leases: allocator.MediaLeases{Alloc: e.alloc}, Signer: e.signer, Registerer: prometheus.NewRegistry()})
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- px.Run(ctx) }()

@@ -63,7 +63,7 @@ func (ls *loops) start(p *Proxy) error {
 		// goroutine each, parked): they carry every socket where io_uring
 		// is refused.
 		if err := ls.startUring(p); err != nil {
-			p.Log.Warn("uring relay unavailable: media sockets use the epoll relay", "err", err)
+			p.log.Warn("uring relay unavailable: media sockets use the epoll relay", "err", err)
 		}
 	}
 	n := loopCount(runtime.GOMAXPROCS(0))

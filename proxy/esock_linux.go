@@ -80,7 +80,7 @@ func (l *eloop) register(e *esock) {
 		e.mask[i] = e.want(i)
 		l.socks[int32(fd)] = e
 		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: e.mask[i], Fd: int32(fd)}); err != nil {
-			l.p.Log.Warn("epoll relay: cannot watch a media socket", "err", err, "call_sid", e.s.callID)
+			l.p.log.Warn("epoll relay: cannot watch a media socket", "err", err, "call_sid", e.s.callID)
 			l.teardown(e, 0)
 			return
 		}

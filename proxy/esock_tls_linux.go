@@ -53,7 +53,7 @@ func (l *eloop) answerKeyUpdate(e *esock) bool {
 // the alert sent first where the stream toward the client is between
 // records.
 func (l *eloop) tlsFailed(e *esock, err error) bool {
-	l.p.Log.Debug("tls record failure", "err", err, "call_sid", e.s.callID)
+	l.p.log.Debug("tls record failure", "err", err, "call_sid", e.s.callID)
 	var a tlsAlert
 	if errors.As(err, &a) && e.dirs[1].pend == nil {
 		rawWrite(e.fds[0], e.tls.alertRecord(a.desc))

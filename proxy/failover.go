@@ -47,7 +47,7 @@ func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, 
 		}
 		reason := dialReason(err)
 		p.metrics.dialFailures.WithLabelValues(reason).Inc()
-		p.Log.Warn("media socket could not reach its pod", "pod", pod, "address", addr, "reason", reason,
+		p.log.Warn("media socket could not reach its pod", "pod", pod, "address", addr, "reason", reason,
 			"call_sid", callID, "merchant_id", call.merchant, "provider", call.provider, "attempt", attempt, "err", err)
 		if attempt >= cfg.ConnectAttempts || ctx.Err() != nil {
 			p.metrics.failovers.WithLabelValues("exhausted").Inc()
@@ -55,7 +55,7 @@ func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, 
 			p.giveUp(callID, pod, holder, call)
 			return nil, pod, err
 		}
-		next, ejected, merr := p.Leases.MoveCall(ctx, callID, pod, holder, reason, ej)
+		next, ejected, merr := p.leases.MoveCall(ctx, callID, pod, holder, reason, ej)
 		if ejected {
 			p.ejected(pod, addr, reason)
 		}
@@ -72,7 +72,7 @@ func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, 
 			p.unclaim(callID, holder)
 			return nil, pod, errors.Join(err, merr)
 		}
-		p.Log.Info("media socket moved its call to another pod", "call_sid", callID, "merchant_id", call.merchant,
+		p.log.Info("media socket moved its call to another pod", "call_sid", callID, "merchant_id", call.merchant,
 			"provider", call.provider, "pod", next, "from", pod, "reason", reason)
 		p.metrics.failovers.WithLabelValues("moved").Inc()
 		call.failovers++
@@ -84,13 +84,13 @@ func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, 
 // dialPod dials pod's address from the pod registry (the only source of
 // upstream addresses: no request chooses where edge dials) within timeout.
 func (p *Proxy) dialPod(ctx context.Context, timeout time.Duration, pod, uri string, r *http.Request) (*upstream, string, error) {
-	addr, ok := p.Lookup(pod)
+	addr, ok := p.lookup(pod)
 	if !ok {
 		return nil, "", errUnknownUpstream
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	up, err := dialUpstream(dctx, addr, uri, r, p.Forwarded)
+	up, err := dialUpstream(dctx, addr, uri, r, p.forwarded)
 	return up, addr, err
 }
 
@@ -127,42 +127,46 @@ func dialReason(err error) string {
 // If no retry comes, the call's lease runs out and the sweep ends it.
 // Otherwise, and when the claim cannot be dropped, the call ends now.
 func (p *Proxy) giveUp(callID, pod, holder string, call *callMeta) {
-	if call.provider == "" || p.HandshakeRetries == nil || call.failedHandshakes >= p.HandshakeRetries(call.provider) {
-		p.endCall(callID, pod)
+	if call.provider == "" || p.handshakeRetries == nil || call.failedHandshakes >= p.handshakeRetries(call.provider) {
+		p.endCall(callID, pod, call)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	switch err := p.Leases.UnclaimFailed(ctx, callID, holder); {
+	switch err := p.leases.UnclaimFailed(ctx, callID, holder); {
 	case errors.Is(err, ErrNoAllocation):
 		// The call ended or another socket holds it: not this socket's.
-		p.Log.Info("media socket reached no pod; its call is no longer its own", "call_sid", callID, "pod", pod, "err", err)
+		p.log.Info("media socket reached no pod; its call is no longer its own", "call_sid", callID,
+			"merchant_id", call.merchant, "provider", call.provider, "pod", pod, "err", err)
 		return
 	case err != nil:
-		p.Log.Warn("keeping a call for its provider's retry failed; ending it", "call_sid", callID, "pod", pod, "err", err)
-		p.endCall(callID, pod)
+		p.log.Warn("keeping a call for its provider's retry failed; ending it", "call_sid", callID,
+			"merchant_id", call.merchant, "provider", call.provider, "pod", pod, "err", err)
+		p.endCall(callID, pod, call)
 		return
 	}
 	p.metrics.failovers.WithLabelValues("kept_for_retry").Inc()
-	p.Log.Info("media socket reached no pod: call kept for the provider's retry", "call_sid", callID,
+	p.log.Info("media socket reached no pod: call kept for the provider's retry", "call_sid", callID,
 		"merchant_id", call.merchant, "provider", call.provider, "pod", pod, "failed_handshakes", call.failedHandshakes+1)
 }
 
 // endCall releases a call whose socket reached no pod.
-func (p *Proxy) endCall(callID, pod string) {
+func (p *Proxy) endCall(callID, pod string, call *callMeta) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	outcome, err := p.Leases.Release(ctx, callID, SocketEnd{Ended: "failover", ClosedBy: "edge", Closed: time.Now()})
+	outcome, err := p.leases.Release(ctx, callID, SocketEnd{Ended: "failover", ClosedBy: "edge", Closed: time.Now()})
 	if err != nil {
 		if errors.Is(err, ErrNoAllocation) {
 			outcome = "not_found"
 		} else {
 			outcome = "error"
-			p.Log.Warn("ending a call whose pods could not be reached failed; its lease will expire", "call_sid", callID, "pod", pod, "err", err)
+			p.log.Warn("ending a call whose pods could not be reached failed; its lease will expire", "call_sid", callID,
+				"merchant_id", call.merchant, "provider", call.provider, "pod", pod, "err", err)
 		}
 	}
 	p.metrics.releases.WithLabelValues(outcome).Inc()
-	p.Log.Info("media socket reached no pod: call ended", "call_sid", callID, "pod", pod, "released", "failover", "release", outcome)
+	p.log.Info("media socket reached no pod: call ended", "call_sid", callID, "merchant_id", call.merchant,
+		"provider", call.provider, "pod", pod, "released", "failover", "release", outcome)
 }
 
 // podFailed records a failure of pod (a dial, a loss mid-call) toward its
@@ -170,9 +174,9 @@ func (p *Proxy) endCall(callID, pod string) {
 func (p *Proxy) podFailed(pod, addr, reason string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ejected, err := p.Leases.PodFailed(ctx, pod, reason, p.cfg().ejection())
+	ejected, err := p.leases.PodFailed(ctx, pod, reason, p.cfg().ejection())
 	if err != nil {
-		p.Log.Warn("recording a pod failure failed", "pod", pod, "reason", reason, "err", err)
+		p.log.Warn("recording a pod failure failed", "pod", pod, "reason", reason, "err", err)
 		return
 	}
 	if ejected {
@@ -183,6 +187,6 @@ func (p *Proxy) podFailed(pod, addr, reason string) {
 // ejected logs and counts a pod taken out of allocation.
 func (p *Proxy) ejected(pod, addr, reason string) {
 	p.metrics.ejections.WithLabelValues(reason).Inc()
-	p.Log.Warn("pod ejected from allocation on every replica until a health probe succeeds",
+	p.log.Warn("pod ejected from allocation on every replica until a health probe succeeds",
 		"pod", pod, "address", addr, "reason", reason)
 }

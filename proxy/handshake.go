@@ -17,7 +17,7 @@ const websocketGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 // hopHeaders are not forwarded (RFC 9110 section 7.6.1); the upgrade pair is
 // written again by dialUpstream. The client's own forwarding headers are
-// dropped too: edge sets X-Forwarded-* itself (see Proxy.Forwarded), so a
+// dropped too: edge sets X-Forwarded-* itself (see Deps.Forwarded), so a
 // pod never reads an origin a client made up.
 var hopHeaders = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true,

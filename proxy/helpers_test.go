@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/internal/fakeagent"
@@ -46,6 +47,9 @@ type envOpt struct {
 	log      *slog.Logger // nil: discarded
 	// leases wraps the allocator's adapter (nil: as it is).
 	leases func(Leases) Leases
+	tracer trace.Tracer // nil: tracing off
+	// retries is Deps.HandshakeRetries (nil: no provider retries).
+	retries func(provider string) int
 }
 
 // newEnv starts Redis, two fake agents as exclusive pods "pod-a" and
@@ -107,7 +111,8 @@ func newEnv(t testing.TB, o envOpt) *env {
 	if o.leases != nil {
 		leases = o.leases(leases)
 	}
-	e.px = New(cfg, lookup, leases, e.signer, nil, o.log, e.reg)
+	e.px = New(cfg, Deps{Lookup: lookup, Leases: leases, Signer: e.signer, Tracer: o.tracer, HandshakeRetries: o.retries,
+		Log: o.log, Registerer: e.reg})
 	runCtx, stop := context.WithCancel(context.Background())
 	e.cancel = stop
 	e.runErr = make(chan error, 1)

@@ -104,7 +104,58 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, d := range []string{"client_to_pod", "pod_to_client"} {
 		m.dir[d] = &dirCounters{bytes: bytes.WithLabelValues(d), messages: msgs.WithLabelValues(d)}
 	}
+	m.fromStart()
 	return m
+}
+
+// Label values known in advance, created at zero by New so that each
+// series is exported from the first scrape (an alert's rate() or absence
+// check needs it before the first event).
+var (
+	refuseReasons = []string{"bad_path", "unknown_pod", "not_websocket", "bad_token", "expired_token", "shutting_down",
+		"no_allocation", "duplicate", "redis_error", "upstream", "hijack", "overloaded"}
+	// dialReasons are dialReason's labels.
+	dialReasons      = []string{"refused", "reset", "timeout", "status", "handshake", "unknown", "other"}
+	failoverOutcomes = []string{"moved", "connected", "no_pod", "exhausted", "kept_for_retry", "error"}
+	renewalOutcomes  = []string{"held", "lost", "error"}
+	releaseOutcomes  = []string{"released", "stale", "not_found", "retrying", "error"}
+	// edgeCloseCodes are the codes edge closes a socket with itself; a
+	// peer's codes are its own choice (codeLabel bounds them), so only the
+	// commonest of them are created ahead: a normal close, going away, and
+	// a TCP close without a close frame.
+	edgeCloseCodes = []int{CloseGoingAway, CloseProtocolError, ClosePolicy, CloseTooBig, CloseBadGateway, CloseIdleTimeout}
+	peerCloseCodes = []string{"1000", "1001", "none"}
+)
+
+// fromStart creates the counters' known label values at zero.
+func (m *metrics) fromStart() {
+	for _, r := range refuseReasons {
+		m.refused.WithLabelValues(r)
+	}
+	for _, r := range dialReasons {
+		m.dialFailures.WithLabelValues(r)
+		m.ejections.WithLabelValues(r)
+	}
+	m.ejections.WithLabelValues("lost")
+	for _, o := range failoverOutcomes {
+		m.failovers.WithLabelValues(o)
+	}
+	m.probes.WithLabelValues("ok")
+	m.probes.WithLabelValues("failed")
+	for _, o := range renewalOutcomes {
+		m.renewals.WithLabelValues(o)
+	}
+	for _, o := range releaseOutcomes {
+		m.releases.WithLabelValues(o)
+	}
+	for _, c := range edgeCloseCodes {
+		m.closes.WithLabelValues("edge", codeLabel(c))
+	}
+	for _, side := range []string{"client", "pod"} {
+		for _, c := range peerCloseCodes {
+			m.closes.WithLabelValues(side, c)
+		}
+	}
 }
 
 // relayInfo exports edge_proxy_relay_info as it is at each scrape, so the

@@ -13,7 +13,7 @@ func (p *Proxy) podLost(s *socket, cause error) {
 		return
 	}
 	s.lost.Store(true)
-	p.Log.Warn("pod's side of a media socket died mid-call", append(s.attrs(), "err", cause)...)
+	p.log.Warn("pod's side of a media socket died mid-call", append(s.attrs(), "err", cause)...)
 	if f := s.interrupt.Load(); f != nil {
 		(*f)()
 	}

@@ -34,9 +34,9 @@ func (p *Proxy) probeDue(ctx context.Context) {
 	cfg := p.cfg()
 	rctx, cancel := context.WithTimeout(ctx, cfg.ProbeInterval+cfg.DialTimeout)
 	defer cancel()
-	pods, err := p.Leases.Ejected(rctx)
+	pods, err := p.leases.Ejected(rctx)
 	if err != nil {
-		p.Log.Debug("reading ejected pods failed; probing next interval", "err", err)
+		p.log.Debug("reading ejected pods failed; probing next interval", "err", err)
 		return
 	}
 	now := time.Now()
@@ -44,7 +44,7 @@ func (p *Proxy) probeDue(ctx context.Context) {
 		if ep.ProbeDue.After(now) || ctx.Err() != nil {
 			continue
 		}
-		addr, ok := p.Lookup(ep.Pod)
+		addr, ok := p.lookup(ep.Pod)
 		if !ok {
 			// Not in the registry: the pod source removes it, and its
 			// ejection with it.
@@ -52,15 +52,15 @@ func (p *Proxy) probeDue(ctx context.Context) {
 		}
 		if err := probe(ctx, addr, cfg.HealthPath, cfg.DialTimeout); err != nil {
 			p.metrics.probes.WithLabelValues("failed").Inc()
-			p.Log.Info("ejected pod's health probe failed", "pod", ep.Pod, "address", addr, "err", err)
+			p.log.Info("ejected pod's health probe failed", "pod", ep.Pod, "address", addr, "err", err)
 			p.probeFailed(ep.Pod)
 			continue
 		}
 		p.metrics.probes.WithLabelValues("ok").Inc()
-		if was, err := p.Leases.Reinstate(rctx, ep.Pod); err != nil {
-			p.Log.Warn("reinstating a healthy pod failed; probing again", "pod", ep.Pod, "err", err)
+		if was, err := p.leases.Reinstate(rctx, ep.Pod); err != nil {
+			p.log.Warn("reinstating a healthy pod failed; probing again", "pod", ep.Pod, "err", err)
 		} else if was {
-			p.Log.Warn("ejected pod passed its health probe: back in allocation", "pod", ep.Pod, "address", addr)
+			p.log.Warn("ejected pod passed its health probe: back in allocation", "pod", ep.Pod, "address", addr)
 		}
 	}
 }
@@ -70,8 +70,8 @@ func (p *Proxy) probeDue(ctx context.Context) {
 func (p *Proxy) probeFailed(pod string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := p.Leases.PodFailed(ctx, pod, "probe", p.cfg().ejection()); err != nil {
-		p.Log.Warn("recording a failed probe failed", "pod", pod, "err", err)
+	if _, err := p.leases.PodFailed(ctx, pod, "probe", p.cfg().ejection()); err != nil {
+		p.log.Warn("recording a failed probe failed", "pod", pod, "err", err)
 	}
 }
 

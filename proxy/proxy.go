@@ -93,21 +93,19 @@ type Leases interface {
 	Release(ctx context.Context, callID string, end SocketEnd) (outcome string, err error)
 }
 
-// Proxy serves media sockets. It is an http.Handler for /ws/pod/ and a
-// component: Run renews leases and, when its context ends, drains.
-type Proxy struct {
+// Deps is what a proxy works with, given to New and never changed after.
+type Deps struct {
 	// Lookup resolves a pod name to "ip:port"; the only source of upstream
 	// addresses, so no request can choose where edge dials.
 	Lookup func(pod string) (addr string, ok bool)
 	Leases Leases
 	Signer *Signer
-	Log    *slog.Logger
 	// Forwarded gives the X-Forwarded-* values for the pod; nil trusts no
 	// client header (the peer's address, the connection's scheme).
 	Forwarded ForwardedFunc
-	// Tracer, when set, traces each socket's life and its pod dials and
-	// passes the socket's trace context to the pod (tracing.go); nil:
-	// tracing off, nothing traced and no traceparent written.
+	// Tracer traces each socket's life and its pod dials and passes the
+	// socket's trace context to the pod (tracing.go); nil: tracing off,
+	// nothing traced and no traceparent written.
 	Tracer trace.Tracer
 	// HandshakeRetries says how many times provider (a call's creator
 	// "provider:<name>") opens the media WebSocket again on its own after
@@ -116,6 +114,23 @@ type Proxy struct {
 	// instead of ending it, as long as fewer of the call's sockets failed.
 	// nil: no provider retries; every such socket ends its call.
 	HandshakeRetries func(provider string) int
+	// Log is the proxy's logger (nil: discarded).
+	Log *slog.Logger
+	// Registerer takes the proxy's metrics (nil: registered nowhere).
+	Registerer prometheus.Registerer
+}
+
+// Proxy serves media sockets. It is an http.Handler for /ws/pod/ and a
+// component: Run renews leases and, when its context ends, drains.
+type Proxy struct {
+	// What New was given (Deps), fixed for the proxy's life.
+	lookup           func(pod string) (addr string, ok bool)
+	leases           Leases
+	signer           *Signer
+	forwarded        ForwardedFunc
+	tracer           trace.Tracer
+	handshakeRetries func(provider string) int
+	log              *slog.Logger
 
 	conf    atomic.Pointer[Config]
 	metrics *metrics
@@ -134,16 +149,15 @@ type Proxy struct {
 	loops loops
 }
 
-// New returns a proxy; fwd gives the X-Forwarded-* values pods get (nil:
-// the peer's own, see Forwarded); metrics are registered on reg (nil:
-// nowhere).
-func New(cfg Config, lookup func(string) (string, bool), leases Leases, signer *Signer, fwd ForwardedFunc, log *slog.Logger, reg prometheus.Registerer) *Proxy {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// New returns a proxy serving cfg with what d gives it.
+func New(cfg Config, d Deps) *Proxy {
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
 	}
 	p := &Proxy{
-		Lookup: lookup, Leases: leases, Signer: signer, Forwarded: fwd, Log: log,
-		metrics: newMetrics(reg),
+		lookup: d.Lookup, leases: d.Leases, signer: d.Signer, forwarded: d.Forwarded,
+		tracer: d.Tracer, handshakeRetries: d.HandshakeRetries, log: d.Log,
+		metrics: newMetrics(d.Registerer),
 		sockets: map[*socket]struct{}{},
 		byCall:  map[string]*socket{},
 		changed: make(chan struct{}),
@@ -257,7 +271,7 @@ func (p *Proxy) snapshot() ([]*socket, <-chan struct{}) {
 // released. http.Server.Shutdown does not see hijacked sockets: this does.
 func (p *Proxy) Run(ctx context.Context) error {
 	if err := p.loops.start(p); err != nil {
-		p.Log.Warn("event loops unavailable: media sockets use the goroutine relay", "err", err)
+		p.log.Warn("event loops unavailable: media sockets use the goroutine relay", "err", err)
 	}
 	renewCtx, stopRenew := context.WithCancel(context.WithoutCancel(ctx))
 	renewDone := make(chan struct{})
@@ -279,7 +293,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	deadline := time.NewTimer(p.cfg().DrainTimeout)
 	defer deadline.Stop()
 	if n := p.Active(); n > 0 {
-		p.Log.Info("draining media sockets", "open", n, "deadline", p.cfg().DrainTimeout)
+		p.log.Info("draining media sockets", "open", n, "deadline", p.cfg().DrainTimeout)
 	}
 	for {
 		open, changed := p.snapshot()
@@ -290,7 +304,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 		case <-changed:
 			continue
 		case <-deadline.C:
-			p.Log.Warn("drain deadline passed: closing media sockets", "open", len(open))
+			p.log.Warn("drain deadline passed: closing media sockets", "open", len(open))
 			for _, s := range open {
 				s.stop(CloseGoingAway, reasonShuttingDown)
 			}

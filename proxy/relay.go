@@ -147,13 +147,13 @@ func (p *Proxy) finish(s *socket, pol *policy) {
 	outcome := p.release(s, end)
 	// The socket's one line at its end: nothing is logged per message,
 	// its counts are the relay's own.
-	p.Log.Info("media socket closed", append(s.attrs(), "by", initiator, "code", code,
+	p.log.Info("media socket closed", append(s.attrs(), "by", initiator, "code", code,
 		"duration", now.Sub(s.started).Round(time.Millisecond),
 		"messages_in", end.MessagesIn, "messages_out", end.MessagesOut,
 		"bytes_in", end.BytesIn, "bytes_out", end.BytesOut,
 		"released", end.Ended, "release", outcome)...)
 	if s.lost.Load() {
-		addr, _ := p.Lookup(s.pod)
+		addr, _ := p.lookup(s.pod)
 		p.podFailed(s.pod, addr, "lost")
 	}
 	p.forget(s)
@@ -199,13 +199,13 @@ func sideName(side int32) string {
 func (p *Proxy) release(s *socket, end SocketEnd) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	outcome, err := p.Leases.Release(ctx, s.callID, end)
+	outcome, err := p.leases.Release(ctx, s.callID, end)
 	if err != nil {
 		if errors.Is(err, ErrNoAllocation) {
 			outcome = "not_found"
 		} else {
 			outcome = "error"
-			p.Log.Warn("release after media socket closed failed; the lease will expire", "call_sid", s.callID, "pod", s.pod, "err", err)
+			p.log.Warn("release after media socket closed failed; the lease will expire", "call_sid", s.callID, "pod", s.pod, "err", err)
 		}
 	}
 	p.metrics.releases.WithLabelValues(outcome).Inc()

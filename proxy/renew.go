@@ -34,10 +34,10 @@ func (p *Proxy) renewOnce(ctx context.Context) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, p.cfg().RenewInterval)
 	defer cancel()
-	held, err := p.Leases.Renew(rctx, leases)
+	held, err := p.leases.Renew(rctx, leases)
 	if err != nil {
 		p.metrics.renewals.WithLabelValues("error").Add(float64(len(leases)))
-		p.Log.Warn("lease renewal failed; retrying next interval", "sockets", len(leases), "err", err)
+		p.log.Warn("lease renewal failed; retrying next interval", "sockets", len(leases), "err", err)
 		return
 	}
 	var lost int
@@ -46,7 +46,7 @@ func (p *Proxy) renewOnce(ctx context.Context) {
 			continue
 		}
 		lost++
-		p.Log.Info("call lost its pod: closing its media socket", s.attrs()...)
+		p.log.Info("call lost its pod: closing its media socket", s.attrs()...)
 		s.stop(ClosePolicy, reasonCallReleased)
 	}
 	p.metrics.renewals.WithLabelValues("held").Add(float64(len(leases) - lost))

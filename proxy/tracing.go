@@ -25,7 +25,7 @@ var traceHeaders = map[string]bool{"Traceparent": true, "Tracestate": true, "Bag
 // startSocketSpan starts the socket's span, linked to the webhook's
 // trace; ctx then carries it for the dials. A nil span when tracing is off.
 func (p *Proxy) startSocketSpan(ctx context.Context, callID, pod, webhook string) (context.Context, trace.Span) {
-	if p.Tracer == nil {
+	if p.tracer == nil {
 		return ctx, nil
 	}
 	opts := []trace.SpanStartOption{
@@ -40,7 +40,7 @@ func (p *Proxy) startSocketSpan(ctx context.Context, callID, pod, webhook string
 			}))
 		}
 	}
-	ctx, span := p.Tracer.Start(ctx, "media socket", opts...)
+	ctx, span := p.tracer.Start(ctx, "media socket", opts...)
 	return context.WithValue(ctx, socketSpanKey{}, span.SpanContext()), span
 }
 
@@ -51,10 +51,10 @@ type socketSpanKey struct{}
 
 // startDialSpan is one dial of a pod, a child of the socket's span.
 func (p *Proxy) startDialSpan(ctx context.Context, pod string, attempt int) (context.Context, trace.Span) {
-	if p.Tracer == nil {
+	if p.tracer == nil {
 		return ctx, nil
 	}
-	return p.Tracer.Start(ctx, "dial pod", trace.WithSpanKind(trace.SpanKindClient),
+	return p.tracer.Start(ctx, "dial pod", trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("pod", pod), attribute.Int("attempt", attempt)))
 }
 

@@ -41,10 +41,9 @@ func TestClientTraceHeadersNotForwarded(t *testing.T) {
 // failed one with its reason, a "call moved" event, and the pod reached
 // gets the socket span's traceparent.
 func TestSocketSpanRecordsFailover(t *testing.T) {
-	e := newEnv(t, envOpt{cfg: failoverCfg})
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	e.px.Tracer = tp.Tracer("proxy")
+	e := newEnv(t, envOpt{cfg: failoverCfg, tracer: tp.Tracer("proxy")})
 	e.addPod("pod-x", "gold", brokenPod(t, "closed"))
 	callID, url := e.callOn("pod-x")
 	c := e.mustDial(url)

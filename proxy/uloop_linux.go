@@ -163,7 +163,7 @@ func (ls *loops) startUring(p *Proxy) error {
 			return err
 		}
 		if l.maxBatch != batch {
-			p.Log.Warn("proxy.uring_batch needs Linux 6.13 (io_uring min_wait): the uring relay runs without a batch window", "uring_batch", batch)
+			p.log.Warn("proxy.uring_batch needs Linux 6.13 (io_uring min_wait): the uring relay runs without a batch window", "uring_batch", batch)
 			batch = 0
 		}
 		set = append(set, l)
@@ -176,7 +176,7 @@ func (ls *loops) startUring(p *Proxy) error {
 	runtime.GOMAXPROCS(procs + n)
 	ls.uprocs = n
 	ls.uset.Store(&set)
-	p.Log.Info("uring relay started", "loops", n, "uring_batch", batch, "gomaxprocs", procs+n)
+	p.log.Info("uring relay started", "loops", n, "uring_batch", batch, "gomaxprocs", procs+n)
 	return nil
 }
 
@@ -287,7 +287,7 @@ func (l *uloop) run(batch time.Duration, started chan<- error) {
 			timeout = max(time.Duration(l.nextTick-int64(time.Since(l.base))), time.Microsecond)
 		}
 		if err := r.submitWait(timeout, l.batch, uringEntries); err != nil {
-			l.p.Log.Error("uring relay: io_uring_enter failed", "err", err)
+			l.p.log.Error("uring relay: io_uring_enter failed", "err", err)
 		}
 		l.now = int64(time.Since(l.base))
 		reaped += r.reap(l.complete)

@@ -74,7 +74,7 @@ func (l *uloop) answerKeyUpdate(e *usock) {
 // eloop.tlsFailed: the alert first where the stream toward the client is
 // between records.
 func (l *uloop) tlsFailed(e *usock, err error) {
-	l.p.Log.Debug("tls record failure", "err", err, "call_sid", e.s.callID)
+	l.p.log.Debug("tls record failure", "err", err, "call_sid", e.s.callID)
 	var a tlsAlert
 	if d := &e.dirs[1]; errors.As(err, &a) && !d.sending && d.next == nil {
 		rawWrite(e.fds[0], e.tls.alertRecord(a.desc))

@@ -16,13 +16,15 @@ import (
 // newMedia makes the /ws/pod/ media proxy: pods resolves pod names (the
 // pod registry, on every replica), signer checks the per-call token of the
 // media URLs the allocation answers carry, fwd gives the X-Forwarded-*
-// values pods get. As a component it renews its sockets' leases and drains
-// them on shutdown.
+// values pods get, retries how many times a provider opens a media socket
+// again after a failed handshake. As a component it renews its sockets'
+// leases and drains them on shutdown.
 func newMedia(cfg *config.Config, pods func(string) (string, bool), alloc *allocator.Allocator, signer *proxy.Signer, fwd proxy.ForwardedFunc,
-	tracer trace.Tracer, reg prometheus.Registerer, log *slog.Logger) *proxy.Proxy {
-	px := proxy.New(cfg.Proxy, pods, allocator.MediaLeases{Alloc: alloc, Replica: instanceName(cfg)}, signer, fwd, log.With("component", "proxy"), reg)
-	px.Tracer = tracer
-	return px
+	retries func(provider string) int, tracer trace.Tracer, reg prometheus.Registerer, log *slog.Logger) *proxy.Proxy {
+	return proxy.New(cfg.Proxy, proxy.Deps{
+		Lookup: pods, Leases: allocator.MediaLeases{Alloc: alloc, Replica: instanceName(cfg)}, Signer: signer, Forwarded: fwd,
+		Tracer: tracer, HandshakeRetries: retries, Log: log.With("component", "proxy"), Registerer: reg,
+	})
 }
 
 // mediaReady is the "media" readiness check: a replica whose proxy is full

@@ -108,17 +108,9 @@ var (
 )
 
 // notFromStart are series a started edge cannot have yet: the ACME
-// store's exist once tls.acme holds a certificate, and the media proxy's
-// counters are created on their first event by package proxy.
+// store's exist once tls.acme holds a certificate.
 var notFromStart = map[string]bool{
 	"edge_acme_certificate_expiry_timestamp_seconds": true,
-	"edge_proxy_closes_total":                        true,
-	"edge_proxy_failovers_total":                     true,
-	"edge_proxy_lease_renewals_total":                true,
-	"edge_proxy_pod_ejections_total":                 true,
-	"edge_proxy_refused_total":                       true,
-	"edge_proxy_releases_total":                      true,
-	"edge_proxy_upstream_dial_failures_total":        true,
 }
 
 type namedExpr struct{ name, expr string }

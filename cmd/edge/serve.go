@@ -119,14 +119,14 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	px := newMedia(cfg, pools.registry.Lookup, alloc, signer, acc.headers, tr.tracer("github.com/edge-voice/edge/proxy"), reg, log)
 	provs, err := newProviders(cfg, current, svc, alloc, acc.trusted, tr.provider(), reg, log)
 	if err != nil {
 		return err
 	}
 	// A provider that retries a failed media handshake (Exotel) keeps its
 	// call through that failure, so the retry is admitted.
-	px.HandshakeRetries = provs.MediaHandshakeRetries
+	px := newMedia(cfg, pools.registry.Lookup, alloc, signer, acc.headers, provs.MediaHandshakeRetries,
+		tr.tracer("github.com/edge-voice/edge/proxy"), reg, log)
 
 	// Redis is every replica's: a blip of it within http.readiness_redis_grace
 	// leaves the replicas in the balancer (webhooks wait or get the
