@@ -11,7 +11,7 @@ PKGS    := ./...
 # longer FUZZTIME hunts for real.
 FUZZTIME ?= 5s
 FUZZ := ./allocator:FuzzParseTierConfig ./allocator:FuzzValidateID \
-	./plugins:FuzzParseForm ./plugins/twilio:FuzzWebhook ./plugins/plivo:FuzzWebhook ./plugins/exotel:FuzzWebhook \
+	./plugins:FuzzParseForm ./plugins/twilio:FuzzWebhook ./plugins/plivo:FuzzWebhook ./plugins/exotel:FuzzWebhook ./plugins/telnyx:FuzzWebhook \
 	./plugins/twilio:FuzzVerifyAgainstSDK ./plugins/plivo:FuzzVerifyAgainstPlivoGo \
 	./proxy:FuzzTLSRecordOpen
 

@@ -17,7 +17,7 @@ import (
 
 // BuiltinNames are the providers edge ships and runs as plugin processes of its
 // own binary (`edge plugin <name>`) with no configuration.
-var BuiltinNames = []string{"twilio", "plivo", "exotel"}
+var BuiltinNames = []string{"twilio", "plivo", "exotel", "telnyx"}
 
 // Config is the providers' section of edge's configuration (keys
 // providers.*). Every provider is a go-plugin process; the built-ins run
@@ -50,7 +50,7 @@ type Config struct {
 	// of media URLs. Empty: the request's Host (and X-Forwarded-Proto/-Host
 	// from a trusted proxy, see trusted_proxies); set it in production.
 	WebhookBaseURL string `koanf:"webhook_base_url"`
-	// Builtin runs the built-in providers (twilio, plivo, exotel). Default
+	// Builtin runs the built-in providers (twilio, plivo, exotel, telnyx). Default
 	// true. A built-in can also be disabled alone, or replaced by a binary.
 	Builtin bool `koanf:"builtin" reload:"restart"`
 	// RPCTimeout bounds each plugin RPC on the webhook path and the health
@@ -92,8 +92,9 @@ type Plugin struct {
 	Disabled bool `koanf:"disabled"`
 	// AuthTokens are the provider's webhook credentials, all accepted
 	// (rotation): Twilio and Plivo auth tokens, Exotel "user:password"
-	// pairs. A YAML list or a comma-separated string (env). Empty: webhooks
-	// are not verified and edge warns at start.
+	// pairs, Telnyx's base64 public keys. A YAML list or a
+	// comma-separated string (env). Empty: webhooks are not verified and
+	// edge warns at start.
 	AuthTokens Tokens `koanf:"auth_tokens"`
 	// WebhookBaseURL overrides providers.webhook_base_url for this provider.
 	WebhookBaseURL string `koanf:"webhook_base_url"`

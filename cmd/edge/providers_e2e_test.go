@@ -69,7 +69,7 @@ func TestBuiltinProvidersAsPluginProcesses(t *testing.T) {
 	if status, body := webhook("CA0000000000000000000000000000e2e3", token); status != 200 || !strings.Contains(body, "<Stream") {
 		t.Errorf("webhook after the restart: %d %s", status, body)
 	}
-	for _, name := range []string{"plivo", "exotel"} {
+	for _, name := range []string{"plivo", "exotel", "telnyx"} {
 		if _, ok := provFindChild(edge.Pid(), "plugin "+name); !ok {
 			t.Errorf("no %s plugin process", name)
 		}

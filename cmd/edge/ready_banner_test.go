@@ -24,7 +24,7 @@ func TestReadyIsLoggedAfterThePlugins(t *testing.T) {
 	t.Cleanup(func() { edge.Stop(30 * time.Second) })
 	log := waitLog(t, edge, `msg="edge is ready"`)
 	ready := strings.Index(log, `msg="edge is ready"`)
-	for _, p := range []string{"twilio", "plivo", "exotel"} {
+	for _, p := range []string{"twilio", "plivo", "exotel", "telnyx"} {
 		i := strings.Index(log, `msg="provider plugin running" replica=`)
 		running := -1
 		for i >= 0 {

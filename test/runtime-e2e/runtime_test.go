@@ -118,7 +118,7 @@ func runDeployed(t *testing.T, image string, r rendered, relay string, fallback 
 	} else if strings.Contains(c.Log(), "uring relay unavailable") {
 		t.Errorf("edge fell back from io_uring under %q:\n%s", ctr.seccomp, c.Log())
 	}
-	for _, name := range []string{"twilio", "plivo", "exotel"} {
+	for _, name := range []string{"twilio", "plivo", "exotel", "telnyx"} {
 		if len(children(c.pid(), "plugin "+name)) != 1 {
 			t.Errorf("no %s plugin process in the container", name)
 		}
@@ -252,7 +252,7 @@ func TestImageStartsItsQuickStart(t *testing.T) {
 		image, "--listen-public", "127.0.0.1:0", "--listen-admin", "127.0.0.1:0", "--listen-internal", "127.0.0.1:0"})
 	admin := &client{t: t, base: c.admin}
 	waitFor(t, "edge ready", func() bool { return admin.status("/readyz") == http.StatusOK })
-	for _, name := range []string{"twilio", "plivo", "exotel"} {
+	for _, name := range []string{"twilio", "plivo", "exotel", "telnyx"} {
 		if len(children(c.pid(), "plugin "+name)) != 1 {
 			t.Errorf("no %s plugin process", name)
 		}

@@ -1,0 +1,132 @@
+package telnyx
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edge-voice/edge/plugins"
+)
+
+// Telnyx signs every webhook with Ed25519 (its webhook documentation and
+// its official SDKs): the signature, base64 in SignatureHeader, is over
+// TimestampHeader's decimal Unix seconds, a '|', and the raw body, with the
+// account's public key (Mission Control, Keys & Credentials, base64).
+const (
+	SignatureHeader = "Telnyx-Signature-Ed25519"
+	TimestampHeader = "Telnyx-Timestamp"
+)
+
+// Tolerance is how far a webhook's timestamp may be from the plugin's
+// clock, either way (Telnyx's SDKs allow 5 minutes). An older delivery is
+// refused as stale; within the window edge refuses a replay through the
+// signature, reported as the nonce.
+const Tolerance = 5 * time.Minute
+
+// Verification failures; all answer 403.
+var (
+	ErrNoSignature  = errors.New("missing " + SignatureHeader + " or " + TimestampHeader)
+	ErrBadTimestamp = errors.New(TimestampHeader + " is not Unix seconds")
+	ErrStale        = fmt.Errorf("%s is more than %s away from now", TimestampHeader, Tolerance)
+	ErrBadSignature = errors.New("invalid " + SignatureHeader)
+)
+
+// Encoded lengths: a 64-byte signature and a 32-byte key in padded
+// base64. A longer header is refused before it is decoded.
+const (
+	sigEncodedLen = 88
+	keyEncodedLen = 44
+	// maxTimestampLen keeps the seconds within what JavaScript's SDK
+	// accepts (a safe integer) and far from int64's overflow.
+	maxTimestampLen = 15
+)
+
+// Verify checks a webhook's signature headers and raw body against every
+// key (rotation; each key is tried, so the time taken does not say which
+// one matched, though nothing here is secret: the keys are public). It
+// returns the signature's bytes, unique to the signed timestamp and body
+// (Ed25519 signatures are deterministic, and Go refuses a non-canonical
+// one), for edge to refuse their replay.
+func Verify(keys []ed25519.PublicKey, timestamp, signature string, body []byte, now time.Time) ([]byte, error) {
+	if timestamp == "" || signature == "" {
+		return nil, ErrNoSignature
+	}
+	ts, err := parseTimestamp(timestamp)
+	if err != nil {
+		return nil, err
+	}
+	if d := now.Sub(time.Unix(ts, 0)); d > Tolerance || d < -Tolerance {
+		return nil, ErrStale
+	}
+	sig, ok := decodeStrict(signature, sigEncodedLen, ed25519.SignatureSize)
+	if !ok {
+		return nil, ErrBadSignature
+	}
+	msg := make([]byte, 0, len(timestamp)+1+len(body))
+	msg = append(append(append(msg, timestamp...), '|'), body...)
+	match := false
+	for _, k := range keys {
+		if ed25519.Verify(k, msg, sig) {
+			match = true
+		}
+	}
+	if !match {
+		return nil, ErrBadSignature
+	}
+	return sig, nil
+}
+
+// parseTimestamp accepts decimal digits only, as Telnyx's SDKs do: no
+// sign, no spaces, no fraction.
+func parseTimestamp(s string) (int64, error) {
+	if len(s) > maxTimestampLen {
+		return 0, ErrBadTimestamp
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, ErrBadTimestamp
+		}
+	}
+	ts, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, ErrBadTimestamp
+	}
+	return ts, nil
+}
+
+// decodeStrict decodes padded standard base64 of exactly encLen
+// characters into size bytes. Go's decoder skips '\r' and '\n' and, without
+// Strict, accepts non-zero padding bits: either would let one signature
+// have several spellings.
+func decodeStrict(s string, encLen, size int) ([]byte, bool) {
+	if len(s) != encLen || strings.ContainsAny(s, "\r\n") {
+		return nil, false
+	}
+	b, err := base64.StdEncoding.Strict().DecodeString(s)
+	if err != nil || len(b) != size {
+		return nil, false
+	}
+	return b, true
+}
+
+// ParsePublicKeys parses the auth_tokens setting: comma-separated base64
+// Ed25519 public keys as Telnyx's portal shows them. A key that is not one
+// is refused naming its position, never its value.
+func ParsePublicKeys(list string) ([]ed25519.PublicKey, error) {
+	var keys []ed25519.PublicKey
+	var errs []error
+	for i, item := range plugins.SplitList(list) {
+		b, ok := decodeStrict(item, keyEncodedLen, ed25519.PublicKeySize)
+		if !ok {
+			errs = append(errs, &plugins.InvalidSetting{Key: SettingAuthTokens,
+				Reason: fmt.Sprintf("item %d is not a Telnyx public key (%d characters of base64 for %d bytes)", i+1, keyEncodedLen, ed25519.PublicKeySize)})
+			continue
+		}
+		keys = append(keys, ed25519.PublicKey(b))
+	}
+	return keys, errors.Join(errs...)
+}
