@@ -18,6 +18,10 @@ const (
 	// did not answer in time) whose allocation ran all the same, once
 	// Redis caught up; only while no socket holds the call.
 	ReleasedUnanswered = "unanswered"
+	// ReleasedByProvider: the call's provider said it ended (a status
+	// callback, EndByProvider) before its media socket opened; the
+	// record's ended_by names the event.
+	ReleasedByProvider = "provider"
 )
 
 // recordArgs are release.lua's record fields: who released the call and,

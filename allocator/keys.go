@@ -197,7 +197,10 @@ func (k Keys) PredecessorPodCalls(pod string) string { return k.prefix + "pod:" 
 // for the call, written by claim.lua and removed by unclaim.lua; it ends with
 // the hash); claim.lua also stamps socket_opened_at (unix ms) and
 // socket_replica when a socket is first admitted, and failover.lua keeps
-// moved_from ("|a|b|", the pods the call left); unclaim.lua counts in
+// moved_from ("|a|b|", the pods the call left); release.lua keeps ended_by
+// and provider_ended_at when the call's provider said it ended while its
+// socket was open (renew.lua then renews it no more, allocate.lua answers a
+// replay "ended"); unclaim.lua counts in
 // failed_handshakes the sockets that reached no pod and left the call to
 // the provider's own retry (claim.lua returns it); traceparent (the W3C
 // trace context of the webhook that allocated the call, written by allocate
@@ -210,7 +213,10 @@ func (k Keys) Call(callID string) string { return k.prefix + "call:" + callID }
 // timeline (GET /api/v1/calls/{call_sid}), with the call info TTL: the call
 // info's fields but media_claim, then how ("released", "expired" or
 // "unregistered"), ended_at (unix ms) and, from a release, released_by
-// ("socket" or "api") and, when a media socket's end released it, socket_end
+// ("socket", "api", "unanswered" or "provider"), ended_by and
+// provider_ended_at (unix ms) when a provider's status callback said the
+// call ended (EndByProvider; on the call info already while its socket was
+// open), and, when a media socket's end released it, socket_end
 // (socket_close, drain, lease_lost, pod_lost, failover), closed_by,
 // close_code, socket_closed_at (unix ms), messages_in/out and bytes_in/out
 // (in: client to pod). Written by release, sweep, sync and unregister in the

@@ -31,7 +31,7 @@ type Released struct {
 // ErrCallEnded. Its media claim (ClaimMedia) ends with it.
 func (a *Allocator) Release(ctx context.Context, callID string) (Released, error) {
 	a.tracked.untrack(callID)
-	return a.release(ctx, callID, ReleasedByAPI, nil)
+	return a.release(ctx, callID, recordArgs(ReleasedByAPI, nil), "")
 }
 
 // ReleaseSocketEnd is Release by the end of the call's media socket: the
@@ -40,16 +40,19 @@ func (a *Allocator) ReleaseSocketEnd(ctx context.Context, callID string, end Soc
 	// The socket is over whatever the release answers: nothing of the
 	// call is this replica's to write back any more.
 	a.tracked.untrack(callID)
-	return a.release(ctx, callID, ReleasedBySocket, &end)
+	return a.release(ctx, callID, recordArgs(ReleasedBySocket, &end), "")
 }
 
-func (a *Allocator) release(ctx context.Context, callID, by string, end *SocketEnd) (Released, error) {
+// release runs release.lua with the tombstone's record fields (recordArgs)
+// and, when creator is not "", only for a call of that creator.
+func (a *Allocator) release(ctx context.Context, callID string, record []any, creator string) (Released, error) {
 	if err := ValidateID("call_sid", callID); err != nil {
 		return Released{}, err
 	}
 	s := a.current.Load()
 	args := append([]any{callID, s.cfg.CallInfoTTL.Milliseconds(), s.cfg.EndedTTL.Milliseconds()}, s.poolsArgs...)
-	args = append(args, recordArgs(by, end)...)
+	args = append(args, record...)
+	args = append(args, creator)
 	r, err := a.run(ctx, "release", []string{a.keys.Call(callID), a.keys.CallEnded(callID)}, args...)
 	if err != nil {
 		a.metrics.releases.WithLabelValues("", "error").Inc()
@@ -57,6 +60,9 @@ func (a *Allocator) release(ctx context.Context, callID, by string, end *SocketE
 	}
 	rep := reply(r)
 	switch outcome := rep.str(0); outcome {
+	case "socket_open":
+		// Nothing was released (EndByProvider): not counted as a release.
+		return Released{}, fmt.Errorf("release %s: %w", callID, errSocketOpen)
 	case "not_found":
 		a.metrics.releases.WithLabelValues("", outcome).Inc()
 		return Released{}, fmt.Errorf("release %s: %w", callID, ErrCallNotFound)

@@ -34,9 +34,15 @@ type CallTimeline struct {
 	EndedAt        time.Time `json:"ended_at,omitzero"`
 
 	// How the call ended: released, expired (the sweep found its lease run
-	// out) or unregistered (its pod left); ReleasedBy: socket or api.
+	// out) or unregistered (its pod left); ReleasedBy: socket, api,
+	// unanswered or provider (a status callback before the socket opened).
 	How        string `json:"how,omitempty"`
 	ReleasedBy string `json:"released_by,omitempty"`
+	// EndedBy is who said first that the call ended, when its provider did
+	// ("provider:completed", "provider:stream-error"), and ProviderEndedAt
+	// when: set while the call still lives if its socket was open then.
+	EndedBy         string    `json:"ended_by,omitempty"`
+	ProviderEndedAt time.Time `json:"provider_ended_at,omitzero"`
 	// SocketEnd is why the socket's end released the call (socket_close,
 	// drain, lease_lost, pod_lost); ClosedBy and CloseCode who closed it
 	// first and with which code.
@@ -109,6 +115,7 @@ func timelineOf(callID, state string, h map[string]string) CallTimeline {
 		SocketClosedAt: parseMillis(h["socket_closed_at"]),
 		EndedAt:        parseMillis(h["ended_at"]),
 		How:            h["how"], ReleasedBy: h["released_by"],
+		EndedBy: h["ended_by"], ProviderEndedAt: parseMillis(h["provider_ended_at"]),
 		SocketEnd: h["socket_end"], ClosedBy: h["closed_by"], CloseCode: h["close_code"],
 	}
 	if _, ok := h["bytes_in"]; ok {

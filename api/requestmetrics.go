@@ -107,6 +107,11 @@ func routeOf(r *http.Request, status int) string {
 	path = strings.TrimSuffix(path, "{$}")
 	if p := r.PathValue("provider"); p != "" && status != http.StatusNotFound {
 		path = strings.Replace(path, "{provider}", p, 1)
+		// A route the provider declared (only those are not 404):
+		// /api/v1/twilio/status.
+		if rt := r.PathValue("route"); rt != "" {
+			path = strings.Replace(path, "{route}", rt, 1)
+		}
 	}
 	return path
 }

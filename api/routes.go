@@ -26,8 +26,9 @@ type Surface struct {
 	BodyTimeout, WriteTimeout func() time.Duration
 
 	// Providers serves the provider webhooks: the predecessor's
-	// /api/v1/{provider}/allocate and each plugin's /providers/{name}/...
-	// routes. Nil: no provider routes.
+	// /api/v1/{provider}/allocate and the routes each plugin declares
+	// (status callbacks), at /api/v1/{provider}/{route} and
+	// /providers/{name}/{route}. Nil: no provider routes.
 	Providers http.Handler
 	// Media serves the media WebSockets under /ws/pod/. Nil: not served.
 	Media http.Handler
@@ -53,6 +54,9 @@ func (s *Surface) Public() http.Handler {
 		} {
 			mux.Handle(pattern, s.bounded(s.Providers.ServeHTTP))
 		}
+		// A plugin's declared routes (POST /api/v1/twilio/status); the
+		// host answers 404 for any other.
+		mux.Handle("/api/v1/{provider}/{route}", s.bounded(s.Providers.ServeHTTP))
 		mux.Handle("/providers/{name}/", s.bounded(s.Providers.ServeHTTP))
 	}
 	if s.Media != nil {

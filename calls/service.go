@@ -15,6 +15,7 @@ import (
 type Allocator interface {
 	Allocate(ctx context.Context, req allocator.Request) (allocator.Allocation, error)
 	Release(ctx context.Context, callID string) (allocator.Released, error)
+	EndByProvider(ctx context.Context, callID, creator, event string) (allocator.ProviderEnd, error)
 }
 
 // MediaURLs mints the media WebSocket URL of a call (proxy.Signer).
@@ -132,4 +133,28 @@ func providerOf(creator string) string {
 		return ""
 	}
 	return name
+}
+
+// EndByProvider ends a call its provider's status callback says has ended
+// (the caller hung up, the stream stopped or failed to open): released at
+// once when no media socket holds it, else left to the socket's end (see
+// allocator.Allocator.EndByProvider). Only a call the provider's own
+// webhook created is ended. allocator.ErrCallNotFound: no live call of that
+// provider (unknown, already ended, a duplicate callback).
+func (s *Service) EndByProvider(ctx context.Context, callID, provider, event string) (allocator.ProviderEnd, error) {
+	if allocator.ValidateID("call_sid", callID) == nil {
+		NoteCallID(ctx, callID)
+	}
+	end, err := s.alloc.EndByProvider(ctx, callID, "provider:"+provider, event)
+	if err != nil {
+		return end, err
+	}
+	if end.SocketOpen {
+		s.log.Info("call ended by its provider; its media socket ends it", "call_sid", callID, "provider", provider, "event", event)
+		return end, nil
+	}
+	rel := end.Released
+	s.log.Info("call released", "call_sid", callID, "merchant_id", rel.MerchantID, "provider", provider, "pod", rel.PodName,
+		"by", "provider", "event", event, "returned_to_pool", rel.ReleasedToPool, "was_draining", rel.WasDraining, "stale", rel.Stale)
+	return end, nil
 }

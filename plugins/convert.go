@@ -33,14 +33,14 @@ func headersFromPB(hs []*pb.Header) http.Header {
 func requestToPB(r *Request) *pb.WebhookRequest {
 	return &pb.WebhookRequest{
 		Route: r.Route, Method: r.Method, Url: r.URL, Headers: headersToPB(r.Header),
-		RawQuery: r.RawQuery, Body: r.Body, RemoteIp: r.RemoteIP,
+		RawQuery: r.RawQuery, Body: r.Body, RemoteIp: r.RemoteIP, CallbackBase: r.CallbackBase,
 	}
 }
 
 func requestFromPB(r *pb.WebhookRequest) *Request {
 	return &Request{
 		Route: r.GetRoute(), Method: r.GetMethod(), URL: r.GetUrl(), Header: headersFromPB(r.GetHeaders()),
-		RawQuery: r.GetRawQuery(), Body: r.GetBody(), RemoteIP: r.GetRemoteIp(),
+		RawQuery: r.GetRawQuery(), Body: r.GetBody(), RemoteIP: r.GetRemoteIp(), CallbackBase: r.GetCallbackBase(),
 	}
 }
 
@@ -92,6 +92,9 @@ func webhookResultToPB(w *WebhookResult) *pb.WebhookResponse {
 		out.Template = templateToPB(w.Template)
 	}
 	out.Nonce = w.Nonce
+	if w.Ended != nil {
+		out.Ended = &pb.CallEnd{CallId: w.Ended.CallID, Event: w.Ended.Event}
+	}
 	return out
 }
 
@@ -108,6 +111,9 @@ func webhookResultFromPB(w *pb.WebhookResponse) *WebhookResult {
 		out.Template = templateFromPB(t)
 	}
 	out.Nonce = w.GetNonce()
+	if e := w.GetEnded(); e != nil {
+		out.Ended = &CallEnd{CallID: e.GetCallId(), Event: e.GetEvent()}
+	}
 	return out
 }
 
@@ -119,7 +125,7 @@ var failureKinds = map[FailureKind]pb.FailureKind{
 }
 
 func answerReqToPB(a *AnswerRequest) *pb.AnswerRequest {
-	out := &pb.AnswerRequest{Request: allocReqToPB(&a.Request)}
+	out := &pb.AnswerRequest{Request: allocReqToPB(&a.Request), CallbackBase: a.CallbackBase}
 	switch {
 	case a.Allocation != nil:
 		al := a.Allocation
@@ -136,7 +142,7 @@ func answerReqToPB(a *AnswerRequest) *pb.AnswerRequest {
 }
 
 func answerReqFromPB(a *pb.AnswerRequest) *AnswerRequest {
-	out := &AnswerRequest{Request: allocReqFromPB(a.GetRequest())}
+	out := &AnswerRequest{Request: allocReqFromPB(a.GetRequest()), CallbackBase: a.GetCallbackBase()}
 	if al := a.GetAllocation(); al != nil {
 		out.Allocation = &Allocation{
 			CallID: al.GetCallId(), PodName: al.GetPodName(), WSURL: al.GetWsUrl(),

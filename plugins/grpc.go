@@ -96,6 +96,9 @@ func (s *grpcServer) Webhook(ctx context.Context, req *pb.WebhookRequest) (*pb.W
 	if res == nil || (res.Allocate == nil) == (res.Answer == nil) {
 		return nil, errors.New("webhook result must hold exactly one of Allocate and Answer")
 	}
+	if res.Ended != nil && res.Answer == nil {
+		return nil, errors.New("webhook result's Ended comes with an Answer (the acknowledgement), not an allocation")
+	}
 	return webhookResultToPB(res), nil
 }
 

@@ -85,6 +85,12 @@ type Request struct {
 	Body     []byte
 	// RemoteIP is the caller's IP address as edge sees it.
 	RemoteIP string
+	// CallbackBase is the public URL under which this provider's routes
+	// are served, "<webhook_base_url>/api/v1/{name}" without a trailing
+	// slash: name status callbacks in an answer below it
+	// (CallbackBase + "/status"). "" when providers.webhook_base_url is
+	// not set (edge would only guess its public name): name none then.
+	CallbackBase string
 }
 
 // Query parses RawQuery (invalid pairs are dropped, as net/http does).
@@ -95,6 +101,14 @@ func (r *Request) Query() url.Values {
 
 // WebhookResult is a parsed webhook: exactly one of Allocate or Answer.
 type WebhookResult struct {
+	// Ended, with an Answer of status 2xx, reports that the call has ended
+	// (a status callback: the caller hung up, the media stream stopped or
+	// failed to open). edge ends the call before it sends Answer: at once
+	// when its media socket never opened (the pod goes back to its pool),
+	// else when the socket closes. Only the plugin knows which of its
+	// provider's events end a call; set Ended for those alone, and only
+	// once the request verified.
+	Ended *CallEnd
 	// Allocate asks edge to allocate a pod for the call.
 	Allocate *AllocationRequest
 	// Template, with Allocate, is the success answer with slots; edge
@@ -110,6 +124,16 @@ type WebhookResult struct {
 	// a captured webhook replayed elsewhere or after a plugin restart
 	// gets no answer. "": nothing to check.
 	Nonce string
+}
+
+// CallEnd is a provider's report that a call has ended.
+type CallEnd struct {
+	// CallID is the call as the provider's allocation webhook named it.
+	CallID string
+	// Event is the provider's name for what happened ("completed",
+	// "stream-error"): [A-Za-z0-9_.-], at most 128 bytes. The call's
+	// record keeps ended_by "provider:<Event>".
+	Event string
 }
 
 // AllocationRequest is what a webhook asks of edge. Empty Flow and
@@ -129,6 +153,8 @@ type AnswerRequest struct {
 	Request    AllocationRequest
 	Allocation *Allocation
 	Failure    *Failure
+	// CallbackBase is the webhook's Request.CallbackBase.
+	CallbackBase string
 }
 
 // Allocation is a successful allocation.

@@ -17,11 +17,15 @@ import (
 	"github.com/edge-voice/edge/plugins"
 )
 
-// ServeHTTP serves POST /api/v1/{provider}/allocate and
-// /providers/{name}/{route...} (patterns registered by api.Surface).
+// ServeHTTP serves POST /api/v1/{provider}/allocate, a plugin's declared
+// routes at /api/v1/{provider}/{route} and /providers/{name}/{route...}
+// (patterns registered by api.Surface).
 func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	name, route := r.PathValue("provider"), plugins.RouteAllocate
+	if rt := r.PathValue("route"); rt != "" {
+		route = rt
+	}
 	if name == "" {
 		name = r.PathValue("name")
 		route = strings.TrimPrefix(r.URL.Path, "/providers/"+name+"/")
@@ -29,6 +33,11 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p, ok := h.procs[name]
 	if !ok {
 		writeJSON(w, http.StatusNotFound, "unknown_provider", "unknown provider")
+		return
+	}
+	if route == plugins.RouteAllocate && r.PathValue("route") != "" {
+		// The allocate route's own patterns take GET and POST only.
+		writeJSON(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST or GET")
 		return
 	}
 	r, end := h.startWebhook(r, name, route)
@@ -69,7 +78,7 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request, p *proc, route stri
 	spec := p.spec.Load()
 	req := &plugins.Request{
 		Route: route, Method: r.Method, URL: h.publicURL(r, spec), Header: r.Header,
-		RawQuery: r.URL.RawQuery, Body: body, RemoteIP: h.remoteIP(r),
+		RawQuery: r.URL.RawQuery, Body: body, RemoteIP: h.remoteIP(r), CallbackBase: h.callbackBase(p.name, spec),
 	}
 	res, err := call(h, p, "Webhook", r.Context(), func(ctx context.Context) (*plugins.WebhookResult, error) {
 		return l.prov.Webhook(ctx, req)
@@ -83,17 +92,24 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request, p *proc, route stri
 		}
 	}
 	if res.Answer != nil {
+		outcome := "answered"
+		if res.Ended != nil && res.Answer.Status >= 200 && res.Answer.Status < 300 {
+			var failed bool
+			if outcome, failed = h.endCall(w, r, p, res.Ended); failed {
+				return outcome
+			}
+		}
 		writeResponse(w, res.Answer)
 		if res.Answer.Status >= 400 {
 			return "rejected"
 		}
-		return "answered"
+		return outcome
 	}
 	if res.Allocate == nil {
 		writeJSON(w, http.StatusInternalServerError, "plugin_error", "provider plugin gave no answer")
 		return "plugin_error"
 	}
-	return h.allocate(w, r, p, l, res)
+	return h.allocate(w, r, p, l, res, req.CallbackBase)
 }
 
 // spendNonce records the nonce of a verified webhook in Redis and refuses
@@ -128,7 +144,7 @@ func (h *Host) spendNonce(w http.ResponseWriter, r *http.Request, p *proc, l *li
 
 // allocate runs the allocation a webhook asked for and sends its answer:
 // from the template when the plugin gave one, else through Answer.
-func (h *Host) allocate(w http.ResponseWriter, r *http.Request, p *proc, l *live, res *plugins.WebhookResult) string {
+func (h *Host) allocate(w http.ResponseWriter, r *http.Request, p *proc, l *live, res *plugins.WebhookResult, callbackBase string) string {
 	ar := *res.Allocate
 	annotateCall(r.Context(), ar.CallID, ar.MerchantID)
 	c, err := h.opts.Calls.Allocate(r.Context(), calls.Request{
@@ -150,7 +166,7 @@ func (h *Host) allocate(w http.ResponseWriter, r *http.Request, p *proc, l *live
 		p.log.Warn("provider answer template unusable; asking the plugin", "err", terr)
 	}
 	resp, err := call(h, p, "Answer", r.Context(), func(ctx context.Context) (*plugins.Response, error) {
-		return l.prov.Answer(ctx, &plugins.AnswerRequest{Request: ar, Allocation: a})
+		return l.prov.Answer(ctx, &plugins.AnswerRequest{Request: ar, Allocation: a, CallbackBase: callbackBase})
 	})
 	if err != nil {
 		// The pod is allocated; a provider retry gets the same one.
@@ -248,6 +264,21 @@ func declared(routes []plugins.Route, method, path string) bool {
 		}
 	}
 	return false
+}
+
+// callbackBase is where the provider's routes are, as answers name them
+// ("https://edge.example.com/api/v1/twilio"): "" without a configured
+// webhook base, for a URL built from what the request says of edge's name
+// is a guess an answer must not pass on.
+func (h *Host) callbackBase(name string, s *Spec) string {
+	base := s.WebhookBaseURL
+	if base == "" {
+		base = h.opts.Current().WebhookBaseURL
+	}
+	if base == "" {
+		return ""
+	}
+	return strings.TrimRight(base, "/") + "/api/v1/" + name
 }
 
 // publicURL is the URL the provider called, as it signed it.

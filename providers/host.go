@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/calls"
 	"github.com/edge-voice/edge/forwarded"
 	"github.com/edge-voice/edge/plugins"
@@ -45,6 +46,10 @@ func (s *Spec) Describe() string {
 // Calls is what the host needs of the call lifecycle (calls.Service).
 type Calls interface {
 	Allocate(ctx context.Context, req calls.Request) (calls.Call, error)
+	// EndByProvider ends a call provider's status callback says has
+	// ended; allocator.ErrCallNotFound when it holds no live call of that
+	// provider's.
+	EndByProvider(ctx context.Context, callID, provider, event string) (allocator.ProviderEnd, error)
 }
 
 // Nonces remembers the nonces providers send once per request

@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 type testProvider struct{}
 
 func (testProvider) Describe(context.Context) (plugins.Description, error) {
-	return plugins.Description{Name: "testprov"}, nil
+	return plugins.Description{Name: "testprov", Routes: []plugins.Route{{Method: http.MethodPost, Path: "status"}}}, nil
 }
 
 func (testProvider) Configure(_ context.Context, s plugins.Settings) (plugins.Configured, error) {
@@ -53,6 +53,15 @@ func (testProvider) Webhook(ctx context.Context, req *plugins.Request) (*plugins
 		return nil, ctx.Err()
 	case body == "exit":
 		os.Exit(3)
+	case strings.HasPrefix(body, "end="):
+		// A status callback: "end=<call>:<event>" reports the call ended.
+		call, event, _ := strings.Cut(strings.TrimPrefix(body, "end="), ":")
+		return &plugins.WebhookResult{Answer: &plugins.Response{Status: http.StatusNoContent},
+			Ended: &plugins.CallEnd{CallID: call, Event: event}}, nil
+	case strings.HasPrefix(body, "forged-end="):
+		// A refusal never ends a call, whatever else the result says.
+		return &plugins.WebhookResult{Answer: &plugins.Response{Status: http.StatusForbidden},
+			Ended: &plugins.CallEnd{CallID: strings.TrimPrefix(body, "forged-end="), Event: "completed"}}, nil
 	case strings.HasPrefix(body, "call="):
 		// No template: the host must call Answer.
 		return &plugins.WebhookResult{Allocate: &plugins.AllocationRequest{CallID: strings.TrimPrefix(body, "call=")}}, nil

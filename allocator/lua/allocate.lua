@@ -65,9 +65,15 @@ local lease_ms, info_ms, creator = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 -- The call's allocation, if it has one: was_existing, unless a waiter's
 -- hand-off wrote it and this is the waiter picking it up.
 local function answer_existing()
-  local e = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type', 'creator')
+  local e = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type', 'creator', 'ended_by')
   if not e[1] then
     return nil
+  end
+  if e[5] then
+    -- The provider said the call ended while its socket was open
+    -- (release.lua): the call lives until that socket closes, but a late
+    -- or replayed webhook is told it ended.
+    return {'ended', 'released'}
   end
   local was = 1
   -- Only the call's creator picks the hand-off up: a stranger naming the

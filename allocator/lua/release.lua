@@ -10,9 +10,18 @@
 -- ARGV[5+2N] -> number of record fields M, then M field/value pairs the
 --            tombstone keeps beside the call info's (who released, and the
 --            media socket's close code and counters when its end released)
+-- ARGV[6+2N+2M] -> the creator the call must have ("" or absent: any): a
+--            provider's status callback ends only the calls its own
+--            webhooks created
 --
 -- Returns:
 --   {"not_found"}                                      no live allocation
+--                    (or, with a creator named, not the creator's call)
+--   {"socket_open"}  released by "provider" (a status callback) while a
+--                    socket holds the call: nothing is released; the call
+--                    info keeps the first ended_by and provider_ended_at,
+--                    and renewals stop (renew.lua), so the socket closes on
+--                    the provider's close or at the next renewal at the latest
 --   {"released", pod, to_pool (0|1), was_draining (0|1), source_pool, merchant_id, creator}
 --   {"stale", pod, source_pool, merchant_id, creator}
 --                    the call info was left over, but the pod no longer
@@ -60,12 +69,30 @@ local at = 5 + 2 * ntiers
 for i = at + 1, at + 2 * tonumber(ARGV[at] or 0) do
   extra[#extra + 1] = ARGV[i]
 end
+local must_creator = ARGV[at + 1 + #extra] or ''
+if must_creator ~= '' and creator ~= must_creator then
+  return {'not_found'}
+end
 -- A webhook edge answered "cannot serve" may have allocated all the same
 -- (its script ran after the answer gave up waiting: a Redis pause).
 -- Released by "unanswered", such a call is ended only while no socket
 -- holds it: a socket means a provider did learn of the call.
-if extra[1] == 'released_by' and extra[2] == 'unanswered' and redis.call('HEXISTS', call_key, 'media_claim') == 1 then
-  return {'not_found'}
+local by = extra[1] == 'released_by' and extra[2] or ''
+if (by == 'unanswered' or by == 'provider') and redis.call('HEXISTS', call_key, 'media_claim') == 1 then
+  if by == 'unanswered' then
+    return {'not_found'}
+  end
+  -- A provider said the call ended while its socket is open: the socket
+  -- ends the call on the provider's close; the call only keeps who said
+  -- so first (a duplicate or a later event changes nothing).
+  if redis.call('HEXISTS', call_key, 'ended_by') == 0 then
+    for i = 3, #extra - 1, 2 do
+      if extra[i] == 'ended_by' or extra[i] == 'provider_ended_at' then
+        redis.call('HSET', call_key, extra[i], extra[i + 1])
+      end
+    end
+  end
+  return {'socket_open'}
 end
 
 -- Phase 1, reads only. typed() notes the first key whose type is not

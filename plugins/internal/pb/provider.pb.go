@@ -695,7 +695,15 @@ type WebhookRequest struct {
 	RawQuery string    `protobuf:"bytes,5,opt,name=raw_query,json=rawQuery,proto3" json:"raw_query,omitempty"`
 	Body     []byte    `protobuf:"bytes,6,opt,name=body,proto3" json:"body,omitempty"`
 	// remote_ip is the client's IP as edge sees it (for allow-lists).
-	RemoteIp      string `protobuf:"bytes,7,opt,name=remote_ip,json=remoteIp,proto3" json:"remote_ip,omitempty"`
+	RemoteIp string `protobuf:"bytes,7,opt,name=remote_ip,json=remoteIp,proto3" json:"remote_ip,omitempty"`
+	// callback_base is the public URL under which this provider's routes
+	// are served, "<webhook_base_url>/api/v1/{name}" without a trailing
+	// slash: an answer names its status callbacks below it
+	// ("<callback_base>/status"). Empty when providers.webhook_base_url is
+	// not set (edge would only guess its public name): name none then.
+	// Added within ProtocolVersion 1: an edge built before it leaves it
+	// empty.
+	CallbackBase  string `protobuf:"bytes,8,opt,name=callback_base,json=callbackBase,proto3" json:"callback_base,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -775,6 +783,13 @@ func (x *WebhookRequest) GetBody() []byte {
 func (x *WebhookRequest) GetRemoteIp() string {
 	if x != nil {
 		return x.RemoteIp
+	}
+	return ""
+}
+
+func (x *WebhookRequest) GetCallbackBase() string {
+	if x != nil {
+		return x.CallbackBase
 	}
 	return ""
 }
@@ -873,7 +888,14 @@ type WebhookResponse struct {
 	// provider within providers.nonce_ttl, on any replica (a replay), before
 	// it allocates or sends the answer. Added within ProtocolVersion 1: an
 	// edge built before it does not read it.
-	Nonce         string `protobuf:"bytes,4,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	Nonce string `protobuf:"bytes,4,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	// ended, with answer (a 2xx), says the webhook is a status callback
+	// reporting that the call has ended (the caller hung up, the media
+	// stream stopped or failed to open): edge ends the call before it sends
+	// the answer. The plugin decides which of its provider's events end a
+	// call. Added within ProtocolVersion 1: an edge built before it only
+	// sends the answer, and the call ends with its media socket or its lease.
+	Ended         *CallEnd `protobuf:"bytes,5,opt,name=ended,proto3" json:"ended,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -947,6 +969,13 @@ func (x *WebhookResponse) GetNonce() string {
 	return ""
 }
 
+func (x *WebhookResponse) GetEnded() *CallEnd {
+	if x != nil {
+		return x.Ended
+	}
+	return nil
+}
+
 type isWebhookResponse_Result interface {
 	isWebhookResponse_Result()
 }
@@ -963,6 +992,63 @@ func (*WebhookResponse_Allocate) isWebhookResponse_Result() {}
 
 func (*WebhookResponse_Answer) isWebhookResponse_Result() {}
 
+// A provider's report that a call has ended.
+type CallEnd struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// call_id is the call as the provider's allocation webhook named it.
+	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// event is the provider's name for what happened ("completed",
+	// "stream-error"): [A-Za-z0-9_.-], at most 128 bytes. The call's record
+	// keeps it as ended_by "provider:<event>".
+	Event         string `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallEnd) Reset() {
+	*x = CallEnd{}
+	mi := &file_provider_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallEnd) ProtoMessage() {}
+
+func (x *CallEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallEnd.ProtoReflect.Descriptor instead.
+func (*CallEnd) Descriptor() ([]byte, []int) {
+	return file_provider_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CallEnd) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *CallEnd) GetEvent() string {
+	if x != nil {
+		return x.Event
+	}
+	return ""
+}
+
 type HTTPResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Status        int32                  `protobuf:"varint,1,opt,name=status,proto3" json:"status,omitempty"`
@@ -975,7 +1061,7 @@ type HTTPResponse struct {
 
 func (x *HTTPResponse) Reset() {
 	*x = HTTPResponse{}
-	mi := &file_provider_proto_msgTypes[12]
+	mi := &file_provider_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1073,7 @@ func (x *HTTPResponse) String() string {
 func (*HTTPResponse) ProtoMessage() {}
 
 func (x *HTTPResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[12]
+	mi := &file_provider_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1086,7 @@ func (x *HTTPResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPResponse.ProtoReflect.Descriptor instead.
 func (*HTTPResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{12}
+	return file_provider_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HTTPResponse) GetStatus() int32 {
@@ -1042,7 +1128,7 @@ type AnswerTemplate struct {
 
 func (x *AnswerTemplate) Reset() {
 	*x = AnswerTemplate{}
-	mi := &file_provider_proto_msgTypes[13]
+	mi := &file_provider_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1140,7 @@ func (x *AnswerTemplate) String() string {
 func (*AnswerTemplate) ProtoMessage() {}
 
 func (x *AnswerTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[13]
+	mi := &file_provider_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1153,7 @@ func (x *AnswerTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerTemplate.ProtoReflect.Descriptor instead.
 func (*AnswerTemplate) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{13}
+	return file_provider_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AnswerTemplate) GetStatus() int32 {
@@ -1104,7 +1190,7 @@ type TemplatePart struct {
 
 func (x *TemplatePart) Reset() {
 	*x = TemplatePart{}
-	mi := &file_provider_proto_msgTypes[14]
+	mi := &file_provider_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1202,7 @@ func (x *TemplatePart) String() string {
 func (*TemplatePart) ProtoMessage() {}
 
 func (x *TemplatePart) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[14]
+	mi := &file_provider_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1215,7 @@ func (x *TemplatePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplatePart.ProtoReflect.Descriptor instead.
 func (*TemplatePart) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{14}
+	return file_provider_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TemplatePart) GetLiteral() []byte {
@@ -1160,14 +1246,17 @@ type AnswerRequest struct {
 	//
 	//	*AnswerRequest_Allocation
 	//	*AnswerRequest_Failure
-	Outcome       isAnswerRequest_Outcome `protobuf_oneof:"outcome"`
+	Outcome isAnswerRequest_Outcome `protobuf_oneof:"outcome"`
+	// callback_base is the webhook's WebhookRequest.callback_base. Added
+	// within ProtocolVersion 1.
+	CallbackBase  string `protobuf:"bytes,4,opt,name=callback_base,json=callbackBase,proto3" json:"callback_base,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AnswerRequest) Reset() {
 	*x = AnswerRequest{}
-	mi := &file_provider_proto_msgTypes[15]
+	mi := &file_provider_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1268,7 @@ func (x *AnswerRequest) String() string {
 func (*AnswerRequest) ProtoMessage() {}
 
 func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[15]
+	mi := &file_provider_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1281,7 @@ func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRequest.ProtoReflect.Descriptor instead.
 func (*AnswerRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{15}
+	return file_provider_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AnswerRequest) GetRequest() *AllocationRequest {
@@ -1227,6 +1316,13 @@ func (x *AnswerRequest) GetFailure() *Failure {
 	return nil
 }
 
+func (x *AnswerRequest) GetCallbackBase() string {
+	if x != nil {
+		return x.CallbackBase
+	}
+	return ""
+}
+
 type isAnswerRequest_Outcome interface {
 	isAnswerRequest_Outcome()
 }
@@ -1256,7 +1352,7 @@ type Allocation struct {
 
 func (x *Allocation) Reset() {
 	*x = Allocation{}
-	mi := &file_provider_proto_msgTypes[16]
+	mi := &file_provider_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1364,7 @@ func (x *Allocation) String() string {
 func (*Allocation) ProtoMessage() {}
 
 func (x *Allocation) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[16]
+	mi := &file_provider_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1377,7 @@ func (x *Allocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Allocation.ProtoReflect.Descriptor instead.
 func (*Allocation) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{16}
+	return file_provider_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Allocation) GetCallId() string {
@@ -1343,7 +1439,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_provider_proto_msgTypes[17]
+	mi := &file_provider_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1451,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[17]
+	mi := &file_provider_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1464,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{17}
+	return file_provider_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Failure) GetKind() FailureKind {
@@ -1442,7 +1538,7 @@ const file_provider_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"4\n" +
 	"\x06Header\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06values\x18\x02 \x03(\tR\x06values\"\xd2\x01\n" +
+	"\x06values\x18\x02 \x03(\tR\x06values\"\xf7\x01\n" +
 	"\x0eWebhookRequest\x12\x14\n" +
 	"\x05route\x18\x01 \x01(\tR\x05route\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x10\n" +
@@ -1450,7 +1546,8 @@ const file_provider_proto_rawDesc = "" +
 	"\aheaders\x18\x04 \x03(\v2\x18.edge.provider.v1.HeaderR\aheaders\x12\x1b\n" +
 	"\traw_query\x18\x05 \x01(\tR\brawQuery\x12\x12\n" +
 	"\x04body\x18\x06 \x01(\fR\x04body\x12\x1b\n" +
-	"\tremote_ip\x18\a \x01(\tR\bremoteIp\"\x81\x02\n" +
+	"\tremote_ip\x18\a \x01(\tR\bremoteIp\x12#\n" +
+	"\rcallback_base\x18\b \x01(\tR\fcallbackBase\"\x81\x02\n" +
 	"\x11AllocationRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1f\n" +
 	"\vmerchant_id\x18\x02 \x01(\tR\n" +
@@ -1460,13 +1557,17 @@ const file_provider_proto_rawDesc = "" +
 	"\x06extras\x18\x05 \x03(\v2/.edge.provider.v1.AllocationRequest.ExtrasEntryR\x06extras\x1a9\n" +
 	"\vExtrasEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xec\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9d\x02\n" +
 	"\x0fWebhookResponse\x12A\n" +
 	"\ballocate\x18\x01 \x01(\v2#.edge.provider.v1.AllocationRequestH\x00R\ballocate\x128\n" +
 	"\x06answer\x18\x02 \x01(\v2\x1e.edge.provider.v1.HTTPResponseH\x00R\x06answer\x12<\n" +
 	"\btemplate\x18\x03 \x01(\v2 .edge.provider.v1.AnswerTemplateR\btemplate\x12\x14\n" +
-	"\x05nonce\x18\x04 \x01(\tR\x05nonceB\b\n" +
-	"\x06result\"\x91\x01\n" +
+	"\x05nonce\x18\x04 \x01(\tR\x05nonce\x12/\n" +
+	"\x05ended\x18\x05 \x01(\v2\x19.edge.provider.v1.CallEndR\x05endedB\b\n" +
+	"\x06result\"8\n" +
+	"\aCallEnd\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x14\n" +
+	"\x05event\x18\x02 \x01(\tR\x05event\"\x91\x01\n" +
 	"\fHTTPResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12!\n" +
 	"\fcontent_type\x18\x02 \x01(\tR\vcontentType\x12\x12\n" +
@@ -1479,13 +1580,14 @@ const file_provider_proto_rawDesc = "" +
 	"\fTemplatePart\x12\x18\n" +
 	"\aliteral\x18\x01 \x01(\fR\aliteral\x12*\n" +
 	"\x04slot\x18\x02 \x01(\x0e2\x16.edge.provider.v1.SlotR\x04slot\x120\n" +
-	"\x06escape\x18\x03 \x01(\x0e2\x18.edge.provider.v1.EscapeR\x06escape\"\xd0\x01\n" +
+	"\x06escape\x18\x03 \x01(\x0e2\x18.edge.provider.v1.EscapeR\x06escape\"\xf5\x01\n" +
 	"\rAnswerRequest\x12=\n" +
 	"\arequest\x18\x01 \x01(\v2#.edge.provider.v1.AllocationRequestR\arequest\x12>\n" +
 	"\n" +
 	"allocation\x18\x02 \x01(\v2\x1c.edge.provider.v1.AllocationH\x00R\n" +
 	"allocation\x125\n" +
-	"\afailure\x18\x03 \x01(\v2\x19.edge.provider.v1.FailureH\x00R\afailureB\t\n" +
+	"\afailure\x18\x03 \x01(\v2\x19.edge.provider.v1.FailureH\x00R\afailure\x12#\n" +
+	"\rcallback_base\x18\x04 \x01(\tR\fcallbackBaseB\t\n" +
 	"\aoutcome\"\x9b\x01\n" +
 	"\n" +
 	"Allocation\x12\x17\n" +
@@ -1538,7 +1640,7 @@ func file_provider_proto_rawDescGZIP() []byte {
 }
 
 var file_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_provider_proto_goTypes = []any{
 	(Slot)(0),                        // 0: edge.provider.v1.Slot
 	(Escape)(0),                      // 1: edge.provider.v1.Escape
@@ -1555,49 +1657,51 @@ var file_provider_proto_goTypes = []any{
 	(*WebhookRequest)(nil),           // 12: edge.provider.v1.WebhookRequest
 	(*AllocationRequest)(nil),        // 13: edge.provider.v1.AllocationRequest
 	(*WebhookResponse)(nil),          // 14: edge.provider.v1.WebhookResponse
-	(*HTTPResponse)(nil),             // 15: edge.provider.v1.HTTPResponse
-	(*AnswerTemplate)(nil),           // 16: edge.provider.v1.AnswerTemplate
-	(*TemplatePart)(nil),             // 17: edge.provider.v1.TemplatePart
-	(*AnswerRequest)(nil),            // 18: edge.provider.v1.AnswerRequest
-	(*Allocation)(nil),               // 19: edge.provider.v1.Allocation
-	(*Failure)(nil),                  // 20: edge.provider.v1.Failure
-	nil,                              // 21: edge.provider.v1.ConfigureRequest.SettingsEntry
-	nil,                              // 22: edge.provider.v1.ValidateSettingsRequest.SettingsEntry
-	nil,                              // 23: edge.provider.v1.AllocationRequest.ExtrasEntry
+	(*CallEnd)(nil),                  // 15: edge.provider.v1.CallEnd
+	(*HTTPResponse)(nil),             // 16: edge.provider.v1.HTTPResponse
+	(*AnswerTemplate)(nil),           // 17: edge.provider.v1.AnswerTemplate
+	(*TemplatePart)(nil),             // 18: edge.provider.v1.TemplatePart
+	(*AnswerRequest)(nil),            // 19: edge.provider.v1.AnswerRequest
+	(*Allocation)(nil),               // 20: edge.provider.v1.Allocation
+	(*Failure)(nil),                  // 21: edge.provider.v1.Failure
+	nil,                              // 22: edge.provider.v1.ConfigureRequest.SettingsEntry
+	nil,                              // 23: edge.provider.v1.ValidateSettingsRequest.SettingsEntry
+	nil,                              // 24: edge.provider.v1.AllocationRequest.ExtrasEntry
 }
 var file_provider_proto_depIdxs = []int32{
 	5,  // 0: edge.provider.v1.Description.routes:type_name -> edge.provider.v1.Route
-	21, // 1: edge.provider.v1.ConfigureRequest.settings:type_name -> edge.provider.v1.ConfigureRequest.SettingsEntry
-	22, // 2: edge.provider.v1.ValidateSettingsRequest.settings:type_name -> edge.provider.v1.ValidateSettingsRequest.SettingsEntry
+	22, // 1: edge.provider.v1.ConfigureRequest.settings:type_name -> edge.provider.v1.ConfigureRequest.SettingsEntry
+	23, // 2: edge.provider.v1.ValidateSettingsRequest.settings:type_name -> edge.provider.v1.ValidateSettingsRequest.SettingsEntry
 	10, // 3: edge.provider.v1.ValidateSettingsResponse.problems:type_name -> edge.provider.v1.SettingProblem
 	11, // 4: edge.provider.v1.WebhookRequest.headers:type_name -> edge.provider.v1.Header
-	23, // 5: edge.provider.v1.AllocationRequest.extras:type_name -> edge.provider.v1.AllocationRequest.ExtrasEntry
+	24, // 5: edge.provider.v1.AllocationRequest.extras:type_name -> edge.provider.v1.AllocationRequest.ExtrasEntry
 	13, // 6: edge.provider.v1.WebhookResponse.allocate:type_name -> edge.provider.v1.AllocationRequest
-	15, // 7: edge.provider.v1.WebhookResponse.answer:type_name -> edge.provider.v1.HTTPResponse
-	16, // 8: edge.provider.v1.WebhookResponse.template:type_name -> edge.provider.v1.AnswerTemplate
-	11, // 9: edge.provider.v1.HTTPResponse.headers:type_name -> edge.provider.v1.Header
-	17, // 10: edge.provider.v1.AnswerTemplate.parts:type_name -> edge.provider.v1.TemplatePart
-	0,  // 11: edge.provider.v1.TemplatePart.slot:type_name -> edge.provider.v1.Slot
-	1,  // 12: edge.provider.v1.TemplatePart.escape:type_name -> edge.provider.v1.Escape
-	13, // 13: edge.provider.v1.AnswerRequest.request:type_name -> edge.provider.v1.AllocationRequest
-	19, // 14: edge.provider.v1.AnswerRequest.allocation:type_name -> edge.provider.v1.Allocation
-	20, // 15: edge.provider.v1.AnswerRequest.failure:type_name -> edge.provider.v1.Failure
-	2,  // 16: edge.provider.v1.Failure.kind:type_name -> edge.provider.v1.FailureKind
-	3,  // 17: edge.provider.v1.Provider.Describe:input_type -> edge.provider.v1.DescribeRequest
-	6,  // 18: edge.provider.v1.Provider.Configure:input_type -> edge.provider.v1.ConfigureRequest
-	8,  // 19: edge.provider.v1.Provider.ValidateSettings:input_type -> edge.provider.v1.ValidateSettingsRequest
-	12, // 20: edge.provider.v1.Provider.Webhook:input_type -> edge.provider.v1.WebhookRequest
-	18, // 21: edge.provider.v1.Provider.Answer:input_type -> edge.provider.v1.AnswerRequest
-	4,  // 22: edge.provider.v1.Provider.Describe:output_type -> edge.provider.v1.Description
-	7,  // 23: edge.provider.v1.Provider.Configure:output_type -> edge.provider.v1.ConfigureResponse
-	9,  // 24: edge.provider.v1.Provider.ValidateSettings:output_type -> edge.provider.v1.ValidateSettingsResponse
-	14, // 25: edge.provider.v1.Provider.Webhook:output_type -> edge.provider.v1.WebhookResponse
-	15, // 26: edge.provider.v1.Provider.Answer:output_type -> edge.provider.v1.HTTPResponse
-	22, // [22:27] is the sub-list for method output_type
-	17, // [17:22] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	16, // 7: edge.provider.v1.WebhookResponse.answer:type_name -> edge.provider.v1.HTTPResponse
+	17, // 8: edge.provider.v1.WebhookResponse.template:type_name -> edge.provider.v1.AnswerTemplate
+	15, // 9: edge.provider.v1.WebhookResponse.ended:type_name -> edge.provider.v1.CallEnd
+	11, // 10: edge.provider.v1.HTTPResponse.headers:type_name -> edge.provider.v1.Header
+	18, // 11: edge.provider.v1.AnswerTemplate.parts:type_name -> edge.provider.v1.TemplatePart
+	0,  // 12: edge.provider.v1.TemplatePart.slot:type_name -> edge.provider.v1.Slot
+	1,  // 13: edge.provider.v1.TemplatePart.escape:type_name -> edge.provider.v1.Escape
+	13, // 14: edge.provider.v1.AnswerRequest.request:type_name -> edge.provider.v1.AllocationRequest
+	20, // 15: edge.provider.v1.AnswerRequest.allocation:type_name -> edge.provider.v1.Allocation
+	21, // 16: edge.provider.v1.AnswerRequest.failure:type_name -> edge.provider.v1.Failure
+	2,  // 17: edge.provider.v1.Failure.kind:type_name -> edge.provider.v1.FailureKind
+	3,  // 18: edge.provider.v1.Provider.Describe:input_type -> edge.provider.v1.DescribeRequest
+	6,  // 19: edge.provider.v1.Provider.Configure:input_type -> edge.provider.v1.ConfigureRequest
+	8,  // 20: edge.provider.v1.Provider.ValidateSettings:input_type -> edge.provider.v1.ValidateSettingsRequest
+	12, // 21: edge.provider.v1.Provider.Webhook:input_type -> edge.provider.v1.WebhookRequest
+	19, // 22: edge.provider.v1.Provider.Answer:input_type -> edge.provider.v1.AnswerRequest
+	4,  // 23: edge.provider.v1.Provider.Describe:output_type -> edge.provider.v1.Description
+	7,  // 24: edge.provider.v1.Provider.Configure:output_type -> edge.provider.v1.ConfigureResponse
+	9,  // 25: edge.provider.v1.Provider.ValidateSettings:output_type -> edge.provider.v1.ValidateSettingsResponse
+	14, // 26: edge.provider.v1.Provider.Webhook:output_type -> edge.provider.v1.WebhookResponse
+	16, // 27: edge.provider.v1.Provider.Answer:output_type -> edge.provider.v1.HTTPResponse
+	23, // [23:28] is the sub-list for method output_type
+	18, // [18:23] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_provider_proto_init() }
@@ -1609,7 +1713,7 @@ func file_provider_proto_init() {
 		(*WebhookResponse_Allocate)(nil),
 		(*WebhookResponse_Answer)(nil),
 	}
-	file_provider_proto_msgTypes[15].OneofWrappers = []any{
+	file_provider_proto_msgTypes[16].OneofWrappers = []any{
 		(*AnswerRequest_Allocation)(nil),
 		(*AnswerRequest_Failure)(nil),
 	}
@@ -1619,7 +1723,7 @@ func file_provider_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_provider_proto_rawDesc), len(file_provider_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -55,7 +55,8 @@ type ProviderClient interface {
 	ValidateSettings(ctx context.Context, in *ValidateSettingsRequest, opts ...grpc.CallOption) (*ValidateSettingsResponse, error)
 	// Webhook verifies and parses one provider request. It answers either an
 	// allocation request (edge allocates) or a direct answer (a rejection, a
-	// status callback acknowledged).
+	// status callback acknowledged; with ended when the callback says the
+	// call has ended).
 	Webhook(ctx context.Context, in *WebhookRequest, opts ...grpc.CallOption) (*WebhookResponse, error)
 	// Answer renders an allocation or a failure in the provider's markup.
 	Answer(ctx context.Context, in *AnswerRequest, opts ...grpc.CallOption) (*HTTPResponse, error)
@@ -137,7 +138,8 @@ type ProviderServer interface {
 	ValidateSettings(context.Context, *ValidateSettingsRequest) (*ValidateSettingsResponse, error)
 	// Webhook verifies and parses one provider request. It answers either an
 	// allocation request (edge allocates) or a direct answer (a rejection, a
-	// status callback acknowledged).
+	// status callback acknowledged; with ended when the callback says the
+	// call has ended).
 	Webhook(context.Context, *WebhookRequest) (*WebhookResponse, error)
 	// Answer renders an allocation or a failure in the provider's markup.
 	Answer(context.Context, *AnswerRequest) (*HTTPResponse, error)
