@@ -40,17 +40,19 @@ var (
 const (
 	sigEncodedLen = 88
 	keyEncodedLen = 44
-	// maxTimestampLen keeps the seconds within what JavaScript's SDK
-	// accepts (a safe integer) and far from int64's overflow.
-	maxTimestampLen = 15
+	// maxTimestampLen bounds the digits read (leading zeros are valid,
+	// as Telnyx's SDK reads them); an overflow is refused by ParseInt.
+	maxTimestampLen = 32
 )
 
 // Verify checks a webhook's signature headers and raw body against every
 // key (rotation; each key is tried, so the time taken does not say which
 // one matched, though nothing here is secret: the keys are public). It
-// returns the signature's bytes, unique to the signed timestamp and body
-// (Ed25519 signatures are deterministic, and Go refuses a non-canonical
-// one), for edge to refuse their replay.
+// accepts exactly what Telnyx's official SDK accepts
+// (TestVerifyAgreesWithTelnyxSDK) and returns the signature's bytes,
+// unique to the signed timestamp and body (Ed25519 signatures are
+// deterministic, and Go refuses a non-canonical one), for edge to refuse
+// their replay whichever way the base64 spelled them.
 func Verify(keys []ed25519.PublicKey, timestamp, signature string, body []byte, now time.Time) ([]byte, error) {
 	if timestamp == "" || signature == "" {
 		return nil, ErrNoSignature
@@ -62,7 +64,7 @@ func Verify(keys []ed25519.PublicKey, timestamp, signature string, body []byte, 
 	if d := now.Sub(time.Unix(ts, 0)); d > Tolerance || d < -Tolerance {
 		return nil, ErrStale
 	}
-	sig, ok := decodeStrict(signature, sigEncodedLen, ed25519.SignatureSize)
+	sig, ok := decodeBase64(signature, sigEncodedLen, ed25519.SignatureSize)
 	if !ok {
 		return nil, ErrBadSignature
 	}
@@ -98,15 +100,16 @@ func parseTimestamp(s string) (int64, error) {
 	return ts, nil
 }
 
-// decodeStrict decodes padded standard base64 of exactly encLen
-// characters into size bytes. Go's decoder skips '\r' and '\n' and, without
-// Strict, accepts non-zero padding bits: either would let one signature
-// have several spellings.
-func decodeStrict(s string, encLen, size int) ([]byte, bool) {
+// decodeBase64 decodes padded standard base64 of exactly encLen
+// characters into size bytes, as Telnyx's SDK decodes it: Go's decoder
+// skips '\r' and '\n', which the SDK refuses; like the SDK it ignores the
+// bits that padding discards, so the caller must not take the spelling
+// for the value.
+func decodeBase64(s string, encLen, size int) ([]byte, bool) {
 	if len(s) != encLen || strings.ContainsAny(s, "\r\n") {
 		return nil, false
 	}
-	b, err := base64.StdEncoding.Strict().DecodeString(s)
+	b, err := base64.StdEncoding.DecodeString(s)
 	if err != nil || len(b) != size {
 		return nil, false
 	}
@@ -120,7 +123,7 @@ func ParsePublicKeys(list string) ([]ed25519.PublicKey, error) {
 	var keys []ed25519.PublicKey
 	var errs []error
 	for i, item := range plugins.SplitList(list) {
-		b, ok := decodeStrict(item, keyEncodedLen, ed25519.PublicKeySize)
+		b, ok := decodeBase64(item, keyEncodedLen, ed25519.PublicKeySize)
 		if !ok {
 			errs = append(errs, &plugins.InvalidSetting{Key: SettingAuthTokens,
 				Reason: fmt.Sprintf("item %d is not a Telnyx public key (%d characters of base64 for %d bytes)", i+1, keyEncodedLen, ed25519.PublicKeySize)})
