@@ -15,8 +15,12 @@ type twimlConnect struct {
 }
 
 type twimlStream struct {
-	URL    string           `xml:"url,attr"`
-	Params []twimlParameter `xml:"Parameter"`
+	URL string `xml:"url,attr"`
+	// StatusCallback gets the stream's stream-started, stream-stopped and
+	// stream-error events; omitted without a webhook base.
+	StatusCallback       string           `xml:"statusCallback,attr,omitempty"`
+	StatusCallbackMethod string           `xml:"statusCallbackMethod,attr,omitempty"`
+	Params               []twimlParameter `xml:"Parameter"`
 }
 
 type twimlParameter struct {
@@ -33,7 +37,9 @@ type twimlSayHangup struct {
 // connectAnswer is <Response><Connect><Stream url=...> with <Parameter>s.
 // Twilio drops query strings from Stream URLs, so everything the media
 // side needs rides in Parameters (delivered in the stream's start message).
-func connectAnswer(req plugins.AllocationRequest, a plugins.Allocation) (*plugins.Response, error) {
+// With a callback base the stream's events go to its status route, so that
+// a stream that never opens or stops ends the call at once.
+func connectAnswer(req plugins.AllocationRequest, a plugins.Allocation, callbackBase string) (*plugins.Response, error) {
 	params := []twimlParameter{
 		{"call_sid", a.CallID},
 		{"pod_name", a.PodName},
@@ -41,7 +47,11 @@ func connectAnswer(req plugins.AllocationRequest, a plugins.Allocation) (*plugin
 	if req.MerchantID != "" {
 		params = append(params, twimlParameter{"merchant_id", req.MerchantID})
 	}
-	resp, err := plugins.XMLAnswer(http.StatusOK, twimlConnect{Stream: twimlStream{URL: a.WSURL, Params: params}})
+	stream := twimlStream{URL: a.WSURL, Params: params}
+	if callbackBase != "" {
+		stream.StatusCallback, stream.StatusCallbackMethod = callbackBase+"/"+RouteStatus, http.MethodPost
+	}
+	resp, err := plugins.XMLAnswer(http.StatusOK, twimlConnect{Stream: stream})
 	if err != nil {
 		return nil, err
 	}

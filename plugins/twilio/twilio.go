@@ -59,7 +59,7 @@ func New() *Provider {
 
 // Describe implements plugins.Provider.
 func (p *Provider) Describe(context.Context) (plugins.Description, error) {
-	return plugins.Description{Name: "twilio", Routes: []plugins.Route{{Method: http.MethodPost, Path: "status"}}, RendersFallback: true}, nil
+	return plugins.Description{Name: "twilio", Routes: []plugins.Route{{Method: http.MethodPost, Path: RouteStatus}}, RendersFallback: true}, nil
 }
 
 // parseSettings never refuses: an unknown failure_mode is a warning.
@@ -104,10 +104,8 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 	if len(s.tokens) > 0 && !Verify(s.tokens, req.URL, signed, req.Header.Get(SignatureHeader)) {
 		return plugins.RejectForbidden("missing or invalid " + SignatureHeader), nil
 	}
-	if req.Route == "status" {
-		// Status callbacks are acknowledged; edge learns a call's end from
-		// its media socket, not from here.
-		return &plugins.WebhookResult{Answer: &plugins.Response{Status: http.StatusNoContent}}, nil
+	if req.Route == RouteStatus {
+		return statusCallback(form), nil
 	}
 	callID := form.Get("CallSid")
 	if callID == "" {
@@ -119,7 +117,7 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 	ar := plugins.CallQuery(req.Query(), callID)
 	ar.Extras = map[string]string{"from": form.Get("From"), "to": form.Get("To"), "account_sid": form.Get("AccountSid")}
 	tmpl, err := plugins.NewTemplate(plugins.EscapeXML, func(a plugins.Allocation) (*plugins.Response, error) {
-		return connectAnswer(*ar, a)
+		return connectAnswer(*ar, a, req.CallbackBase)
 	})
 	if err != nil {
 		return nil, err
@@ -130,7 +128,7 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 // Answer implements plugins.Provider.
 func (p *Provider) Answer(_ context.Context, req *plugins.AnswerRequest) (*plugins.Response, error) {
 	if req.Allocation != nil {
-		return connectAnswer(req.Request, *req.Allocation)
+		return connectAnswer(req.Request, *req.Allocation, req.CallbackBase)
 	}
 	f := req.Failure
 	if f == nil {

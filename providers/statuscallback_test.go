@@ -1,0 +1,114 @@
+package providers_test
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// twilioStatus sends a Twilio status callback to /api/v1/twilio/status,
+// signed with sig (twilioSign over the public URL when sig is "").
+func twilioStatus(t *testing.T, e *env, sig string, pairs ...string) answer {
+	t.Helper()
+	form := url.Values{"AccountSid": {"AC0123456789abcdef0123456789abcdef"}}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		form.Set(pairs[i], pairs[i+1])
+	}
+	if sig == "" {
+		sig = twilioSign("https://edge.example.com/api/v1/twilio/status", form)
+	}
+	return e.do(t, "POST", "/api/v1/twilio/status", form.Encode(), "X-Twilio-Signature", sig)
+}
+
+// A Twilio caller who hung up before the media stream opened held the pod
+// for the lease plus the sweep: Twilio's signed "completed" callback was
+// acknowledged and dropped. It now puts the pod back at once; the answer
+// names the stream's status callback, whose stream-error does the same for
+// a stream that fails to open. Forged callbacks change nothing.
+func TestTwilioStatusCallbackReleasesACallWithoutStream(t *testing.T) {
+	e := twilioEnv(t)
+	ctx := context.Background()
+	k := e.alloc.Keys()
+	free := func() bool { return e.rdb.SIsMember(ctx, k.PoolAvailable("gold"), "voice-agent-0").Val() }
+	const hungUp = "CA00000000000000000000000000000a01"
+
+	got := signedTwilio(t, e, hungUp)
+	if got.status != 200 || !strings.Contains(got.body, `statusCallback="https://edge.example.com/api/v1/twilio/status" statusCallbackMethod="POST"`) {
+		t.Fatalf("answer does not name the stream's status callback: %+v", got)
+	}
+	if free() {
+		t.Fatal("voice-agent-0 is still in its pool after the allocation")
+	}
+	before := e.snapshot(t)
+	for _, sig := range []string{"forged", twilioSign("https://edge.example.com/api/v1/twilio/status", url.Values{"CallSid": {hungUp}})} {
+		if got := twilioStatus(t, e, sig, "CallSid", hungUp, "CallStatus", "completed"); got.status != 403 {
+			t.Errorf("badly signed callback: %+v, want 403", got)
+		}
+	}
+	// Events that do not end the call are acknowledged and change nothing.
+	for _, ev := range [][]string{{"CallStatus", "ringing"}, {"CallStatus", "in-progress"}, {"StreamEvent", "stream-started"}} {
+		if got := twilioStatus(t, e, "", "CallSid", hungUp, ev[0], ev[1]); got.status != 204 {
+			t.Errorf("%v: %+v", ev, got)
+		}
+	}
+	if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
+		t.Fatalf("a forged or non-ending callback changed Redis:\n%s", diff)
+	}
+
+	if got := twilioStatus(t, e, "", "CallSid", hungUp, "CallStatus", "completed"); got.status != 204 {
+		t.Fatalf("signed completed callback: %+v", got)
+	}
+	if !free() {
+		t.Fatal("voice-agent-0 is not back in its pool after the signed completed callback")
+	}
+	if tl, err := e.alloc.Timeline(ctx, hungUp); err != nil || tl.EndedBy != "provider:completed" || tl.ReleasedBy != "provider" {
+		t.Errorf("timeline = %+v, %v", tl, err)
+	}
+	// Twilio retries and sends the stream's own events after the call's:
+	// nothing more happens, and a replayed webhook gets the hangup.
+	before = e.snapshot(t)
+	for _, ev := range [][]string{{"CallStatus", "completed"}, {"StreamEvent", "stream-stopped"}} {
+		if got := twilioStatus(t, e, "", "CallSid", hungUp, ev[0], ev[1]); got.status != 204 {
+			t.Errorf("late %v: %+v", ev, got)
+		}
+	}
+	if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
+		t.Errorf("a late callback changed Redis:\n%s", diff)
+	}
+	if got := signedTwilio(t, e, hungUp); got.status != 200 || !strings.Contains(got.body, "This call has ended.") {
+		t.Errorf("replayed webhook: %+v", got)
+	}
+
+	// A stream that could not open (Twilio 31920-31924) ends its call too.
+	const failed = "CA00000000000000000000000000000a02"
+	if got := signedTwilio(t, e, failed); got.status != 200 || free() {
+		t.Fatalf("second call: %+v", got)
+	}
+	if got := twilioStatus(t, e, "", "CallSid", failed, "StreamSid", "MZ0123456789abcdef0123456789abcdef",
+		"StreamEvent", "stream-error", "StreamError", "31920"); got.status != 204 {
+		t.Fatalf("stream-error callback: %+v", got)
+	}
+	if !free() {
+		t.Error("voice-agent-0 is not back in its pool after stream-error")
+	}
+	if tl, err := e.alloc.Timeline(ctx, failed); err != nil || tl.EndedBy != "provider:stream-error" {
+		t.Errorf("timeline = %+v, %v", tl, err)
+	}
+}
+
+// Without providers.webhook_base_url edge names no status callback: the
+// URL would come from what the request says of edge's name.
+func TestTwilioAnswerNamesNoCallbackWithoutWebhookBase(t *testing.T) {
+	e := twilioEnv(t)
+	cfg := *e.cfg.Load()
+	cfg.WebhookBaseURL = ""
+	e.cfg.Store(&cfg)
+	form := url.Values{"CallSid": {"CA00000000000000000000000000000a03"}, "From": {"+15550100"}}
+	got := e.do(t, "POST", twilioPath, form.Encode(), "X-Twilio-Signature", twilioSign(e.srv.URL+twilioPath, form))
+	if got.status != 200 || !strings.Contains(got.body, "<Stream url=") || strings.Contains(got.body, "statusCallback") {
+		t.Errorf("answer without a webhook base: %+v", got)
+	}
+}
