@@ -57,7 +57,7 @@ func TestTwilioWebhookAllocatesAndRetriesAnswerTheSame(t *testing.T) {
 	first := signedTwilio(t, e, "CA00000000000000000000000000000001")
 	first.body = withoutToken(first.body)
 	if first.status != 200 || first.ctype != "text/xml" ||
-		!strings.Contains(first.body, `<Stream url="wss://edge.example.com/ws/pod/voice-agent-0/agent/voice/breeze-buddy/twilio/callback/order-confirmation/v2">`) ||
+		!strings.Contains(first.body, `<Stream url="wss://edge.example.com/ws/pod/voice-agent-0/agent/voice/breeze-buddy/twilio/callback/order-confirmation/v2" statusCallback="https://edge.example.com/api/v1/twilio/status" statusCallbackMethod="POST">`) ||
 		!strings.Contains(first.body, `<Parameter name="merchant_id" value="acme">`) {
 		t.Fatalf("answer %+v", first)
 	}
