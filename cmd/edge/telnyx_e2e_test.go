@@ -49,6 +49,7 @@ pods:
     - {name: t-pod, address: %q, tier: gold}
 proxy: {token_secret: %q}
 providers:
+  webhook_base_url: https://edge.example.com
   plugins:
     telnyx:
       auth_tokens: [%s]
@@ -90,16 +91,46 @@ providers:
 	if got := agent.Paths(); len(got) != 1 {
 		t.Errorf("the pod saw sockets %q, want one", got)
 	}
+
+	// A caller who hangs up before the stream opens: the answer names the
+	// stream's status callback, and Telnyx's signed call-progress callback
+	// "completed" gives the pod back before it is answered; the stream's
+	// URL is refused from then on.
+	const hungUp = "v3:e2eTelnyxHangupBeforeTheStream_0123456789"
+	body = "AccountSid=acct&CallSid=" + hungUp + "&From=%2B15550100&To=%2B15550199"
+	status, ans = telnyxWebhook(t, e, key, time.Now(), body)
+	m = telnyxStreamURL.FindStringSubmatch(ans)
+	if status != http.StatusOK || m == nil || !strings.Contains(ans, `statusCallback="https://edge.example.com/api/v1/telnyx/status"`) {
+		t.Fatalf("signed webhook: %d %s, want a stream naming its status callback", status, ans)
+	}
+	if p := mediaPod(t, e.admin, "t-pod"); p.Lease != "v3.e2eTelnyxHangupBeforeTheStream_0123456789" {
+		t.Fatalf("t-pod is leased to %q", p.Lease)
+	}
+	if status, ans := telnyxPost(t, e, key, "/api/v1/telnyx/status", time.Now(), body+"&CallStatus=in-progress"); status != http.StatusNoContent {
+		t.Fatalf("in-progress callback: %d %s", status, ans)
+	}
+	if p := mediaPod(t, e.admin, "t-pod"); p.Lease == "" {
+		t.Fatal("an in-progress callback freed the pod")
+	}
+	sent := time.Now()
+	if status, ans := telnyxPost(t, e, key, "/api/v1/telnyx/status", time.Now(), body+"&CallStatus=completed&CallbackSource=call-progress-events"); status != http.StatusNoContent {
+		t.Fatalf("completed callback: %d %s", status, ans)
+	}
+	answered := time.Since(sent)
+	if p := mediaPod(t, e.admin, "t-pod"); p.Lease != "" || p.Status != "available" {
+		t.Fatalf("after the completed callback t-pod is %+v, want it back in its pool", p)
+	}
+	t.Logf("pod back in its pool %v after the signed hangup callback was sent (answered after the release)", answered)
+	if got := retryHandshake(t, mediaOn(e, html.UnescapeString(m[1]))); got != http.StatusForbidden {
+		t.Errorf("the ended call's stream: %d, want 403", got)
+	}
 }
 
-var telnyxStreamURL = regexp.MustCompile(`<Connect><Stream url="([^"]+)"`)
-
-// telnyxWebhook posts a TeXML voice webhook signed as Telnyx signs it:
-// Ed25519 over "<unix seconds>|<raw body>", both in headers.
-func telnyxWebhook(t *testing.T, e *mediaReplica, key ed25519.PrivateKey, at time.Time, body string) (int, string) {
+// telnyxPost posts a form to path signed as Telnyx signs it.
+func telnyxPost(t *testing.T, e *mediaReplica, key ed25519.PrivateKey, path string, at time.Time, body string) (int, string) {
 	t.Helper()
 	ts := strconv.FormatInt(at.Unix(), 10)
-	req, err := http.NewRequest(http.MethodPost, e.public+"/api/v1/telnyx/allocate?merchant_id=m", strings.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, e.public+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +147,15 @@ func telnyxWebhook(t *testing.T, e *mediaReplica, key ed25519.PrivateKey, at tim
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
+}
+
+var telnyxStreamURL = regexp.MustCompile(`<Connect><Stream url="([^"]+)"`)
+
+// telnyxWebhook posts a TeXML voice webhook signed as Telnyx signs it:
+// Ed25519 over "<unix seconds>|<raw body>", both in headers.
+func telnyxWebhook(t *testing.T, e *mediaReplica, key ed25519.PrivateKey, at time.Time, body string) (int, string) {
+	t.Helper()
+	return telnyxPost(t, e, key, "/api/v1/telnyx/allocate?merchant_id=m", at, body)
 }
 
 // telnyxStream sends Telnyx's media stream as its WebSocket reference

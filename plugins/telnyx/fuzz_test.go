@@ -12,9 +12,10 @@ import (
 )
 
 // FuzzWebhook feeds arbitrary bodies, content types and signature headers
-// to the verifier and parser. Invariants: no panic, no error, and an
-// allocation only for a request whose signature verifies under the
-// documented algorithm, of a CallSid of Telnyx's form.
+// to the verifier and parser, on the voice webhook and the status
+// callback. Invariants: no panic, no error, and an allocation or an ended
+// call only for a request whose signature verifies under the documented
+// algorithm, of a CallSid of Telnyx's form.
 func FuzzWebhook(f *testing.F) {
 	now := time.Now()
 	ts, sig := sign(keyNew, now, form)
@@ -22,6 +23,8 @@ func FuzzWebhook(f *testing.F) {
 	f.Add([]byte(`{"CallSid":"`+callSid+`"}`), "application/json", ts, sig)
 	f.Add([]byte("CallSid=%zz"), formType, "17000000000000000000", "AAAA")
 	f.Add([]byte(nil), "", "", "")
+	ts2, sig2 := sign(keyNew, now, form+"&CallStatus=completed")
+	f.Add([]byte(form+"&CallStatus=completed"), formType, ts2, sig2)
 	p := telnyx.New()
 	if _, err := p.Configure(context.Background(), plugins.Settings{telnyx.SettingAuthTokens: pub(keyNew)}); err != nil {
 		f.Fatal(err)
@@ -30,6 +33,17 @@ func FuzzWebhook(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, contentType, ts, sig string) {
 		req := &plugins.Request{Route: plugins.RouteAllocate, Method: "POST", URL: "https://edge.example.com/api/v1/telnyx/allocate",
 			Header: http.Header{"Content-Type": {contentType}, telnyx.TimestampHeader: {ts}, telnyx.SignatureHeader: {sig}}, Body: body}
+		cb := *req
+		cb.Route = telnyx.RouteStatus
+		ended, err := p.Webhook(context.Background(), &cb)
+		if err != nil {
+			t.Fatalf("status callback: %v", err)
+		}
+		if ended.Ended != nil {
+			if _, err := telnyx.Verify(keys, ts, sig, body, time.Now()); err != nil {
+				t.Fatalf("ended a call on a callback that does not verify (%v): %q %q %q", err, body, ts, sig)
+			}
+		}
 		res, err := p.Webhook(context.Background(), req)
 		if err != nil {
 			t.Fatalf("Webhook: %v", err)

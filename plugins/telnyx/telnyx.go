@@ -82,7 +82,7 @@ func New() *Provider {
 
 // Describe implements plugins.Provider.
 func (p *Provider) Describe(context.Context) (plugins.Description, error) {
-	return plugins.Description{Name: "telnyx", RendersFallback: true}, nil
+	return plugins.Description{Name: "telnyx", Routes: []plugins.Route{{Method: http.MethodPost, Path: RouteStatus}}, RendersFallback: true}, nil
 }
 
 // parseSettings refuses a public key it cannot use and a <Stream>
@@ -152,6 +152,9 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 	if err != nil {
 		return withNonce(plugins.RejectBadRequest(err.Error()), nonce), nil
 	}
+	if req.Route == RouteStatus {
+		return statusCallback(form, nonce), nil
+	}
 	callSid := form.Get("CallSid")
 	if callSid == "" {
 		return withNonce(plugins.RejectBadRequest("CallSid is missing"), nonce), nil
@@ -163,7 +166,7 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 	ar := plugins.CallQuery(req.Query(), callID)
 	ar.Extras = map[string]string{"from": form.Get("From"), "to": form.Get("To"), "account_sid": form.Get("AccountSid"), "call_sid": callSid}
 	tmpl, err := plugins.NewTemplate(plugins.EscapeXML, func(a plugins.Allocation) (*plugins.Response, error) {
-		return streamAnswer(s, a)
+		return streamAnswer(s, a, req.CallbackBase)
 	})
 	if err != nil {
 		return nil, err
@@ -182,7 +185,7 @@ func withNonce(res *plugins.WebhookResult, nonce string) *plugins.WebhookResult 
 func (p *Provider) Answer(_ context.Context, req *plugins.AnswerRequest) (*plugins.Response, error) {
 	s := p.Current()
 	if req.Allocation != nil {
-		return streamAnswer(s, *req.Allocation)
+		return streamAnswer(s, *req.Allocation, req.CallbackBase)
 	}
 	f := req.Failure
 	if f == nil {
