@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/edge-voice/edge/plugins"
+	"github.com/edge-voice/edge/plugins/plivo"
 )
 
 // twilioStatus sends a Twilio status callback to /api/v1/twilio/status,
@@ -110,5 +113,71 @@ func TestTwilioAnswerNamesNoCallbackWithoutWebhookBase(t *testing.T) {
 	got := e.do(t, "POST", twilioPath, form.Encode(), "X-Twilio-Signature", twilioSign(e.srv.URL+twilioPath, form))
 	if got.status != 200 || !strings.Contains(got.body, "<Stream url=") || strings.Contains(got.body, "statusCallback") {
 		t.Errorf("answer without a webhook base: %+v", got)
+	}
+}
+
+// plivoCallback sends a Plivo callback to /api/v1/plivo/<route>, signed
+// (V3) with token under nonce.
+func plivoCallback(t *testing.T, e *env, route, token, nonce string, form url.Values) answer {
+	t.Helper()
+	path := "/api/v1/plivo/" + route
+	sig, err := plivo.Signature(token, "POST", "https://edge.example.com"+path, form, nonce)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.do(t, "POST", path, form.Encode(), plivo.SignatureHeader, sig, plivo.NonceHeader, nonce)
+}
+
+// Plivo's hangup_url callback, acknowledged and dropped before, ends a
+// call whose stream never opened at once; so does the stream's
+// DroppedStream on the statusCallbackUrl the answer now names. A replayed
+// callback (its nonce seen) is refused; a forged one changes nothing.
+func TestPlivoHangupAndStreamCallbacksReleaseACallWithoutStream(t *testing.T) {
+	e := newEnv(t, spec("plivo", plugins.Settings{"auth_tokens": plivoToken}))
+	e.register(t, "gold", "voice-agent-0")
+	ctx := context.Background()
+	k := e.alloc.Keys()
+	free := func() bool { return e.rdb.SIsMember(ctx, k.PoolAvailable("gold"), "voice-agent-0").Val() }
+
+	hungUp := plivoUUID(41)
+	got := signedPlivo(t, e, hungUp, "nonce-00000000000000000041")
+	if got.status != 200 || !strings.Contains(got.body, `statusCallbackUrl="https://edge.example.com/api/v1/plivo/status" statusCallbackMethod="POST"`) {
+		t.Fatalf("answer does not name the stream's status callback: %+v", got)
+	}
+	hangup := url.Values{"CallUUID": {hungUp}, "CallStatus": {"completed"}, "HangupCause": {"NORMAL_CLEARING"}}
+	before := e.snapshot(t)
+	if got := plivoCallback(t, e, "hangup", "forged-token", "nonce-00000000000000000042", hangup); got.status != 403 {
+		t.Errorf("forged hangup: %+v, want 403", got)
+	}
+	if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
+		t.Fatalf("a forged hangup changed Redis:\n%s", diff)
+	}
+	if got := plivoCallback(t, e, "hangup", plivoToken, "nonce-00000000000000000043", hangup); got.status != 204 {
+		t.Fatalf("signed hangup: %+v", got)
+	}
+	if !free() {
+		t.Fatal("voice-agent-0 is not back in its pool after the signed hangup")
+	}
+	if tl, err := e.alloc.Timeline(ctx, hungUp); err != nil || tl.EndedBy != "provider:completed" {
+		t.Errorf("timeline = %+v, %v", tl, err)
+	}
+	if got := plivoCallback(t, e, "hangup", plivoToken, "nonce-00000000000000000043", hangup); got.status != 403 {
+		t.Errorf("replayed hangup: %+v, want 403", got)
+	}
+
+	dropped := plivoUUID(44)
+	if got := signedPlivo(t, e, dropped, "nonce-00000000000000000044"); got.status != 200 || free() {
+		t.Fatalf("second call: %+v", got)
+	}
+	if got := plivoCallback(t, e, "status", plivoToken, "nonce-00000000000000000045",
+		url.Values{"CallUUID": {dropped}, "Event": {"StartStream"}}); got.status != 204 || free() {
+		t.Fatalf("StartStream: %+v (or the pod went back)", got)
+	}
+	if got := plivoCallback(t, e, "status", plivoToken, "nonce-00000000000000000046",
+		url.Values{"CallUUID": {dropped}, "Event": {"DroppedStream"}, "Error": {"connection failed"}}); got.status != 204 {
+		t.Fatalf("DroppedStream: %+v", got)
+	}
+	if !free() {
+		t.Error("voice-agent-0 is not back in its pool after DroppedStream")
 	}
 }

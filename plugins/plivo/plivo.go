@@ -67,7 +67,8 @@ func New() *Provider {
 
 // Describe implements plugins.Provider.
 func (p *Provider) Describe(context.Context) (plugins.Description, error) {
-	return plugins.Description{Name: "plivo", Routes: []plugins.Route{{Method: http.MethodPost, Path: "hangup"}}, RendersFallback: true}, nil
+	return plugins.Description{Name: "plivo", Routes: []plugins.Route{{Method: http.MethodPost, Path: RouteHangup},
+		{Method: http.MethodPost, Path: RouteStatus}}, RendersFallback: true}, nil
 }
 
 // parseSettings never refuses: an unknown failure_mode is a warning.
@@ -112,8 +113,8 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 		// Only a verified nonce is reported: a forger cannot spend one.
 		nonce = n
 	}
-	if req.Route == "hangup" {
-		return &plugins.WebhookResult{Answer: &plugins.Response{Status: http.StatusNoContent}, Nonce: nonce}, nil
+	if req.Route == RouteHangup || req.Route == RouteStatus {
+		return statusCallback(req.Route, form, nonce), nil
 	}
 	callID := form.Get("CallUUID")
 	if callID == "" {
@@ -125,7 +126,7 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 	ar := plugins.CallQuery(req.Query(), callID)
 	ar.Extras = map[string]string{"from": form.Get("From"), "to": form.Get("To")}
 	tmpl, err := plugins.NewTemplate(plugins.EscapeXML, func(a plugins.Allocation) (*plugins.Response, error) {
-		return streamAnswer(s, a)
+		return streamAnswer(s, a, req.CallbackBase)
 	})
 	if err != nil {
 		return nil, err
@@ -161,7 +162,7 @@ func params(req *plugins.Request) (url.Values, *plugins.WebhookResult) {
 func (p *Provider) Answer(_ context.Context, req *plugins.AnswerRequest) (*plugins.Response, error) {
 	s := p.Current()
 	if req.Allocation != nil {
-		return streamAnswer(s, *req.Allocation)
+		return streamAnswer(s, *req.Allocation, req.CallbackBase)
 	}
 	f := req.Failure
 	if f == nil {
@@ -194,7 +195,11 @@ type plivoStream struct {
 		Bidirectional bool   `xml:"bidirectional,attr"`
 		KeepCallAlive bool   `xml:"keepCallAlive,attr"`
 		ContentType   string `xml:"contentType,attr"`
-		URL           string `xml:",chardata"`
+		// StatusCallbackURL gets the stream's events; omitted without a
+		// webhook base.
+		StatusCallbackURL    string `xml:"statusCallbackUrl,attr,omitempty"`
+		StatusCallbackMethod string `xml:"statusCallbackMethod,attr,omitempty"`
+		URL                  string `xml:",chardata"`
 	} `xml:"Stream"`
 }
 
@@ -205,11 +210,16 @@ type plivoSpeakHangup struct {
 }
 
 // streamAnswer is <Response><Stream ...>wss://...</Stream></Response>: the
-// URL is the element's text.
-func streamAnswer(s *settings, a plugins.Allocation) (*plugins.Response, error) {
+// URL is the element's text. With a callback base the stream's events go
+// to its status route, so that a stream that drops before it opens ends
+// the call at once.
+func streamAnswer(s *settings, a plugins.Allocation, callbackBase string) (*plugins.Response, error) {
 	var doc plivoStream
 	doc.Stream.Bidirectional, doc.Stream.KeepCallAlive = true, true
 	doc.Stream.ContentType, doc.Stream.URL = s.contentType, a.WSURL
+	if callbackBase != "" {
+		doc.Stream.StatusCallbackURL, doc.Stream.StatusCallbackMethod = callbackBase+"/"+RouteStatus, http.MethodPost
+	}
 	resp, err := plugins.XMLAnswer(http.StatusOK, doc)
 	if err == nil {
 		resp.ContentType = "text/xml"
