@@ -121,3 +121,29 @@ image: runtime-deps
 
 runtime-e2e: deps image
 	EDGE_RUNTIME_IMAGE=$(IMAGE) test/runtime-e2e/run.sh
+
+# node-e2e runs deploy/ on a real single-node Kubernetes inside a network
+# namespace of its own (etcd, kube-apiserver, controller-manager,
+# scheduler, containerd + runc + the CNI bridge, kubelet, kube-proxy,
+# CoreDNS), places calls through the edge Service and rolls edge and the
+# agents with calls on the line (test/node-e2e). Run it before every change
+# to deploy/ or to edge's start-up and shutdown. The first run on a machine
+# builds kubelet, kube-controller-manager, kube-scheduler, kube-proxy,
+# kubectl and CoreDNS from the Go module proxy, cached beside kube-e2e's
+# kube-apiserver; figures in docs/node-e2e.md. node-deps installs
+# containerd and conntrack (and what runtime-deps and deps install).
+.PHONY: node-deps node-e2e
+node-deps: deps runtime-deps
+	@missing=""; \
+	command -v containerd >/dev/null 2>&1 || missing="$$missing containerd"; \
+	command -v conntrack >/dev/null 2>&1 || missing="$$missing conntrack"; \
+	command -v nsenter >/dev/null 2>&1 || missing="$$missing util-linux"; \
+	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
+	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing (Debian packages)"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+node-e2e: node-deps image
+	$(SUDO) env PATH="$$PATH" HOME="$$HOME" EDGE_NODE_E2E_IMAGE=$(IMAGE) test/node-e2e/run.sh

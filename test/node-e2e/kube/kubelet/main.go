@@ -1,0 +1,18 @@
+// Command kubelet is a thin wrapper that builds the upstream kubelet from the
+// Go module proxy, at the same k8s.io/kubernetes version as
+// test/kube-e2e/apiserver (test/node-e2e checks the two go.mod files agree).
+package main
+
+import (
+	"context"
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kubelet/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewKubeletCommand(context.Background())))
+}
