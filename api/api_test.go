@@ -19,7 +19,7 @@ import (
 	"github.com/edge-voice/edge/api"
 	"github.com/edge-voice/edge/calls"
 	"github.com/edge-voice/edge/internal/testredis"
-	"github.com/edge-voice/edge/proxy"
+	"github.com/edge-voice/edge/proxy/mediaurl"
 )
 
 type env struct {
@@ -50,7 +50,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	svc := calls.NewService(e.alloc, proxy.NewSigner([]byte("test-secret"), time.Minute), func() string { return "wss://edge.example.com" }, nil)
+	svc := calls.NewService(e.alloc, mediaurl.NewSigner([]byte("test-secret"), time.Minute), func() string { return "wss://edge.example.com" }, nil)
 	ready := &api.Readiness{}
 	ready.Add("redis", func(ctx context.Context) error { return e.rdb.Ping(ctx).Err() })
 	s := &api.Surface{

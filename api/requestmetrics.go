@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edge-voice/edge/calls"
-	"github.com/edge-voice/edge/proxy"
+	"github.com/edge-voice/edge/proxy/mediaurl"
 )
 
 // requestMetrics are a listener's request series, the ones any HTTP
@@ -58,7 +58,7 @@ func newRequestMetrics(reg prometheus.Registerer, listener string) *requestMetri
 // a 500 instead of dropping the connection.
 func (m *requestMetrics) instrument(next http.Handler, log *slog.Logger, access *accessLog) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, proxy.PathPrefix) {
+		if strings.HasPrefix(r.URL.Path, mediaurl.PathPrefix) {
 			next.ServeHTTP(w, r)
 			return
 		}

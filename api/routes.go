@@ -6,7 +6,7 @@ import (
 	"net/http/pprof"
 	"time"
 
-	"github.com/edge-voice/edge/proxy"
+	"github.com/edge-voice/edge/proxy/mediaurl"
 )
 
 // Surface is everything edge serves, listed in one place.
@@ -60,7 +60,7 @@ func (s *Surface) Public() http.Handler {
 		mux.Handle("/providers/{name}/", s.bounded(s.Providers.ServeHTTP))
 	}
 	if s.Media != nil {
-		mux.Handle(proxy.PathPrefix, s.Media)
+		mux.Handle(mediaurl.PathPrefix, s.Media)
 	}
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.HandleFunc("GET /readyz", s.Ready.servePublic)

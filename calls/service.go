@@ -18,7 +18,7 @@ type Allocator interface {
 	EndByProvider(ctx context.Context, callID, creator, event string) (allocator.ProviderEnd, error)
 }
 
-// MediaURLs mints the media WebSocket URL of a call (proxy.Signer).
+// MediaURLs mints the media WebSocket URL of a call (mediaurl.Signer).
 type MediaURLs interface {
 	URL(base, callID, pod, path string) string
 }

@@ -16,13 +16,13 @@ import (
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/calls"
 	"github.com/edge-voice/edge/internal/testredis"
-	"github.com/edge-voice/edge/proxy"
+	"github.com/edge-voice/edge/proxy/mediaurl"
 )
 
 type env struct {
 	rdb    *redis.Client
 	alloc  *allocator.Allocator
-	signer *proxy.Signer
+	signer *mediaurl.Signer
 	svc    *calls.Service
 	logs   *bytes.Buffer
 }
@@ -40,7 +40,7 @@ func newEnv(t *testing.T) *env {
 	if _, err := alloc.SyncPods(context.Background(), "", []allocator.PodState{{Name: "agent-0", Address: "127.0.0.1:1", Tier: "gold", Ready: true}}); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{rdb: rdb, alloc: alloc, signer: proxy.NewSigner([]byte("secret"), time.Minute), logs: &bytes.Buffer{}}
+	e := &env{rdb: rdb, alloc: alloc, signer: mediaurl.NewSigner([]byte("secret"), time.Minute), logs: &bytes.Buffer{}}
 	e.svc = calls.NewService(alloc, e.signer, func() string { return "wss://edge.example.com/" }, slog.New(slog.NewTextHandler(e.logs, nil)))
 	return e
 }

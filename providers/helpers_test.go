@@ -25,7 +25,7 @@ import (
 	"github.com/edge-voice/edge/internal/testredis"
 	"github.com/edge-voice/edge/plugins"
 	"github.com/edge-voice/edge/providers"
-	"github.com/edge-voice/edge/proxy"
+	"github.com/edge-voice/edge/proxy/mediaurl"
 )
 
 // env is a host with real plugin processes, a real Redis and edge's own
@@ -93,7 +93,7 @@ func newEnvOn(t testing.TB, rs *testredis.Server, specs ...providers.Spec) *env 
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := calls.NewService(e.alloc, proxy.NewSigner([]byte("test-secret"), time.Minute), func() string { return "wss://edge.example.com" }, slog.New(e.logs))
+	svc := calls.NewService(e.alloc, mediaurl.NewSigner([]byte("test-secret"), time.Minute), func() string { return "wss://edge.example.com" }, slog.New(e.logs))
 	cfg := providers.Config{
 		RPCTimeout: 500 * time.Millisecond, HealthInterval: 200 * time.Millisecond,
 		RestartBackoffMax: time.Second, WebhookBaseURL: "https://edge.example.com",

@@ -22,6 +22,7 @@ import (
 	"github.com/edge-voice/edge/internal/testredis"
 	"github.com/edge-voice/edge/providers"
 	"github.com/edge-voice/edge/proxy"
+	"github.com/edge-voice/edge/proxy/mediaurl"
 	"github.com/edge-voice/edge/tracing"
 )
 
@@ -151,7 +152,7 @@ func TestTraceOfAWholeCall(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	signer := proxy.NewSigner([]byte(strings.Repeat("k", 32)), time.Minute)
+	signer := mediaurl.NewSigner([]byte(strings.Repeat("k", 32)), time.Minute)
 	px := proxy.New(proxy.Config{RequireToken: true, IdleTimeout: 10 * time.Second, DialTimeout: 2 * time.Second,
 		RenewInterval: time.Second, DrainTimeout: time.Second, MaxSockets: 10, MaxMessageBytes: 64 << 10},
 		proxy.Deps{Lookup: func(string) (string, bool) { return podAddr, true }, Leases: allocator.MediaLeases{Alloc: alloc},

@@ -8,20 +8,18 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/edge-voice/edge/proxy/mediaurl"
 )
 
 // Refusals, each with its HTTP status and metric reason.
 var (
-	errUnknownPod   = errors.New("unknown pod")
-	errBadPath      = errors.New("media path or query not safe to forward")
 	errNoToken      = errors.New("missing media token")
 	errShuttingDown = errors.New("shutting down")
 	errOverloaded   = errors.New("too many media sockets")
@@ -44,99 +42,6 @@ var holderSeq atomic.Uint64
 // newHolder is a media claim identity unique to one socket of one process.
 func newHolder() string { return holderPrefix + "/" + strconv.FormatUint(holderSeq.Add(1), 10) }
 
-// target is a parsed /ws/pod/<pod>[/<token>]/<rest> path.
-type target struct {
-	pod   string
-	token string // "" when the first segment is not a token
-	// path is what the pod is asked for, /<rest>, checked by cleanPath and
-	// covered by the token's MAC.
-	path string
-	// uri is path plus the client's query, checked by cleanQuery.
-	uri string
-}
-
-// parseTarget reads the socket's path. A malformed pod segment is
-// errUnknownPod; a path or query that is not safe to hand a pod is
-// errBadPath. Both are refused before any Redis read or dial.
-func parseTarget(r *http.Request) (target, error) {
-	path, ok := strings.CutPrefix(r.URL.EscapedPath(), PathPrefix)
-	if !ok {
-		return target{}, errUnknownPod
-	}
-	pod, rest, _ := strings.Cut(path, "/")
-	if !validID(pod) {
-		return target{}, errUnknownPod
-	}
-	t := target{pod: pod}
-	if first, after, _ := strings.Cut(rest, "/"); strings.HasPrefix(first, TokenPrefix) {
-		t.token, rest = first, after
-	}
-	t.path = "/" + rest
-	if !cleanPath(t.path) || !cleanQuery(r.URL.RawQuery) {
-		return target{}, errBadPath
-	}
-	t.uri = t.path
-	if r.URL.RawQuery != "" {
-		t.uri += "?" + r.URL.RawQuery
-	}
-	return t, nil
-}
-
-// cleanPath accepts "/" and "/seg/seg..." where every segment is made of
-// [A-Za-z0-9_.~-], is not "." or "..", and none is empty: no percent
-// escapes at all, so no encoded traversal, CR, LF or NUL can reach a pod,
-// and what the token signed is what the pod reads.
-func cleanPath(p string) bool {
-	if p == "/" {
-		return true
-	}
-	if len(p) > 1024 || p[0] != '/' {
-		return false
-	}
-	for _, seg := range strings.Split(p[1:], "/") {
-		if seg == "" || seg == "." || seg == ".." {
-			return false
-		}
-		for i := 0; i < len(seg); i++ {
-			if !idByte(seg[i]) && seg[i] != '~' {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// cleanQuery refuses control characters in the query, raw or
-// percent-encoded (%00-%1F, %7F), and malformed escapes: the pod's HTTP
-// parser or logs must never see a CR, LF or NUL from a client.
-func cleanQuery(q string) bool {
-	if len(q) > 4096 {
-		return false
-	}
-	// The decoded query holds the raw bytes too; a malformed escape fails.
-	d, err := url.PathUnescape(q)
-	return err == nil && !strings.ContainsFunc(d, func(r rune) bool { return r < 0x20 || r == 0x7f })
-}
-
-// validID mirrors the allocator's id rule ([A-Za-z0-9_.-]{1,128}), so a pod
-// name is never looked up or logged unless it could be real.
-// "." and ".." are refused: as path segments they mean something else.
-func validID(s string) bool {
-	if s == "" || len(s) > 128 || s == "." || s == ".." {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !idByte(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func idByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
-}
-
 func (p *Proxy) refuse(w http.ResponseWriter, status int, reason string, err error, attrs ...any) {
 	p.metrics.refused.WithLabelValues(reason).Inc()
 	p.log.Debug("media socket refused", append([]any{"reason", reason, "err", err}, attrs...)...)
@@ -150,8 +55,8 @@ func (p *Proxy) refuse(w http.ResponseWriter, status int, reason string, err err
 // would outlive the call's release when the first closes), then the pod
 // dial.
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
-	t, err := parseTarget(r)
-	if errors.Is(err, errBadPath) {
+	t, err := mediaurl.ParseTarget(r.URL.EscapedPath(), r.URL.RawQuery)
+	if errors.Is(err, mediaurl.ErrBadPath) {
 		p.refuse(w, http.StatusBadRequest, "bad_path", err)
 		return
 	}
@@ -168,29 +73,29 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	cfg := p.cfg()
 	var callID string
 	switch {
-	case t.token != "":
-		id, err := p.signer.Verify(t.token, t.pod, t.path)
+	case t.Token != "":
+		id, err := p.signer.Verify(t.Token, t.Pod, t.Path)
 		if err != nil {
 			reason := "bad_token"
-			if errors.Is(err, ErrExpiredToken) {
+			if errors.Is(err, mediaurl.ErrExpiredToken) {
 				reason = "expired_token"
 			}
-			p.refuse(w, http.StatusForbidden, reason, err, "pod", t.pod)
+			p.refuse(w, http.StatusForbidden, reason, err, "pod", t.Pod)
 			return
 		}
 		callID = id
 	case cfg.RequireToken:
-		p.refuse(w, http.StatusForbidden, "bad_token", errNoToken, "pod", t.pod)
+		p.refuse(w, http.StatusForbidden, "bad_token", errNoToken, "pod", t.Pod)
 		return
 	}
 	// A pod name edge never learned is refused before Redis; the address
 	// dialled is looked up again for the pod the call is on (connect).
-	if _, ok := p.lookup(t.pod); !ok {
-		p.refuse(w, http.StatusNotFound, "unknown_pod", errUnknownPod, "pod", t.pod)
+	if _, ok := p.lookup(t.Pod); !ok {
+		p.refuse(w, http.StatusNotFound, "unknown_pod", mediaurl.ErrUnknownPod, "pod", t.Pod)
 		return
 	}
 	if p.draining() {
-		p.refuse(w, http.StatusServiceUnavailable, "shutting_down", errShuttingDown, "pod", t.pod)
+		p.refuse(w, http.StatusServiceUnavailable, "shutting_down", errShuttingDown, "pod", t.Pod)
 		return
 	}
 
@@ -199,15 +104,15 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), cfg.ConnectBudget)
 	defer cancel()
 	holder := newHolder()
-	claimed, err := p.claim(ctx, &callID, t.pod, holder)
+	claimed, err := p.claim(ctx, &callID, t.Pod, holder)
 	if err != nil {
 		switch {
 		case errors.Is(err, ErrNoAllocation):
-			p.refuse(w, http.StatusForbidden, "no_allocation", err, "pod", t.pod, "call_sid", callID)
+			p.refuse(w, http.StatusForbidden, "no_allocation", err, "pod", t.Pod, "call_sid", callID)
 		case errors.Is(err, ErrClaimed):
-			p.refuse(w, http.StatusConflict, "duplicate", err, "pod", t.pod, "call_sid", callID)
+			p.refuse(w, http.StatusConflict, "duplicate", err, "pod", t.Pod, "call_sid", callID)
 		default:
-			p.refuse(w, http.StatusServiceUnavailable, "redis_error", err, "pod", t.pod, "call_sid", callID)
+			p.refuse(w, http.StatusServiceUnavailable, "redis_error", err, "pod", t.Pod, "call_sid", callID)
 		}
 		return
 	}
@@ -215,7 +120,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	call := callOf(claimed)
 	pod := claimed.Pod
 	ctx, span := p.startSocketSpan(ctx, callID, pod, claimed.TraceParent)
-	up, pod, err := p.connect(ctx, r, t.uri, callID, pod, holder, &call)
+	up, pod, err := p.connect(ctx, r, t.URI, callID, pod, holder, &call)
 	if err != nil {
 		endRefusedSpan(span, pod, "upstream")
 		p.refuse(w, http.StatusBadGateway, "upstream", err, "pod", pod, "call_sid", callID)

@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/edge-voice/edge/internal/confcheck"
+	"github.com/edge-voice/edge/proxy/mediaurl"
 )
 
 // Config is the proxy's section of edge's configuration (keys proxy.*) and
 // what New and Apply take; Apply swaps it at run time without touching open
 // sockets.
 type Config struct {
-	// TokenSecret keys the HMAC of the per-call media tokens (NewSigner).
+	// TokenSecret keys the HMAC of the per-call media tokens (mediaurl.NewSigner).
 	// Every replica must share it: a socket may reach a replica other than
 	// the one that allocated. Empty: a random secret per process, with a
 	// warning (one replica only). At least 32 bytes when set. Restart:
@@ -24,7 +25,7 @@ type Config struct {
 	// still be valid.
 	RequireToken bool `koanf:"require_token"`
 	// TokenTTL is how long a token may be used to open its socket, counted
-	// from the allocation (NewSigner); an open socket lives on past it.
+	// from the allocation (mediaurl.NewSigner); an open socket lives on past it.
 	// Default 10m.
 	TokenTTL time.Duration `koanf:"token_ttl"`
 	// IdleTimeout closes a media socket (and releases its call) when the
@@ -172,7 +173,7 @@ func (c Config) Validate() error {
 	if c.MaxEjectionPercent < 0 || c.MaxEjectionPercent > 100 {
 		errs = append(errs, confcheck.Invalid("proxy.max_ejection_percent", c.MaxEjectionPercent, "must be 0 to 100"))
 	}
-	if !cleanPath(c.HealthPath) {
+	if !mediaurl.CleanPath(c.HealthPath) {
 		errs = append(errs, confcheck.Invalid("proxy.health_path", c.HealthPath, "must be / or /segments of [A-Za-z0-9_.~-]"))
 	}
 	if c.TokenSecret != "" && len(c.TokenSecret) < 32 {

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edge-voice/edge/proxy/mediaurl"
 )
 
 // A replica scraped between its listeners opening and the proxy's Run
@@ -15,7 +17,7 @@ import (
 // at that moment (the uring tests check it follows Run's fallback).
 func TestRelayInfoIsExportedFromNew(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	New(DefaultConfig(), Deps{Signer: NewSigner([]byte("0123456789abcdef0123456789abcdef"), 0), Registerer: reg})
+	New(DefaultConfig(), Deps{Signer: mediaurl.NewSigner([]byte("0123456789abcdef0123456789abcdef"), 0), Registerer: reg})
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +47,7 @@ func TestRelayInfoIsExportedFromNew(t *testing.T) {
 // first event finds them (and rate() has a start).
 func TestCountersAreExportedFromNew(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	New(DefaultConfig(), Deps{Signer: NewSigner([]byte("0123456789abcdef0123456789abcdef"), 0), Registerer: reg})
+	New(DefaultConfig(), Deps{Signer: mediaurl.NewSigner([]byte("0123456789abcdef0123456789abcdef"), 0), Registerer: reg})
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

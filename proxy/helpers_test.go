@@ -20,6 +20,7 @@ import (
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/internal/fakeagent"
 	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/proxy/mediaurl"
 )
 
 // env is one proxy in front of real fake-agent pods, on a real Redis.
@@ -100,7 +101,7 @@ func newEnv(t testing.TB, o envOpt) *env {
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
-	e.signer = NewSigner([]byte(strings.Repeat("k", 32)), time.Minute)
+	e.signer = mediaurl.NewSigner([]byte(strings.Repeat("k", 32)), time.Minute)
 	lookup := func(pod string) (string, bool) {
 		e.addrMu.Lock()
 		defer e.addrMu.Unlock()

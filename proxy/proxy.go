@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/edge-voice/edge/internal/mediacontract"
+	"github.com/edge-voice/edge/proxy/mediaurl"
 )
 
 // Lease names a call, the pod it holds and the socket holding its media
@@ -38,6 +39,9 @@ var (
 	ErrClaimed      = mediacontract.ErrClaimed
 	ErrNoOtherPod   = mediacontract.ErrNoOtherPod
 )
+
+// Signer mints and verifies the per-call media tokens (see mediaurl).
+type Signer = mediaurl.Signer
 
 // Leases is what the proxy needs of the allocator.
 type Leases interface {

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/proxy/mediaurl"
 )
 
 func TestRelayEchoesAndReleasesOnClose(t *testing.T) {
@@ -74,8 +75,8 @@ func TestRefusedBeforeRedisAndDial(t *testing.T) {
 	e := newEnv(t, envOpt{})
 	pod, _ := e.allocate("CA1", "")
 	other := map[string]string{"pod-a": "pod-b", "pod-b": "pod-a"}[pod]
-	expired := NewSigner([]byte(strings.Repeat("k", 32)), -time.Minute).Mint("CA1", pod, agentPath)
-	foreign := NewSigner([]byte(strings.Repeat("z", 32)), time.Minute).Mint("CA1", pod, agentPath)
+	expired := mediaurl.NewSigner([]byte(strings.Repeat("k", 32)), -time.Minute).Mint("CA1", pod, agentPath)
+	foreign := mediaurl.NewSigner([]byte(strings.Repeat("z", 32)), time.Minute).Mint("CA1", pod, agentPath)
 	good := e.signer.Mint("CA1", pod, agentPath)
 	tampered := good[:len(good)-2] + map[bool]string{true: "AA", false: "BB"}[!strings.HasSuffix(good, "AA")]
 

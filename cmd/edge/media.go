@@ -11,6 +11,7 @@ import (
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/config"
 	"github.com/edge-voice/edge/proxy"
+	"github.com/edge-voice/edge/proxy/mediaurl"
 )
 
 // newMedia makes the /ws/pod/ media proxy: pods resolves pod names (the
@@ -40,11 +41,11 @@ func mediaReady(px *proxy.Proxy, current func() *config.Config) func(context.Con
 
 // newSigner makes the media token signer from proxy.token_secret, shared by
 // every replica.
-func newSigner(cfg *config.Config, log *slog.Logger) *proxy.Signer {
+func newSigner(cfg *config.Config, log *slog.Logger) *mediaurl.Signer {
 	secret := []byte(cfg.Proxy.TokenSecret)
 	if len(secret) == 0 {
-		secret = proxy.RandomSecret()
+		secret = mediaurl.RandomSecret()
 		log.Warn("proxy.token_secret is not set: using a random per-process secret; every replica of a multi-replica deployment must share one, or media sockets reaching another replica are refused")
 	}
-	return proxy.NewSigner(secret, cfg.Proxy.TokenTTL)
+	return mediaurl.NewSigner(secret, cfg.Proxy.TokenTTL)
 }

@@ -1,4 +1,4 @@
-package proxy
+package mediaurl
 
 import (
 	"encoding/base64"

@@ -1,4 +1,4 @@
-package proxy
+package mediaurl
 
 import (
 	"crypto/hmac"
