@@ -2,6 +2,7 @@ package providers_test
 
 import (
 	"context"
+	"encoding/base64"
 	"net/url"
 	"strings"
 	"testing"
@@ -179,5 +180,41 @@ func TestPlivoHangupAndStreamCallbacksReleaseACallWithoutStream(t *testing.T) {
 	}
 	if !free() {
 		t.Error("voice-agent-0 is not back in its pool after DroppedStream")
+	}
+}
+
+// Exotel's StatusCallback, which edge had no route for, ends a call whose
+// stream never opened at once; it is authenticated as Exotel's other
+// webhooks are (HTTP Basic here), and an unauthenticated one changes
+// nothing.
+func TestExotelStatusCallbackReleasesACallWithoutStream(t *testing.T) {
+	const creds = "exo:pass"
+	e := newEnv(t, spec("exotel", plugins.Settings{"auth_tokens": creds}))
+	e.register(t, "gold", "voice-agent-0")
+	ctx := context.Background()
+	k := e.alloc.Keys()
+	free := func() bool { return e.rdb.SIsMember(ctx, k.PoolAvailable("gold"), "voice-agent-0").Val() }
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(creds))
+	const sid = "80bfbec2d78bbbf10fb851f4fa165211"
+
+	if got := e.do(t, "POST", "/api/v1/exotel/allocate", `{"CallSid":"`+sid+`"}`, "Authorization", auth); got.status != 200 || free() {
+		t.Fatalf("allocate: %+v", got)
+	}
+	status := `{"CallSid":"` + sid + `","Status":"completed","EventType":"terminal","ConversationDuration":0}`
+	before := e.snapshot(t)
+	if got := e.do(t, "POST", "/api/v1/exotel/status", status, "Content-Type", "application/json"); got.status != 401 {
+		t.Errorf("unauthenticated callback: %+v, want 401", got)
+	}
+	if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
+		t.Fatalf("an unauthenticated callback changed Redis:\n%s", diff)
+	}
+	if got := e.do(t, "POST", "/api/v1/exotel/status", status, "Content-Type", "application/json", "Authorization", auth); got.status != 200 {
+		t.Fatalf("status callback: %+v", got)
+	}
+	if !free() {
+		t.Fatal("voice-agent-0 is not back in its pool after Exotel's completed callback")
+	}
+	if tl, err := e.alloc.Timeline(ctx, sid); err != nil || tl.EndedBy != "provider:completed" {
+		t.Errorf("timeline = %+v, %v", tl, err)
 	}
 }

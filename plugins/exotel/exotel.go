@@ -50,7 +50,8 @@ func (p *Provider) Describe(context.Context) (plugins.Description, error) {
 	// Exotel's Voicebot applet retries a failed WebSocket handshake once
 	// (Exotel's "Working with the Stream and Voicebot Applet" guide,
 	// "Connection Retry").
-	return plugins.Description{Name: "exotel", Routes: []plugins.Route{{Method: http.MethodGet, Path: RouteVoicebot}},
+	return plugins.Description{Name: "exotel", Routes: []plugins.Route{{Method: http.MethodGet, Path: RouteVoicebot},
+		{Method: http.MethodPost, Path: RouteStatus}},
 		RendersFallback: true, MediaHandshakeRetries: 1}, nil
 }
 
@@ -77,6 +78,9 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 	s := p.Current()
 	if rej := s.authenticate(req); rej != nil {
 		return rej, nil
+	}
+	if req.Route == RouteStatus {
+		return statusCallback(req), nil
 	}
 	var body webhookBody
 	switch req.Route {
