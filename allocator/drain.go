@@ -33,3 +33,40 @@ func (a *Allocator) Drain(ctx context.Context, pod string) (Drained, error) {
 	a.metrics.drains.Inc()
 	return Drained{PodName: pod, HasActiveCall: rep.int(1) == 1, WasDraining: rep.int(2) == 1, Tier: rep.str(3)}, nil
 }
+
+// Undrained is the outcome of an undrain.
+type Undrained struct {
+	PodName string
+	Tier    string
+	// WasDraining: the pod was draining; false means nothing changed.
+	WasDraining bool
+	// BackInPool: the pod is in its available pool again (an exclusive
+	// pod serving a call goes back when the call ends).
+	BackInPool bool
+}
+
+// Undrain ends a drain: the draining flag goes and an idle pod is
+// available again, in one atomic step; calls waiting for capacity get it
+// first. A pod that was not draining is left as it is. An unknown pod is
+// ErrPodNotFound.
+func (a *Allocator) Undrain(ctx context.Context, pod string) (Undrained, error) {
+	if err := ValidateID("pod_name", pod); err != nil {
+		return Undrained{}, err
+	}
+	tiers := a.current.Load().cfg.Tiers.Tiers
+	args := []any{pod}
+	for name, t := range tiers {
+		if t.Type == Shared {
+			args = append(args, name)
+		}
+	}
+	r, err := a.run(ctx, "undrain", []string{a.keys.PodTier(pod)}, args...)
+	if err != nil {
+		return Undrained{}, fmt.Errorf("undrain %s: %w", pod, err)
+	}
+	rep := reply(r)
+	if rep.str(0) == "not_found" {
+		return Undrained{}, fmt.Errorf("undrain %s: %w", pod, ErrPodNotFound)
+	}
+	return Undrained{PodName: pod, WasDraining: rep.int(1) == 1, Tier: rep.str(2), BackInPool: rep.int(3) == 1}, nil
+}

@@ -3,6 +3,7 @@ package allocator
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -88,4 +89,34 @@ func (a *Allocator) LeaderReleases(ctx context.Context) <-chan struct{} {
 		}
 	}()
 	return out
+}
+
+// Leader names the replica whose leadership Redis last recorded: the Redis
+// leader lock's holder, else the Kubernetes Lease leader's fence; "" when
+// neither is there. For operators (the status page); the election itself
+// never reads it.
+func (a *Allocator) Leader(ctx context.Context) (string, error) {
+	lock, err := a.rdb.Get(ctx, a.keys.LeaderLock()).Result()
+	if err == nil {
+		if i := strings.LastIndexByte(lock, '/'); i > 0 {
+			return lock[:i], nil
+		}
+		return lock, nil
+	}
+	if !isNil(err) {
+		return "", fmt.Errorf("read leader lock: %w", unavailable(err))
+	}
+	fence, err := a.rdb.Get(ctx, a.keys.LeaseFence()).Result()
+	if isNil(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read lease fence: %w", unavailable(err))
+	}
+	// "lease/<identity>/<created>/<uid>/<transitions>"
+	parts := strings.Split(strings.TrimPrefix(fence, "lease/"), "/")
+	if len(parts) < 4 {
+		return "", nil
+	}
+	return strings.Join(parts[:len(parts)-3], "/"), nil
 }

@@ -2,7 +2,10 @@ package allocator
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -11,10 +14,16 @@ import (
 
 // PodInfo is what Redis knows of one pod.
 type PodInfo struct {
-	Name     string    `json:"pod_name"`
-	Tier     string    `json:"tier"`
+	Name string `json:"pod_name"`
+	Tier string `json:"tier"`
+	// State is the pod's one-word state for operators (State* below).
+	State string `json:"state"`
+	// Address is where the media proxy dials it ("" when the pod
+	// metadata has none).
+	Address  string    `json:"address,omitempty"`
 	Status   string    `json:"status"`
 	Draining bool      `json:"is_draining"`
+	Unready  bool      `json:"unready,omitempty"`
 	CallID   string    `json:"allocated_call_sid,omitempty"`
 	Since    time.Time `json:"allocated_at,omitzero"`
 	Released time.Time `json:"released_at,omitzero"`
@@ -26,6 +35,29 @@ type PodInfo struct {
 	// Ejection is set while the pod is out of allocation after failed
 	// dials.
 	Ejection *PodEjection `json:"ejection,omitempty"`
+}
+
+// A pod's State, the first that holds: out of allocation after failed
+// dials, reported not ready by the pod source, draining, serving a call,
+// else free for new calls.
+const (
+	StateEjected   = "ejected"
+	StateUnready   = "unready"
+	StateDraining  = "draining"
+	StateAllocated = "allocated"
+	StateAvailable = "available"
+)
+
+// LiveCalls are the calls the pod serves: its per-call leases (shared),
+// else the call holding its lease (exclusive).
+func (p PodInfo) LiveCalls() []string {
+	if len(p.Calls) > 0 {
+		return p.Calls
+	}
+	if p.Lease != "" {
+		return []string{p.Lease}
+	}
+	return nil
 }
 
 // PodEjection is a pod's passive health state: why it was ejected, since
@@ -43,51 +75,124 @@ func (a *Allocator) PodInfo(ctx context.Context, pod string) (PodInfo, error) {
 	if err := ValidateID("pod_name", pod); err != nil {
 		return PodInfo{}, err
 	}
-	var tier, lease *redis.StringCmd
-	var info *redis.MapStringStringCmd
-	var draining *redis.IntCmd
-	var calls *redis.StringSliceCmd
-	var ejected *redis.FloatCmd
+	var r *podReads
 	_, err := a.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		ejected = p.ZScore(ctx, a.keys.Ejected(), pod)
-		tier = p.Get(ctx, a.keys.PodTier(pod))
-		info = p.HGetAll(ctx, a.keys.PodInfo(pod))
-		draining = p.Exists(ctx, a.keys.PodDraining(pod))
-		lease = p.Get(ctx, a.keys.Lease(pod))
-		calls = p.ZRange(ctx, a.keys.PodCalls(pod), 0, -1)
+		r = a.queuePodReads(ctx, p, pod)
 		return nil
 	})
-	// Pipelined reports only the first failed command, and a missing key
-	// (redis.Nil) counts as one: every command's own error is checked, so a
-	// failed read behind a missing lease is not taken for "missing".
-	for _, e := range []error{err, tier.Err(), info.Err(), draining.Err(), lease.Err(), calls.Err(), ejected.Err()} {
+	return r.decode(err)
+}
+
+// Pods reads every registered pod's state, sorted by name: one read for
+// the list, then one pipeline per podsPerPipeline pods. An admin read
+// (the pods list, the status page), not the call path.
+func (a *Allocator) Pods(ctx context.Context) ([]PodInfo, error) {
+	names, err := a.RegisteredPods(ctx)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	out := make([]PodInfo, 0, len(names))
+	for batch := range slices.Chunk(names, podsPerPipeline) {
+		reads := make([]*podReads, 0, len(batch))
+		_, err := a.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, pod := range batch {
+				reads = append(reads, a.queuePodReads(ctx, p, pod))
+			}
+			return nil
+		})
+		for _, r := range reads {
+			info, err := r.decode(err)
+			if errors.Is(err, ErrPodNotFound) {
+				continue // unregistered since the list was read
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, info)
+		}
+	}
+	return out, nil
+}
+
+// podsPerPipeline bounds one pipeline of Pods: 7 reads a pod.
+const podsPerPipeline = 256
+
+// podReads are one pod's reads queued on a pipeline.
+type podReads struct {
+	pod         string
+	tier, lease *redis.StringCmd
+	meta        *redis.StringCmd
+	hash        *redis.MapStringStringCmd
+	draining    *redis.IntCmd
+	calls       *redis.StringSliceCmd
+	ejected     *redis.FloatCmd
+}
+
+func (a *Allocator) queuePodReads(ctx context.Context, p redis.Pipeliner, pod string) *podReads {
+	r := &podReads{pod: pod}
+	r.ejected = p.ZScore(ctx, a.keys.Ejected(), pod)
+	r.tier = p.Get(ctx, a.keys.PodTier(pod))
+	r.hash = p.HGetAll(ctx, a.keys.PodInfo(pod))
+	r.draining = p.Exists(ctx, a.keys.PodDraining(pod))
+	r.lease = p.Get(ctx, a.keys.Lease(pod))
+	r.calls = p.ZRange(ctx, a.keys.PodCalls(pod), 0, -1)
+	r.meta = p.HGet(ctx, a.keys.PodMetadata(), pod)
+	return r
+}
+
+// decode builds the PodInfo once the pipeline ran (err is its error).
+// Pipelined reports only the first failed command, and a missing key
+// (redis.Nil) counts as one: every command's own error is checked, so a
+// failed read behind a missing lease is not taken for "missing".
+func (r *podReads) decode(err error) (PodInfo, error) {
+	pod := r.pod
+	for _, e := range []error{err, r.tier.Err(), r.hash.Err(), r.draining.Err(), r.lease.Err(), r.calls.Err(), r.ejected.Err(), r.meta.Err()} {
 		if e != nil && !isNil(e) {
 			return PodInfo{}, fmt.Errorf("read pod %s: %w", pod, unavailable(e))
 		}
 	}
-	if isNil(tier.Err()) {
+	if isNil(r.tier.Err()) {
 		return PodInfo{}, fmt.Errorf("read pod %s: %w", pod, ErrPodNotFound)
 	}
-	h := info.Val()
+	h := r.hash.Val()
 	var ej *PodEjection
-	if ejected.Err() == nil {
+	if r.ejected.Err() == nil {
 		failures, _ := strconv.Atoi(h["failures"])
 		ej = &PodEjection{Reason: h["ejected_reason"], Since: parseMillis(h["ejected_at"]), Failures: failures,
-			ProbeDue: time.UnixMilli(int64(ejected.Val()))}
+			ProbeDue: time.UnixMilli(int64(r.ejected.Val()))}
 	}
-	return PodInfo{
+	var meta struct {
+		Address string `json:"address"`
+	}
+	_ = json.Unmarshal([]byte(r.meta.Val()), &meta) // absent or not edge's: no address
+	info := PodInfo{
 		Ejection: ej,
 		Name:     pod,
-		Tier:     tier.Val(),
+		Tier:     r.tier.Val(),
+		Address:  meta.Address,
 		Status:   h["status"],
-		Draining: draining.Val() == 1,
+		Draining: r.draining.Val() == 1,
+		Unready:  h["unready"] == "1",
 		CallID:   h["allocated_call_sid"],
 		Since:    parseSeconds(h["allocated_at"]),
 		Released: parseSeconds(h["released_at"]),
 		Source:   h["source_pool"],
-		Lease:    lease.Val(),
-		Calls:    calls.Val(),
-	}, nil
+		Lease:    r.lease.Val(),
+		Calls:    r.calls.Val(),
+	}
+	switch {
+	case info.Ejection != nil:
+		info.State = StateEjected
+	case info.Unready:
+		info.State = StateUnready
+	case info.Draining:
+		info.State = StateDraining
+	case len(info.LiveCalls()) > 0:
+		info.State = StateAllocated
+	default:
+		info.State = StateAvailable
+	}
+	return info, nil
 }
 
 // CallInfo is a live allocation as stored in its call info.

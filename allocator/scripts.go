@@ -14,7 +14,7 @@ var luaFiles embed.FS
 
 // scriptNames lists every script; each is lua/<name>.lua.
 var scriptNames = []string{
-	"allocate", "release", "renew", "drain", "unregister", "status",
+	"allocate", "release", "renew", "drain", "undrain", "unregister", "status",
 	"sync", "sweep", "rebalance", "leader_acquire", "leader_renew", "leader_release", "leader_lease_fence",
 	"claim", "unclaim", "failover", "pod_failure", "reinstate",
 	"wait_poll", "unwait", "presence", "orphans",

@@ -24,8 +24,12 @@ type Calls interface {
 // Pools is what the admin API reads and changes of the pools directly.
 type Pools interface {
 	Drain(ctx context.Context, pod string) (allocator.Drained, error)
+	Undrain(ctx context.Context, pod string) (allocator.Undrained, error)
 	PodInfo(ctx context.Context, pod string) (allocator.PodInfo, error)
+	Pods(ctx context.Context) ([]allocator.PodInfo, error)
 	Status(ctx context.Context) ([]allocator.PoolStatus, error)
+	// Leader names the replica Redis last recorded as the leader.
+	Leader(ctx context.Context) (string, error)
 }
 
 // Handlers serves the endpoints the predecessor had.

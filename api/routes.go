@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -37,6 +38,12 @@ type Surface struct {
 	Config *ConfigAPI
 	// LogLevel serves the log level at run time; nil: no such routes.
 	LogLevel *LogLevel
+	// RunningConfig returns the configuration in effect, secrets hidden
+	// (config.Effective), for GET /api/v1/config; nil: not served.
+	RunningConfig func() json.Marshaler
+	// Page serves the status page at the admin listener's root; nil: not
+	// served.
+	Page *StatusPage
 }
 
 // Public is the public listener: provider webhooks, the generic allocation
@@ -77,6 +84,11 @@ func (s *Surface) Admin() http.Handler {
 	guarded.Handle("POST /api/v1/drain", s.bounded(s.Handlers.drain))
 	guarded.Handle("GET /api/v1/status", s.bounded(s.Handlers.status))
 	guarded.Handle("GET /api/v1/pod/{name}", s.bounded(s.Handlers.podInfo))
+	guarded.Handle("GET /api/v1/pods", s.bounded(s.Handlers.pods))
+	guarded.Handle("POST /api/v1/undrain", s.bounded(s.Handlers.undrain))
+	if s.RunningConfig != nil {
+		guarded.Handle("GET /api/v1/config", s.bounded(s.runningConfig))
+	}
 	// The call timeline is for operators: admin listener only (the
 	// internal one takes unauthenticated agents).
 	if s.Handlers.Records != nil {
@@ -110,6 +122,11 @@ func (s *Surface) Admin() http.Handler {
 	mux.HandleFunc("GET /api/v1/health", healthz)
 	mux.HandleFunc("GET /readyz", s.Ready.serve)
 	mux.HandleFunc("GET /api/v1/ready", s.Ready.serve)
+	if s.Page != nil {
+		// A browser cannot send a bearer token: the page also takes HTTP
+		// Basic credentials with the token as the password (statuspage.go).
+		mux.Handle("GET /{$}", s.bounded(s.Page.guard(s.AdminToken, s.serveStatusPage)))
+	}
 	mux.Handle("/", requireToken(s.AdminToken, sameOriginJSON(guarded)))
 	return mux
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,6 +62,13 @@ func structList(v reflect.Value) bool {
 	return v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct && v.Len() > 0
 }
 
+// structMap reports a non-empty map of structs by name
+// (providers.plugins), shown entry by entry under each name.
+func structMap(v reflect.Value) bool {
+	return v.Kind() == reflect.Map && v.Type().Key().Kind() == reflect.String &&
+		v.Type().Elem().Kind() == reflect.Struct && v.Len() > 0
+}
+
 // entry is one key of the flat view.
 type entry struct {
 	path  string
@@ -78,6 +86,12 @@ func entries(c *Config, redact bool) []entry {
 			case structList(l.value):
 				for j := range l.value.Len() {
 					add(leaves(l.value.Index(j), fmt.Sprintf("%s[%d].", l.path, j), false))
+				}
+			case structMap(l.value):
+				keys := l.value.MapKeys()
+				slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+				for _, k := range keys {
+					add(leaves(l.value.MapIndex(k), l.path+"."+k.String()+".", false))
 				}
 			case l.value.Kind() == reflect.Slice && l.value.Len() == 0:
 				out = append(out, entry{l.path, []any{}})
@@ -155,6 +169,68 @@ func (c *Config) LogValue() slog.Value {
 		attrs = append(attrs, slog.Any(e.path, v))
 	}
 	return slog.GroupValue(attrs...)
+}
+
+// Entry is one key of the effective configuration and its value, secrets
+// hidden: a string, number, bool, list, map or (tiers) JSON object;
+// durations as Go writes them ("1m30s").
+type Entry struct {
+	Key   string
+	Value any
+}
+
+// Effective is the configuration as a running edge applies it, key by
+// key in the order of the file's sections, secrets hidden (the admin
+// API's GET /api/v1/config, `edge admin config`). It encodes to one JSON
+// object whose keys keep that order.
+type Effective []Entry
+
+// Effective lists c's keys in field order, secrets hidden, each plugin's
+// keys under its name (providers.plugins.twilio.path).
+func (c *Config) Effective() Effective {
+	es := entries(c, true)
+	out := make(Effective, 0, len(es))
+	for _, e := range es {
+		v := e.value
+		switch x := v.(type) {
+		case time.Duration:
+			v = x.String()
+		case fmt.Stringer:
+			// Typed strings that hide themselves (providers.Secret) and
+			// others with a text form (netip.Prefix lists are not
+			// Stringers and encode as text already).
+			v = x.String()
+		}
+		if e.path == "tiers" {
+			v = json.RawMessage(e.value.(string))
+		}
+		out = append(out, Entry{e.path, v})
+	}
+	return out
+}
+
+// MarshalJSON writes the entries as one object, in their order.
+func (e Effective) MarshalJSON() ([]byte, error) {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, en := range e {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, err := json.Marshal(en.Key)
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(en.Value)
+		if err != nil {
+			return nil, fmt.Errorf("config key %s: %w", en.Key, err)
+		}
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return []byte(b.String()), nil
 }
 
 // redactString hides a secret: all of it, or for kind "url" the password.

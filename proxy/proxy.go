@@ -166,15 +166,20 @@ func New(cfg Config, d Deps) *Proxy {
 		byCall:  map[string]*socket{},
 		changed: make(chan struct{}),
 	}
-	p.metrics.relayInfo.relays = func() (Relay, Relay) {
-		configured := p.cfg().Relay
-		if configured == "" {
-			configured = RelayEpoll
-		}
-		return configured, p.runningRelay()
-	}
+	p.metrics.relayInfo.relays = p.Relays
 	p.Apply(cfg)
 	return p
+}
+
+// Relays returns the relay proxy.relay asks for and the one new sockets
+// take (they differ where edge fell back, and until Run started the
+// loops).
+func (p *Proxy) Relays() (configured, running Relay) {
+	configured = p.cfg().Relay
+	if configured == "" {
+		configured = RelayEpoll
+	}
+	return configured, p.runningRelay()
 }
 
 // Apply swaps the configuration; open sockets keep flowing.

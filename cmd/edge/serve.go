@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,7 +36,7 @@ type component interface {
 const usage = `usage: edge [flags]          serve
        edge check-config [flags]  validate the configuration and exit
        edge ws URL                open a media URL, send Twilio-like frames, print the echoes
-       edge admin COMMAND         read and write tier and merchant config (edge admin --help)
+       edge admin COMMAND         a running edge's pods, calls and config (edge admin --help)
        edge version
 
 flags:
@@ -159,6 +160,11 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		Providers:      provs,
 		Media:          px,
 		LogLevel:       &api.LogLevel{Var: level, Log: log},
+		RunningConfig:  func() json.Marshaler { return current().Effective() },
+		Page: &api.StatusPage{Replica: replicaName(cfg), Relay: func() (string, string) {
+			c, r := px.Relays()
+			return string(c), string(r)
+		}},
 		Config: &api.ConfigAPI{Alloc: alloc, Log: log, OnTierChange: func(tc allocator.TierConfig) {
 			// This replica applies at once; the others within pool.tier_config_refresh.
 			alloc.ApplyTiers(tc)

@@ -44,7 +44,7 @@ leader: {identity: edge-t}
 	r := mediaStartReplica(t, bin, "edge-t", cfg)
 	admin := func(args ...string) (map[string]any, string, error) {
 		var out, errOut bytes.Buffer
-		err := run(context.Background(), append([]string{"admin", "--url", r.admin}, args...), nil, &out, &errOut)
+		err := run(context.Background(), append([]string{"admin", "--url", r.admin, "-o", "json"}, args...), nil, &out, &errOut)
 		var v map[string]any
 		json.Unmarshal(out.Bytes(), &v)
 		return v, out.String() + errOut.String(), err
@@ -112,7 +112,7 @@ leader: {identity: edge-t}
 	if resp.StatusCode != http.StatusNotFound || strings.TrimSpace(string(body)) != `{"code":"call_not_found","error":"call not found","success":false}` {
 		t.Errorf("unknown call = %d %s", resp.StatusCode, body)
 	}
-	if _, text, err := admin("call", "bad:id"); err == nil || !strings.Contains(text, "invalid_request") {
+	if _, text, err := admin("call", "bad:id"); err == nil || !strings.Contains(err.Error(), "invalid id") {
 		t.Errorf("edge admin call bad:id = %s, %v", text, err)
 	}
 
