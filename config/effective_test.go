@@ -63,6 +63,11 @@ providers:
 	if first := strings.Index(string(raw), `"listen.public"`); first != 1 {
 		t.Errorf("first key at %d, want listen.public first: %.80s", first, raw)
 	}
+	for k, v := range m {
+		if v == nil {
+			t.Errorf("%s is null, want a value ({} for an empty map)", k)
+		}
+	}
 	if len(m) != len(eff) {
 		t.Errorf("%d JSON keys for %d entries (a key repeated?)", len(m), len(eff))
 	}

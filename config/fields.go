@@ -201,6 +201,9 @@ func (c *Config) Effective() Effective {
 			// Stringers and encode as text already).
 			v = x.String()
 		}
+		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Map && rv.IsNil() {
+			v = map[string]any{} // {} rather than null: an empty section
+		}
 		if e.path == "tiers" {
 			v = json.RawMessage(e.value.(string))
 		}
