@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/edge-voice/edge/internal/testredis"
+)
+
+var statusStreamURL = regexp.MustCompile(`<Stream url="([^"]+)"`)
+
+// A Twilio caller who hangs up before the media stream starts, through the
+// binary, its built-in Twilio plugin process, a real redis-server and a
+// fake agent: the answer names the stream's status callback, the signed
+// "completed" callback puts the pod back in its pool before it is
+// answered (the pod is available on the next read, well under a second,
+// where the lease and the sweep took 60-90 s), the late media socket is
+// refused, and the timeline says who ended the call.
+func TestTwilioHangupBeforeStreamFreesThePodEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs edge processes")
+	}
+	const token = "e2e-status-token"
+	bin := mediaBuildEdge(t)
+	rs := testredis.Start(t, testredis.TCP())
+	ag := mediaAgent(t)
+	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
+listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
+log: {format: json, level: info}
+redis: {url: %q}
+tiers: {gold: {type: exclusive, target: 1}}
+default_chain: [gold]
+pods:
+  static:
+    - {name: pod-a, address: %q, tier: gold}
+proxy: {token_secret: %q}
+leader: {identity: edge-s}
+providers:
+  webhook_base_url: https://edge.example.com
+  plugins:
+    twilio: {auth_tokens: %q}
+`, rs.URL(), ag.Addr(), strings.Repeat("s", 32), token))
+	r := mediaStartReplica(t, bin, "edge-s", cfg)
+	mediaEventually(t, 10*time.Second, "pod-a registered", func() bool { return mediaPod(t, r.admin, "pod-a").Status == "available" })
+
+	post := func(path string, form url.Values) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, r.public+path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Twilio-Signature", e2eTwilioSign(token, "https://edge.example.com"+path, form))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	const sid = "CA0000000000000000000000000000a5e1"
+	mediaEventually(t, 30*time.Second, "the twilio plugin answering", func() bool {
+		st, _ := post("/api/v1/twilio/allocate", url.Values{"CallSid": {"CA0000000000000000000000000000a5e0"}})
+		return st == http.StatusOK
+	})
+	// The probe's call holds pod-a; end it the same way to start clean.
+	if st, _ := post("/api/v1/twilio/status", url.Values{"CallSid": {"CA0000000000000000000000000000a5e0"}, "CallStatus": {"completed"}}); st != http.StatusNoContent {
+		t.Fatalf("probe call's callback: %d", st)
+	}
+	status, body := post("/api/v1/twilio/allocate", url.Values{"CallSid": {sid}, "From": {"+15550100"}})
+	m := statusStreamURL.FindStringSubmatch(body)
+	if status != http.StatusOK || m == nil || !strings.Contains(body, `statusCallback="https://edge.example.com/api/v1/twilio/status"`) {
+		t.Fatalf("webhook: %d %s", status, body)
+	}
+	if p := mediaPod(t, r.admin, "pod-a"); p.Status != "allocated" || p.CallID != sid {
+		t.Fatalf("pod-a after the webhook = %+v", p)
+	}
+
+	start := time.Now()
+	if st, b := post("/api/v1/twilio/status", url.Values{"CallSid": {sid}, "CallStatus": {"completed"}, "CallDuration": {"0"}}); st != http.StatusNoContent {
+		t.Fatalf("completed callback: %d %s", st, b)
+	}
+	p := mediaPod(t, r.admin, "pod-a")
+	took := time.Since(start)
+	if p.Status != "available" || took > time.Second {
+		t.Fatalf("pod-a %v after the completed callback = %+v, want available within 1s", took, p)
+	}
+	t.Logf("pod back in its pool %v after the signed completed callback was sent", took)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if c, resp, err := websocket.Dial(ctx, mediaOn(r, m[1]), nil); err == nil {
+		c.CloseNow()
+		t.Error("the late media socket of the ended call was admitted")
+	} else if resp == nil || resp.StatusCode < 400 {
+		t.Errorf("late media socket: %v, %+v", err, resp)
+	}
+	call := mediaTimeline(t, r.admin, sid)
+	if call["state"] != "ended" || call["released_by"] != "provider" || call["ended_by"] != "provider:completed" {
+		t.Errorf("timeline = %v", call)
+	}
+}
+
+// mediaTimeline reads a call's timeline from the admin API.
+func mediaTimeline(t *testing.T, admin, callID string) map[string]any {
+	t.Helper()
+	resp, err := http.Get(admin + "/api/v1/calls/" + callID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct{ Call map[string]any }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	return body.Call
+}
