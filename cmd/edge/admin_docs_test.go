@@ -309,6 +309,9 @@ pods:
 			if out := mustAdmin("pools", "list"); !strings.Contains(out, `"`+args[2]+`"`) {
 				t.Errorf("pools list after pools set: %s", out)
 			}
+			// Back to no dedicated pods: the leader would move idle pods
+			// into the merchant's pool under the next commands.
+			mustAdmin("pools", "set", args[2], "0")
 		},
 	}
 	// Commands that change the tiers run last, after the checks that read
