@@ -53,6 +53,11 @@ func TestConformance(t *testing.T) {
 			{Name: "two values", Request: post(`{"CallSid":"a"} {}`, basic(creds), "203.0.113.9"), Status: 400},
 			{Name: "no call sid", Request: post(`{"From":"1"}`, basic(creds), "203.0.113.9"), Status: 400},
 			{Name: "lookup without call sid", Request: lookup("merchant_id=acme", basic(creds), "203.0.113.9"), Status: 400},
+			{Name: "status callback without credentials", Request: statusReq("application/json", `{"CallSid":"ex-1","Status":"completed"}`, "", "203.0.113.9"), Status: 401},
+		},
+		StatusCallbacks: []plugintest.StatusCallback{
+			{Name: "completed", Request: statusReq("application/json", `{"CallSid":"ex-1","Status":"completed"}`, basic(creds), "203.0.113.9"), CallID: "ex-1", Event: "completed"},
+			{Name: "answered", Request: statusReq("application/json", `{"CallSid":"ex-1","Status":"completed","EventType":"answered"}`, basic(creds), "198.51.100.7")},
 		},
 	})
 }

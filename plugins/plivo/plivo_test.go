@@ -142,8 +142,28 @@ func TestConformance(t *testing.T) {
 			{Name: "no call uuid", Request: withNonce(request(hookURL, "x", "From=%2B1"), "n-no-uuid", querySorted, "From+1"), Status: 400},
 			{Name: "call uuid not a uuid", Request: withNonce(request(hookURL, "x", "CallUUID=pl-0123"), "n-bad-uuid", querySorted, "CallUUIDpl-0123"), Status: 400},
 			{Name: "malformed", Request: request(hookURL, "x", "%zz"), Status: 400},
+			{Name: "forged hangup", Request: callbackRequest(t, "guess", plivo.RouteHangup, "n-forged-hangup", url.Values{"CallUUID": {uuid}}), Status: 403},
+		},
+		StatusCallbacks: []plugintest.StatusCallback{
+			{Name: "hangup", Request: callbackRequest(t, tokNew, plivo.RouteHangup, "n-hangup", url.Values{"CallUUID": {uuid}, "CallStatus": {"completed"}}), CallID: uuid, Event: "completed"},
+			{Name: "DroppedStream", Request: callbackRequest(t, tokOld, plivo.RouteStatus, "n-dropped", url.Values{"CallUUID": {uuid}, "Event": {"DroppedStream"}}), CallID: uuid, Event: "DroppedStream"},
+			{Name: "StartStream", Request: callbackRequest(t, tokNew, plivo.RouteStatus, "n-started", url.Values{"CallUUID": {uuid}, "Event": {"StartStream"}})},
 		},
 	})
+}
+
+// callbackRequest is a callback on route signed (V3) with token under n.
+func callbackRequest(t *testing.T, token, route, n string, form url.Values) *plugins.Request {
+	t.Helper()
+	u := "https://edge.example.com/api/v1/plivo/" + route
+	sig, err := plivo.Signature(token, "POST", u, form, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := request(u, sig, form.Encode())
+	r.Route = route
+	r.Header.Set(plivo.NonceHeader, n)
+	return r
 }
 
 func TestGoldenAnswers(t *testing.T) {

@@ -47,6 +47,20 @@ type Suite struct {
 	// providers call the number's fallback URL; a provider whose documented
 	// equivalent is another answer checks for that instead.
 	FallbackAnswer func(*plugins.Response) error
+	// StatusCallbacks are verified callbacks on the provider's declared
+	// routes: each must be acknowledged (2xx, no allocation), the same on
+	// a second delivery, and report the call ended (WebhookResult.Ended)
+	// exactly when Event is set.
+	StatusCallbacks []StatusCallback
+}
+
+// StatusCallback is a status callback and what it must report.
+type StatusCallback struct {
+	Name    string
+	Request *plugins.Request
+	// CallID and Event are the call and event the callback must report
+	// ended; Event "" for a callback that ends nothing.
+	CallID, Event string
 }
 
 // BadSettings are settings the provider must refuse because of Key.
@@ -136,7 +150,13 @@ func Run(t *testing.T, impl plugins.Provider, s Suite) {
 			if (inv.Status == http.StatusUnauthorized || inv.Status == http.StatusForbidden) && res.Nonce != "" {
 				t.Errorf("a request refused for its credentials reports nonce %q: a forger could spend nonces", res.Nonce)
 			}
+			if res.Ended != nil {
+				t.Errorf("a refused request reports call %q ended: only a verified callback may", res.Ended.CallID)
+			}
 		})
+	}
+	for _, c := range s.StatusCallbacks {
+		t.Run("status/"+c.Name, func(t *testing.T) { checkStatusCallback(ctx, t, p, c) })
 	}
 	t.Run("failures", func(t *testing.T) { checkFailures(ctx, t, p) })
 	t.Run("fallback", func(t *testing.T) { checkFallback(ctx, t, p, s.FallbackAnswer) })
@@ -263,6 +283,42 @@ func checkFallback(ctx context.Context, t *testing.T, p plugins.Provider, check 
 			}
 		case resp.Status < 400 || resp.Status > 599:
 			t.Errorf("Answer(fallback %s): status %d, want an HTTP error so that the provider calls the fallback URL", f.Reason, resp.Status)
+		}
+	}
+}
+
+// eventRE is what edge keeps of an event on the call's record.
+var eventRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+func checkStatusCallback(ctx context.Context, t *testing.T, p plugins.Provider, c StatusCallback) {
+	d, err := p.Describe(ctx)
+	if err != nil {
+		t.Fatalf("Describe: %v", err)
+	}
+	declared := false
+	for _, r := range d.Routes {
+		declared = declared || (r.Path == c.Request.Route && (r.Method == "" || r.Method == c.Request.Method))
+	}
+	if !declared {
+		t.Fatalf("%s %s is not a declared route: edge answers it 404", c.Request.Method, c.Request.Route)
+	}
+	for delivery := range 2 {
+		res, err := p.Webhook(ctx, c.Request)
+		if err != nil {
+			t.Fatalf("Webhook (delivery %d): %v", delivery+1, err)
+		}
+		if res.Allocate != nil || res.Answer == nil || res.Answer.Status < 200 || res.Answer.Status > 299 {
+			t.Fatalf("delivery %d: %+v, want a 2xx acknowledgement (a non-2xx makes the provider retry)", delivery+1, res)
+		}
+		switch {
+		case c.Event == "" && res.Ended != nil:
+			t.Errorf("delivery %d reports the call ended (%+v); want nothing ended", delivery+1, *res.Ended)
+		case c.Event != "" && res.Ended == nil:
+			t.Errorf("delivery %d reports no end; want %s of %s", delivery+1, c.Event, c.CallID)
+		case c.Event != "" && (res.Ended.CallID != c.CallID || res.Ended.Event != c.Event):
+			t.Errorf("delivery %d ended %+v; want %s of %s", delivery+1, *res.Ended, c.Event, c.CallID)
+		case res.Ended != nil && !eventRE.MatchString(res.Ended.Event):
+			t.Errorf("event %q: want [A-Za-z0-9_.-], 1 to 128 bytes (edge refuses others)", res.Ended.Event)
 		}
 	}
 }

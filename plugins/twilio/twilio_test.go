@@ -133,8 +133,21 @@ func TestConformance(t *testing.T) {
 			{Name: "malformed form", Request: &plugins.Request{Route: "allocate", Method: "POST", URL: hookURL, Header: http.Header{}, Body: []byte("a=%zz")}, Status: 400},
 			{Name: "unsigned GET", Request: &plugins.Request{Route: "allocate", Method: "GET", URL: hookURL, Header: http.Header{}}, Status: 403},
 			{Name: "PUT", Request: &plugins.Request{Route: "allocate", Method: "PUT", URL: hookURL, Header: http.Header{}}, Status: 405},
+			{Name: "forged status callback", Request: statusRequest("guess", "CallSid", sid, "CallStatus", "completed"), Status: 403},
+		},
+		StatusCallbacks: []plugintest.StatusCallback{
+			{Name: "completed", Request: statusRequest(tokNew, "CallSid", sid, "CallStatus", "completed"), CallID: sid, Event: "completed"},
+			{Name: "stream-error", Request: statusRequest(tokOld, "CallSid", sid, "StreamEvent", "stream-error"), CallID: sid, Event: "stream-error"},
+			{Name: "ringing", Request: statusRequest(tokNew, "CallSid", sid, "CallStatus", "ringing")},
 		},
 	})
+}
+
+// statusRequest is a status callback signed with token.
+func statusRequest(token string, pairs ...string) *plugins.Request {
+	r := request(statusURL, sign(token, statusURL, pairs...), pairs...)
+	r.Route = twilio.RouteStatus
+	return r
 }
 
 func TestGoldenAnswers(t *testing.T) {
