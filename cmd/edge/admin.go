@@ -87,7 +87,6 @@ func adminCommand(ctx context.Context, args, environ []string, stdout, stderr io
 	fs := pflag.NewFlagSet("edge admin", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, adminUsage) }
-	fs.SetInterspersed(false)
 	base := fs.String("url", cmp.Or(env("EDGE_ADMIN_URL"), "http://127.0.0.1:9090"), "admin listener base URL")
 	token := fs.String("token", env("EDGE_ADMIN_TOKEN"), "admin bearer token")
 	output := fs.StringP("output", "o", "table", "table (text) or json")

@@ -151,7 +151,7 @@ pods:
 				Calls []string `json:"calls"`
 			}
 		}
-		if err := json.Unmarshal([]byte(mustAdmin("-o", "json", "pods")), &a); err != nil {
+		if err := json.Unmarshal([]byte(mustAdmin("pods", "-o", "json")), &a); err != nil {
 			t.Fatal(err)
 		}
 		m := map[string]string{}
