@@ -30,51 +30,8 @@ func TestTwilioHangupBeforeStreamFreesThePodEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs edge processes")
 	}
-	const token = "e2e-status-token"
-	bin := mediaBuildEdge(t)
-	rs := testredis.Start(t, testredis.TCP())
-	ag := mediaAgent(t)
-	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
-listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
-log: {format: json, level: info}
-redis: {url: %q}
-tiers: {gold: {type: exclusive, target: 1}}
-default_chain: [gold]
-pods:
-  static:
-    - {name: pod-a, address: %q, tier: gold}
-proxy: {token_secret: %q}
-leader: {identity: edge-s}
-providers:
-  webhook_base_url: https://edge.example.com
-  plugins:
-    twilio: {auth_tokens: %q}
-`, rs.URL(), ag.Addr(), strings.Repeat("s", 32), token))
-	r := mediaStartReplica(t, bin, "edge-s", cfg)
-	mediaEventually(t, 10*time.Second, "pod-a registered", func() bool { return mediaPod(t, r.admin, "pod-a").Status == "available" })
-
-	post := func(path string, form url.Values) (int, string) {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, r.public+path, strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("X-Twilio-Signature", e2eTwilioSign(token, "https://edge.example.com"+path, form))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	r, post := statusEdge(t, "")
 	const sid = "CA0000000000000000000000000000a5e1"
-	mediaEventually(t, 30*time.Second, "the twilio plugin answering", func() bool {
-		st, _ := post("/api/v1/twilio/allocate", url.Values{"CallSid": {"CA0000000000000000000000000000a5e0"}})
-		return st == http.StatusOK
-	})
-	// The probe's call holds pod-a; end it the same way to start clean.
-	if st, _ := post("/api/v1/twilio/status", url.Values{"CallSid": {"CA0000000000000000000000000000a5e0"}, "CallStatus": {"completed"}}); st != http.StatusNoContent {
-		t.Fatalf("probe call's callback: %d", st)
-	}
 	status, body := post("/api/v1/twilio/allocate", url.Values{"CallSid": {sid}, "From": {"+15550100"}})
 	m := statusStreamURL.FindStringSubmatch(body)
 	if status != http.StatusOK || m == nil || !strings.Contains(body, `statusCallback="https://edge.example.com/api/v1/twilio/status"`) {
@@ -109,6 +66,58 @@ providers:
 	}
 }
 
+// With the media socket open, Twilio's completed callback releases nothing
+// (the stream goes on until Twilio closes it) but a replayed webhook is
+// told the call ended; a socket Twilio never closes is closed by edge at
+// the call's next lease renewal, which it no longer gets, and its end
+// releases the pod with the provider named on the timeline.
+func TestTwilioCallbackWithSocketOpenEndsAtTheNextRenewal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs edge processes")
+	}
+	r, post := statusEdge(t, "allocator: {lease_ttl: 6s, renew_interval: 1s}\n")
+	const sid = "CA0000000000000000000000000000a5e2"
+	status, body := post("/api/v1/twilio/allocate", url.Values{"CallSid": {sid}})
+	m := statusStreamURL.FindStringSubmatch(body)
+	if status != http.StatusOK || m == nil {
+		t.Fatalf("webhook: %d %s", status, body)
+	}
+	c := mediaDial(t, mediaOn(r, m[1]))
+	mediaStream(t, c, sid, 5)
+
+	if st, b := post("/api/v1/twilio/status", url.Values{"CallSid": {sid}, "CallStatus": {"completed"}}); st != http.StatusNoContent {
+		t.Fatalf("completed callback: %d %s", st, b)
+	}
+	if p := mediaPod(t, r.admin, "pod-a"); p.Status != "allocated" {
+		t.Fatalf("pod-a released under an open socket: %+v", p)
+	}
+	if call := mediaTimeline(t, r.admin, sid); call["state"] != "live" || call["ended_by"] != "provider:completed" {
+		t.Errorf("timeline with the socket open = %v", call)
+	}
+	if st, b := post("/api/v1/twilio/allocate", url.Values{"CallSid": {sid}}); st != http.StatusOK || !strings.Contains(b, "This call has ended.") {
+		t.Errorf("replayed webhook while the socket is open: %d %s", st, b)
+	}
+
+	// The provider never closes: edge does, at the next renewal.
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		if _, _, err := c.Read(ctx); err != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("the socket was still open %v after the callback", time.Since(start))
+			}
+			break
+		}
+	}
+	t.Logf("edge closed the socket %v after the callback", time.Since(start))
+	mediaEventually(t, 5*time.Second, "pod-a back in its pool", func() bool { return mediaPod(t, r.admin, "pod-a").Status == "available" })
+	call := mediaTimeline(t, r.admin, sid)
+	if call["state"] != "ended" || call["released_by"] != "socket" || call["ended_by"] != "provider:completed" || call["socket_end"] != "lease_lost" {
+		t.Errorf("timeline after the socket's end = %v", call)
+	}
+}
+
 // mediaTimeline reads a call's timeline from the admin API.
 func mediaTimeline(t *testing.T, admin, callID string) map[string]any {
 	t.Helper()
@@ -123,3 +132,57 @@ func mediaTimeline(t *testing.T, admin, callID string) map[string]any {
 	}
 	return body.Call
 }
+
+// statusEdge runs the binary with the Twilio plugin verifying statusToken,
+// a webhook base, a real redis-server and one fake agent (pod-a), waits
+// until the plugin answers, and returns the replica and a signed poster.
+func statusEdge(t *testing.T, extraYAML string) (*mediaReplica, func(path string, form url.Values) (int, string)) {
+	t.Helper()
+	bin := mediaBuildEdge(t)
+	rs := testredis.Start(t, testredis.TCP())
+	ag := mediaAgent(t)
+	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
+listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
+log: {format: json, level: info}
+redis: {url: %q}
+tiers: {gold: {type: exclusive, target: 1}}
+default_chain: [gold]
+pods:
+  static:
+    - {name: pod-a, address: %q, tier: gold}
+proxy: {token_secret: %q}
+leader: {identity: edge-s}
+providers:
+  webhook_base_url: https://edge.example.com
+  plugins:
+    twilio: {auth_tokens: %q}
+`, rs.URL(), ag.Addr(), strings.Repeat("s", 32), statusToken)+extraYAML)
+	r := mediaStartReplica(t, bin, "edge-s", cfg)
+	mediaEventually(t, 10*time.Second, "pod-a registered", func() bool { return mediaPod(t, r.admin, "pod-a").Status == "available" })
+	post := func(path string, form url.Values) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, r.public+path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Twilio-Signature", e2eTwilioSign(statusToken, "https://edge.example.com"+path, form))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// The plugin process may still be starting: a call to probe it, ended
+	// the same way so that pod-a is free again.
+	const probe = "CA0000000000000000000000000000a5e0"
+	mediaEventually(t, 30*time.Second, "the twilio plugin answering", func() bool {
+		st, _ := post("/api/v1/twilio/allocate", url.Values{"CallSid": {probe}})
+		return st == http.StatusOK
+	})
+	if st, _ := post("/api/v1/twilio/status", url.Values{"CallSid": {probe}, "CallStatus": {"completed"}}); st != http.StatusNoContent {
+		t.Fatalf("probe call's callback: %d", st)
+	}
+	return r, post
+}
+
+const statusToken = "e2e-status-token"
