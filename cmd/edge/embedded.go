@@ -67,17 +67,26 @@ func newFakeAgents(cfg *config.Config, log *slog.Logger) (agents []*fakeagent.Ag
 // its built-in fake agents) to out as plain lines: inside a log line they
 // would be quoted and escaped, and a pasted `{\"call_sid\"...` body is
 // refused. pub and adm are the bound listeners' URLs; twilio adds an
-// unsigned Twilio webhook, which only a Twilio without auth_tokens takes.
-func printQuickStart(out io.Writer, pub, adm, openMode string, twilio bool) {
+// unsigned Twilio webhook, which only a Twilio without auth_tokens takes;
+// adminToken says the admin listener wants admin_token, which the admin
+// lines then read from $EDGE_ADMIN_TOKEN (never printed).
+func printQuickStart(out io.Writer, pub, adm, openMode string, twilio, adminToken bool) {
 	var b strings.Builder
 	b.WriteString("\nTry it (ready to paste):\n")
 	auth := ""
 	if openMode != api.OpenLoopback && openMode != api.OpenAnyone {
 		auth = " -H 'Authorization: Bearer <a generic_api token>'"
 	}
+	admAuth, admEnv := "", ""
+	if adminToken {
+		admAuth = ` -H "Authorization: Bearer $EDGE_ADMIN_TOKEN"`
+		admEnv = "   (with EDGE_ADMIN_TOKEN exported)"
+	}
 	fmt.Fprintf(&b, "  allocate a pod:  curl -s -X POST %s/api/v1/allocate%s -H 'Content-Type: application/json' -d '{\"call_sid\":\"CA-demo-1\",\"merchant_id\":\"demo\"}'\n", pub, auth)
-	fmt.Fprintf(&b, "  release it:      curl -s -X POST %s/api/v1/release -H 'Content-Type: application/json' -d '{\"call_sid\":\"CA-demo-1\"}'\n", adm)
-	fmt.Fprintf(&b, "  pool status:     curl -s %s/api/v1/status\n", adm)
+	fmt.Fprintf(&b, "  release it:      curl -s -X POST %s/api/v1/release%s -H 'Content-Type: application/json' -d '{\"call_sid\":\"CA-demo-1\"}'\n", adm, admAuth)
+	fmt.Fprintf(&b, "  pool status:     curl -s %s/api/v1/status%s\n", adm, admAuth)
+	fmt.Fprintf(&b, "  pods and calls:  go run ./cmd/edge admin pods --url %s%s\n", adm, admEnv)
+	fmt.Fprintf(&b, "  status page:     %s/\n", adm)
 	b.WriteString("  open its media:  go run ./cmd/edge ws '<ws_url from the allocate answer>'   (the fake agent echoes)\n")
 	if twilio {
 		b.WriteString("  twilio webhook:  curl -s -X POST '" + pub + "/api/v1/twilio/allocate?merchant_id=demo' -d CallSid=CA00000000000000000000000000de0002\n")

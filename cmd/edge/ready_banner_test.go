@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -74,5 +77,43 @@ func TestBannerOnlyWhereItIsTrue(t *testing.T) {
 				t.Errorf("unsigned twilio curl printed: %v, want %v:\n%s", got, tc.twilio, log)
 			}
 		})
+	}
+}
+
+var bannerCurl = regexp.MustCompile(`^\s+[a-z ]+:\s+(curl .*)$`)
+
+// The banner's admin curls carried no token: with admin_token set, the
+// pasted release and status answered 401. Every curl it prints, pasted
+// into a shell that exported EDGE_ADMIN_TOKEN, is answered 2xx.
+func TestBannerCurlsWorkPasted(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("curl is not installed: the banner's commands are curls")
+	}
+	const token = "banner-admin-token-0123456789abcdef"
+	edge := edgetest.Start(t, nil, "EDGE_ADMIN_TOKEN="+token)
+	t.Cleanup(func() { edge.Stop(30 * time.Second) })
+	log := waitLog(t, edge, `msg="edge is ready"`)
+	var curls []string
+	for _, line := range strings.Split(log, "\n") {
+		if m := bannerCurl.FindStringSubmatch(line); m != nil {
+			curls = append(curls, m[1])
+		}
+	}
+	if len(curls) < 3 {
+		t.Fatalf("banner has %d curls, want allocate, release and status at least:\n%s", len(curls), log)
+	}
+	if strings.Contains(log, token) {
+		t.Error("the banner printed the admin token")
+	}
+	for _, c := range curls {
+		if strings.Contains(c, "/twilio/") {
+			continue // answered with TwiML; its own test covers it
+		}
+		cmd := exec.Command("sh", "-c", c+" -o /dev/null -w '%{http_code}'")
+		cmd.Env = append(os.Environ(), "EDGE_ADMIN_TOKEN="+token)
+		out, err := cmd.Output()
+		if err != nil || len(out) != 3 || out[0] != '2' {
+			t.Errorf("pasted %q: status %q, err %v; want 2xx", c, out, err)
+		}
 	}
 }

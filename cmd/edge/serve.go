@@ -194,7 +194,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	announce := &readyAnnouncer{ready: ready, log: log, announce: func() {
 		if len(agents) > 0 {
 			twilio := slices.Contains(provs.Names(), "twilio") && cfg.Providers.Plugins["twilio"].AuthTokens == ""
-			printQuickStart(stderr, pub.URL(), adm.URL(), cfg.OpenMode(), twilio)
+			printQuickStart(stderr, pub.URL(), adm.URL(), cfg.OpenMode(), twilio, cfg.AdminToken != "")
 		}
 		log.Info("edge is ready", "public", pub.URL(), "admin", adm.URL())
 	}}
