@@ -84,3 +84,14 @@ func TestStatusCallbackWithoutRedisAsksForARetry(t *testing.T) {
 		t.Errorf("status callback without Redis: %+v, want 503", got)
 	}
 }
+
+// The allocate route keeps its methods: another one is 405, not a plugin
+// route named "allocate".
+func TestAllocateRouteRefusesOtherMethods(t *testing.T) {
+	e := newEnv(t, spec("testprov", nil))
+	for _, m := range []string{"PUT", "DELETE"} {
+		if got := e.do(t, m, "/api/v1/testprov/allocate", "call=CA-put"); got.status != 405 {
+			t.Errorf("%s allocate: %+v, want 405", m, got)
+		}
+	}
+}

@@ -37,6 +37,7 @@ func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if route == plugins.RouteAllocate && r.PathValue("route") != "" {
 		// The allocate route's own patterns take GET and POST only.
+		w.Header().Set("Allow", "GET, POST")
 		writeJSON(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST or GET")
 		return
 	}
