@@ -74,7 +74,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	var callID string
 	switch {
 	case t.Token != "":
-		id, err := p.signer.Verify(t.Token, t.Pod, t.Path)
+		// The token covers the query too when edge minted the URL with
+		// provider parameters (mediaurl.URLWithQuery).
+		id, err := p.signer.VerifyTarget(&t)
 		if err != nil {
 			reason := "bad_token"
 			if errors.Is(err, mediaurl.ErrExpiredToken) {
@@ -87,6 +89,12 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	case cfg.RequireToken:
 		p.refuse(w, http.StatusForbidden, "bad_token", errNoToken, "pod", t.Pod)
 		return
+	}
+	// Only edge says which query it signed: a client's header of that
+	// name never reaches the pod (dialUpstream copies the rest).
+	r.Header.Del(mediaurl.ParamsHeader)
+	if t.Signed {
+		r.Header.Set(mediaurl.ParamsHeader, t.Query)
 	}
 	// A pod name edge never learned is refused before Redis; the address
 	// dialled is looked up again for the pod the call is on (connect).

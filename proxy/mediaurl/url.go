@@ -23,12 +23,18 @@ const PathPrefix = "/ws/pod/"
 // that covers path. pod and path must be validated by the caller: path is
 // "" or starts with "/" and has [A-Za-z0-9_.-] segments (see CleanPath).
 func (s *Signer) URL(base, callID, pod, path string) string {
+	return s.url(base, callID, pod, path, path)
+}
+
+// url builds the URL with a token minted over signed (the path, or the
+// path and the query: signedPath).
+func (s *Signer) url(base, callID, pod, path, signed string) string {
 	var b strings.Builder
 	b.WriteString(strings.TrimRight(base, "/"))
 	b.WriteString(PathPrefix)
 	b.WriteString(pod)
 	b.WriteByte('/')
-	b.WriteString(s.Mint(callID, pod, path))
+	b.WriteString(s.Mint(callID, pod, signed))
 	b.WriteString(path)
 	return b.String()
 }
@@ -40,8 +46,12 @@ type Target struct {
 	// Path is what the pod is asked for, /<rest>, checked by CleanPath and
 	// covered by the token's MAC.
 	Path string
-	// URI is Path plus the client's query, checked by cleanQuery.
+	// Query is the client's raw query, checked by cleanQuery.
+	Query string
+	// URI is Path plus Query: what the pod is asked for.
 	URI string
+	// Signed is set by VerifyTarget when the token covers Query.
+	Signed bool
 }
 
 // Ways a media path is refused, before any Redis read or dial.
@@ -70,7 +80,7 @@ func ParseTarget(escapedPath, rawQuery string) (Target, error) {
 	if !CleanPath(t.Path) || !cleanQuery(rawQuery) {
 		return Target{}, ErrBadPath
 	}
-	t.URI = t.Path
+	t.URI, t.Query = t.Path, rawQuery
 	if rawQuery != "" {
 		t.URI += "?" + rawQuery
 	}
