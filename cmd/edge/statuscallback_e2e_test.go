@@ -57,8 +57,8 @@ func TestTwilioHangupBeforeStreamFreesThePodEndToEnd(t *testing.T) {
 	if c, resp, err := websocket.Dial(ctx, mediaOn(r, m[1]), nil); err == nil {
 		c.CloseNow()
 		t.Error("the late media socket of the ended call was admitted")
-	} else if resp == nil || resp.StatusCode < 400 {
-		t.Errorf("late media socket: %v, %+v", err, resp)
+	} else if resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("late media socket: %v, %+v; want 403 (no allocation)", err, resp)
 	}
 	call := mediaTimeline(t, r.admin, sid)
 	if call["state"] != "ended" || call["released_by"] != "provider" || call["ended_by"] != "provider:completed" {
