@@ -39,7 +39,17 @@ func TestConformance(t *testing.T) {
 			{Name: "forged", Request: forged, Status: 403},
 			{Name: "no call id", Request: signed(`{"merchant":"m1"}`), Status: 400},
 		},
+		StatusCallbacks: []plugintest.StatusCallback{
+			{Name: "hangup", Request: statusCallback(signed(`{"call_id":"a-1","event":"hangup"}`)), CallID: "a-1", Event: "hangup"},
+			{Name: "ringing", Request: statusCallback(signed(`{"call_id":"a-1","event":"ringing"}`))},
+		},
 	})
+}
+
+// statusCallback makes req a status callback.
+func statusCallback(req *plugins.Request) *plugins.Request {
+	req.Route, req.URL = "status", "http://127.0.0.1/api/v1/acme/status"
+	return req
 }
 
 // TestLoadedThroughConfig builds this example as a third-party binary,
@@ -74,7 +84,7 @@ providers:
 		t.Error("the signing key is in edge's log")
 	}
 	post := func(req *plugins.Request) (int, string) {
-		r, _ := http.NewRequest("POST", edge.PublicURL+"/api/v1/acme/allocate", strings.NewReader(string(req.Body)))
+		r, _ := http.NewRequest("POST", edge.PublicURL+"/api/v1/acme/"+req.Route, strings.NewReader(string(req.Body)))
 		r.Header = req.Header
 		resp, err := http.DefaultClient.Do(r)
 		if err != nil {
@@ -95,6 +105,13 @@ providers:
 	}
 	if status, _ := post(signed(`{"call_id":"x"}`)); status != 200 {
 		t.Errorf("second call: %d", status)
+	}
+	// Acme's hangup ends the call at once: its stream never opened.
+	if code, body := post(statusCallback(signed(`{"call_id":"acme-1","event":"hangup"}`))); code != 204 {
+		t.Errorf("status callback: %d %s", code, body)
+	}
+	if code, body := get(t, edge.AdminURL+"/api/v1/calls/acme-1"); code != 200 || !strings.Contains(body, `"released_by":"provider"`) || !strings.Contains(body, `"ended_by":"provider:hangup"`) {
+		t.Errorf("timeline after the hangup: %d %s", code, body)
 	}
 	r, _ := http.Post(edge.PublicURL+"/api/v1/twilio/allocate", "application/x-www-form-urlencoded", strings.NewReader("CallSid=CA00000000000000000000000000000001"))
 	if r.StatusCode != 404 {
@@ -122,4 +139,15 @@ func waitReady(t *testing.T, admin string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+func get(t *testing.T, u string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

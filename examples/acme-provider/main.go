@@ -12,8 +12,10 @@
 //
 // "Acme" POSTs JSON {"call_id": "...", "merchant": "..."} to
 // /api/v1/acme/allocate with X-Acme-Signature: hex(HMAC-SHA256(signing_key,
-// body)) and expects {"stream_url": "wss://..."}. It imports only the
-// contract package, as any third-party provider would. See docs/plugins.md.
+// body)) and expects {"stream_url": "wss://..."}; when a call ends it POSTs
+// {"call_id": "...", "event": "hangup"} to /api/v1/acme/status, signed the
+// same way, and edge ends the call at once. It imports only the contract
+// package, as any third-party provider would. See docs/plugins.md.
 package main
 
 import (
@@ -54,12 +56,13 @@ func parseSettings(s plugins.Settings) (*acmeSettings, plugins.Configured, error
 }
 
 func (a *acme) Describe(context.Context) (plugins.Description, error) {
-	return plugins.Description{Name: "acme"}, nil
+	return plugins.Description{Name: "acme", Routes: []plugins.Route{{Method: http.MethodPost, Path: "status"}}}, nil
 }
 
 type webhook struct {
 	CallID   string `json:"call_id"`
 	Merchant string `json:"merchant"`
+	Event    string `json:"event"` // status callbacks only
 }
 
 func (a *acme) Webhook(_ context.Context, req *plugins.Request) (*plugins.WebhookResult, error) {
@@ -78,6 +81,16 @@ func (a *acme) Webhook(_ context.Context, req *plugins.Request) (*plugins.Webhoo
 	}
 	if w.CallID == "" {
 		return plugins.RejectBadRequest("call_id is missing"), nil
+	}
+	if req.Route == "status" {
+		// A verified status callback: acknowledge it, and report the call
+		// ended when Acme says it hung up (edge releases it at once if its
+		// media socket never opened).
+		ack := &plugins.WebhookResult{Answer: &plugins.Response{Status: http.StatusNoContent}}
+		if w.Event == "hangup" {
+			ack.Ended = &plugins.CallEnd{CallID: w.CallID, Event: "hangup"}
+		}
+		return ack, nil
 	}
 	// The template lets edge answer a success without a second RPC.
 	tmpl, err := plugins.NewTemplate(plugins.EscapeJSON, answer)
