@@ -27,6 +27,9 @@ var (
 	ErrMediaClaimed = errors.New("call media already claimed")
 	// ErrPodNotFound: the pod is not registered with edge.
 	ErrPodNotFound = errors.New("pod not found")
+	// ErrPodReplaced: another instance (address) is registered under the
+	// pod's name than the one a request named.
+	ErrPodReplaced = errors.New("pod replaced")
 	// ErrInvalidID: an id is not safe to use in a key name.
 	ErrInvalidID = errors.New("invalid id")
 	// ErrInvalidConfig: a tier or merchant config does not validate.

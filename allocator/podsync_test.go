@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -235,6 +236,59 @@ func TestLeaderLockFencesScripts(t *testing.T) {
 		}
 		if ok, _ := a.RenewLeaderLock(ctx, v2, time.Minute); !ok {
 			t.Fatal("holder could not renew")
+		}
+	})
+}
+
+// A new address under a pod's name is a new pod (a StatefulSet's
+// replacement of a force-deleted pod, its Delete and Add seen as one
+// change): a drain of the old one, from its preStop, does not hold the
+// replacement out of allocation for the draining TTL. The same address
+// synced again stays drained.
+func TestSyncNewAddressIsNotDraining(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		a := newAllocator(t, rdb)
+		old := allocator.PodState{Name: "p0", Address: "10.88.0.4:8000", Ready: true}
+		mustSync(t, a, old)
+		if _, err := a.Drain(ctx, "p0"); err != nil {
+			t.Fatal(err)
+		}
+		mustSync(t, a, old)
+		if info, err := a.PodInfo(ctx, "p0"); err != nil || !info.Draining {
+			t.Fatalf("drained pod synced again at its address: %+v, %v; want draining", info, err)
+		}
+		// The replacement: pending without an address, then ready at another.
+		mustSync(t, a, allocator.PodState{Name: "p0"})
+		mustSync(t, a, allocator.PodState{Name: "p0", Address: "10.88.0.9:8000", Ready: true})
+		info, err := a.PodInfo(ctx, "p0")
+		if err != nil || info.Draining || info.Status != "available" {
+			t.Fatalf("the replacement after its predecessor's drain: %+v, %v; want available, not draining", info, err)
+		}
+		if _, err := a.Allocate(ctx, allocator.Request{CallID: "CA1"}); err != nil {
+			t.Fatalf("the replacement takes no call: %v", err)
+		}
+	})
+}
+
+// DrainInstance drains the pod registered at the caller's address and
+// refuses, changing nothing, when another address holds the name.
+func TestDrainInstance(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		a := newAllocator(t, rdb)
+		mustSync(t, a, allocator.PodState{Name: "p0", Address: "10.88.0.9:8000", Ready: true},
+			allocator.PodState{Name: "p1", Address: "[fd00::7]:8000", Ready: true})
+		if _, err := a.DrainInstance(ctx, "p0", netip.MustParseAddr("10.88.0.4")); !errors.Is(err, allocator.ErrPodReplaced) {
+			t.Fatalf("drain of p0 at another address: %v, want ErrPodReplaced", err)
+		}
+		if info, _ := a.PodInfo(ctx, "p0"); info.Draining {
+			t.Fatal("a refused drain left p0 draining")
+		}
+		for pod, ip := range map[string]string{"p0": "10.88.0.9", "p1": "fd00::7"} {
+			if d, err := a.DrainInstance(ctx, pod, netip.MustParseAddr(ip)); err != nil || d.PodName != pod {
+				t.Fatalf("drain of %s at %s: %+v, %v", pod, ip, d, err)
+			}
 		}
 	})
 }

@@ -272,3 +272,34 @@ func sameJSON(got, want map[string]any) bool {
 func withoutToken(u string) string { return mediaToken.ReplaceAllString(u, "/") }
 
 var mediaToken = regexp.MustCompile(`/c\.[A-Za-z0-9_-]+/`)
+
+// A drain names the instance it is for by its address (pod_ip): a
+// force-deleted StatefulSet pod's preStop may drain after its replacement
+// took the name, and must not take the replacement out of allocation.
+// Without pod_ip a drain is for whatever is registered, as before.
+func TestDrainOfAReplacedPodIsRefused(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.alloc.RegisterPod(ctx, allocator.Pod{Name: "agent-0", Tier: "gold", Address: "10.88.0.4:8000"}); err != nil {
+		t.Fatal(err)
+	}
+	// The replacement, same name, another address.
+	if _, err := e.alloc.RegisterPod(ctx, allocator.Pod{Name: "agent-0", Tier: "gold", Address: "10.88.0.9:8000"}); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := post(t, e.admin.URL+"/api/v1/drain", `{"pod_name":"agent-0","pod_ip":"10.88.0.4"}`); status != 409 || body["code"] != "pod_replaced" {
+		t.Fatalf("drain by the replaced instance: %d %v, want 409 pod_replaced", status, body)
+	}
+	if status, body := get(t, e.admin.URL+"/api/v1/pod/agent-0"); status != 200 || body["is_draining"] != false || body["status"] != "available" {
+		t.Fatalf("the replacement after its predecessor's drain: %d %v, want available, not draining", status, body)
+	}
+	if status, body := post(t, e.admin.URL+"/api/v1/drain", `{"pod_name":"agent-0","pod_ip":"not-an-ip"}`); status != 400 {
+		t.Fatalf("drain with a malformed pod_ip: %d %v, want 400", status, body)
+	}
+	if status, body := post(t, e.admin.URL+"/api/v1/drain", `{"pod_name":"agent-0","pod_ip":"10.88.0.9"}`); status != 200 || body["pod_name"] != "agent-0" {
+		t.Fatalf("drain by the registered instance: %d %v", status, body)
+	}
+	if status, body := get(t, e.admin.URL+"/api/v1/pod/agent-0"); status != 200 || body["is_draining"] != true {
+		t.Fatalf("pod info after its own drain: %d %v", status, body)
+	}
+}

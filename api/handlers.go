@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -23,8 +24,8 @@ type Calls interface {
 
 // Pools is what the admin API reads and changes of the pools directly.
 type Pools interface {
-	Drain(ctx context.Context, pod string) (allocator.Drained, error)
 	Undrain(ctx context.Context, pod string) (allocator.Undrained, error)
+	DrainInstance(ctx context.Context, pod string, ip netip.Addr) (allocator.Drained, error)
 	PodInfo(ctx context.Context, pod string) (allocator.PodInfo, error)
 	Pods(ctx context.Context) ([]allocator.PodInfo, error)
 	Status(ctx context.Context) ([]allocator.PoolStatus, error)
@@ -182,12 +183,25 @@ type releaseResponse struct {
 func (h *Handlers) drain(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		PodName string `json:"pod_name"`
+		// PodIP, when given, is the address of the instance the drain is
+		// for (the caller's own, from the downward API): a pod replaced
+		// under the same name is refused with 409 pod_replaced and left
+		// as it is. The predecessor's agents send only pod_name.
+		PodIP string `json:"pod_ip"`
 	}
 	if err := h.decode(w, r, &body); err != nil {
 		writeError(w, r, h.Log, err)
 		return
 	}
-	d, err := h.Pools.Drain(r.Context(), body.PodName)
+	var ip netip.Addr
+	if body.PodIP != "" {
+		var err error
+		if ip, err = netip.ParseAddr(body.PodIP); err != nil {
+			writeError(w, r, h.Log, fmt.Errorf("%w: pod_ip %q is not an IP address", calls.ErrBadRequest, body.PodIP))
+			return
+		}
+	}
+	d, err := h.Pools.DrainInstance(r.Context(), body.PodName, ip)
 	if err != nil {
 		writeError(w, r, h.Log, err)
 		return

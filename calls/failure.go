@@ -113,6 +113,8 @@ func FailureOf(err error) Failure {
 		return Failure{KindNotFound, http.StatusNotFound, "call_not_found", "call not found"}
 	case errors.Is(err, allocator.ErrPodNotFound):
 		return Failure{KindNotFound, http.StatusNotFound, "pod_not_found", "pod not found"}
+	case errors.Is(err, allocator.ErrPodReplaced):
+		return Failure{KindConflict, http.StatusConflict, "pod_replaced", "another instance of the pod is registered under its name"}
 	case errors.Is(err, allocator.ErrPodBusy):
 		return Failure{KindConflict, http.StatusConflict, "pod_busy", err.Error()}
 	case errors.Is(err, ErrUnauthorized):

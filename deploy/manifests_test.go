@@ -191,6 +191,15 @@ func TestManifests(t *testing.T) {
 	if !strings.Contains(script, "/api/v1/drain") || !strings.Contains(script, "/api/v1/pod/$POD_NAME") {
 		t.Errorf("voice-agent preStop does not drain and wait: %s", script)
 	}
+	// The drain names the instance: a force-deleted pod's preStop runs on
+	// while the StatefulSet's replacement takes the name.
+	podIP := false
+	for _, e := range agent.Env {
+		podIP = podIP || e.Name == "POD_IP" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP"
+	}
+	if !podIP || !strings.Contains(script, `\"pod_ip\":\"$POD_IP\"`) {
+		t.Errorf("voice-agent preStop drains by name alone (want POD_IP from status.podIP sent as pod_ip): %s", script)
+	}
 	if sts.Spec.Template.Labels["app"] != "voice-agent" || cfg.Pods.LabelSelector != "app=voice-agent" {
 		t.Error("voice-agent labels do not match pods.label_selector")
 	}

@@ -96,9 +96,17 @@ local function place(pod, tier, addr, now, pinned)
   local before = redis.call('HGET', KEYS[1], pod)
   if before and not string.find(before, '"address":"' .. addr .. '"', 1, true) then
     -- A new address is a new pod behind the name (a restarted Kubernetes
-    -- pod): the ejection of the old one does not apply to it.
+    -- pod, a StatefulSet's replacement whose predecessor's deletion and
+    -- its own creation came as one change): neither the ejection nor the
+    -- drain of the old one (its preStop's) applies to it.
     redis.call('ZREM', K.ejected(), pod)
     redis.call('HDEL', K.pod_info(pod), 'failures', 'ejected_reason', 'ejected_at')
+    if is_draining(pod) then
+      redis.call('DEL', K.pod_draining(pod))
+      if redis.call('HGET', K.pod_info(pod), 'status') == 'draining' then
+        redis.call('HSET', K.pod_info(pod), 'status', 'available')
+      end
+    end
   end
   redis.call('SET', K.pod_tier(pod), tier)
   redis.call('HSET', KEYS[1], pod,

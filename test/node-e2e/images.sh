@@ -17,8 +17,13 @@ for name in agent pause; do
 	mkdir -p "$ctx/$name/rootfs"
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$ctx/$name/rootfs/$name" "./test/node-e2e/$name"
 	printf 'FROM scratch\nCOPY rootfs/ /\nUSER 65532:65532\nENTRYPOINT ["/%s"]\n' "$name" >"$ctx/$name/Containerfile"
-	podman build -q --network=none --pull=never --layers=false \
-		-f "$ctx/$name/Containerfile" -t "localhost/edge-node-e2e/$name:dev" "$ctx/$name" >/dev/null
+	old=$(podman image inspect --format '{{.Id}}' "localhost/edge-node-e2e/$name:dev" 2>/dev/null || true)
+	new=$(podman build -q --network=none --pull=never --layers=false \
+		-f "$ctx/$name/Containerfile" -t "localhost/edge-node-e2e/$name:dev" "$ctx/$name")
+	# The previous build, now untagged, is ours to remove.
+	if [ -n "$old" ] && [ "$old" != "$new" ]; then
+		podman rmi "$old" >/dev/null 2>&1 || true
+	fi
 	podman save -q --format docker-archive -o "$out/$name.tar.tmp" "localhost/edge-node-e2e/$name:dev"
 	mv "$out/$name.tar.tmp" "$out/$name.tar"
 done

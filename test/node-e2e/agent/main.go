@@ -60,7 +60,7 @@ func main() {
 	case "serve":
 		err = serve(rep, envOr("LISTEN", ":8000"))
 	case "drain":
-		err = drain(rep, envOr("EDGE_URL", "http://smart-router:8080"), os.Getenv("POD_NAME"))
+		err = drain(rep, envOr("EDGE_URL", "http://smart-router:8080"), os.Getenv("POD_NAME"), os.Getenv("POD_IP"))
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -159,12 +159,15 @@ func echo(rep *reporter, w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// drain is the preStop hook: POST /api/v1/drain for this pod, then wait
-// while edge reports a call on it. It never fails the hook: the kubelet
-// kills the container at the grace period's end whatever it returns.
-func drain(rep *reporter, base, pod string) error {
+// drain is the preStop hook: POST /api/v1/drain for this pod (this
+// instance: its address), then wait while edge reports a call on it. 409
+// pod_replaced: another instance holds the name (this one was force-
+// deleted and the StatefulSet replaced it), nothing of this one's to wait
+// for. It never fails the hook: the kubelet kills the container at the
+// grace period's end whatever it returns.
+func drain(rep *reporter, base, pod, ip string) error {
 	rep.send(Event{Kind: "prestop"})
-	body, _ := json.Marshal(map[string]string{"pod_name": pod})
+	body, _ := json.Marshal(map[string]string{"pod_name": pod, "pod_ip": ip})
 	client := &http.Client{Timeout: 5 * time.Second}
 	for start := time.Now(); ; {
 		resp, err := client.Post(base+"/api/v1/drain", "application/json", bytes.NewReader(body))
@@ -173,6 +176,10 @@ func drain(rep *reporter, base, pod string) error {
 			if resp.StatusCode == http.StatusOK {
 				rep.send(Event{Kind: "draining"})
 				break
+			}
+			if resp.StatusCode == http.StatusConflict {
+				rep.send(Event{Kind: "drained", Note: "replaced: another instance holds the name"})
+				return nil
 			}
 			err = errors.New(resp.Status)
 		}
