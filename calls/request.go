@@ -18,6 +18,10 @@ type Request struct {
 	// "token:<name>" for an authenticated API caller. A repeat of a live
 	// call answers its media URL only to the call's creator.
 	Creator string
+	// MediaQuery is the signed query of the media URL: "" or the
+	// provider's parameters from mediaurl.EncodeQuery, checked against its
+	// plugin's declaration.
+	MediaQuery string
 }
 
 // DefaultMaxBodyBytes bounds a request body on either face (webhooks and

@@ -18,9 +18,10 @@ type Allocator interface {
 	EndByProvider(ctx context.Context, callID, creator, event string) (allocator.ProviderEnd, error)
 }
 
-// MediaURLs mints the media WebSocket URL of a call (mediaurl.Signer).
+// MediaURLs mints the media WebSocket URL of a call (mediaurl.Signer),
+// its token covering the path and the query ("" for none).
 type MediaURLs interface {
-	URL(base, callID, pod, path string) string
+	URLWithQuery(base, callID, pod, path, query string) string
 }
 
 // Call is a call that holds a pod, with the media URL its provider opens.
@@ -100,7 +101,7 @@ func (s *Service) Allocate(ctx context.Context, req Request) (Call, error) {
 	s.log.Info("call allocated", attrs...)
 	return Call{
 		ID: al.CallID, Pod: al.PodName, SourcePool: al.SourcePool, WasExisting: al.WasExisting,
-		WSURL: s.media.URL(s.baseURL(), al.CallID, al.PodName, req.agentPath()),
+		WSURL: s.media.URLWithQuery(s.baseURL(), al.CallID, al.PodName, req.agentPath(), req.MediaQuery),
 	}, nil
 }
 

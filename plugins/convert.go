@@ -45,11 +45,29 @@ func requestFromPB(r *pb.WebhookRequest) *Request {
 }
 
 func allocReqToPB(a *AllocationRequest) *pb.AllocationRequest {
-	return &pb.AllocationRequest{CallId: a.CallID, MerchantId: a.MerchantID, Flow: a.Flow, Template: a.Template, Extras: a.Extras}
+	return &pb.AllocationRequest{CallId: a.CallID, MerchantId: a.MerchantID, Flow: a.Flow, Template: a.Template, Extras: a.Extras,
+		MediaParams: a.MediaParams}
 }
 
 func allocReqFromPB(a *pb.AllocationRequest) AllocationRequest {
-	return AllocationRequest{CallID: a.GetCallId(), MerchantID: a.GetMerchantId(), Flow: a.GetFlow(), Template: a.GetTemplate(), Extras: a.GetExtras()}
+	return AllocationRequest{CallID: a.GetCallId(), MerchantID: a.GetMerchantId(), Flow: a.GetFlow(), Template: a.GetTemplate(), Extras: a.GetExtras(),
+		MediaParams: a.GetMediaParams()}
+}
+
+func mediaParamsToPB(ps []MediaParam) []*pb.MediaParam {
+	var out []*pb.MediaParam
+	for _, p := range ps {
+		out = append(out, &pb.MediaParam{Name: p.Name, Values: p.Values, Pattern: p.Pattern})
+	}
+	return out
+}
+
+func mediaParamsFromPB(ps []*pb.MediaParam) []MediaParam {
+	var out []MediaParam
+	for _, p := range ps {
+		out = append(out, MediaParam{Name: p.GetName(), Values: p.GetValues(), Pattern: p.GetPattern()})
+	}
+	return out
 }
 
 func responseToPB(r *Response) *pb.HTTPResponse {

@@ -52,6 +52,7 @@ func (s *grpcServer) Describe(ctx context.Context, _ *pb.DescribeRequest) (*pb.D
 	for _, r := range d.Routes {
 		out.Routes = append(out.Routes, &pb.Route{Method: r.Method, Path: r.Path})
 	}
+	out.MediaParams = mediaParamsToPB(d.MediaParams)
 	return out, nil
 }
 
@@ -127,6 +128,7 @@ func (c *grpcClient) Describe(ctx context.Context) (Description, error) {
 	for _, r := range d.GetRoutes() {
 		out.Routes = append(out.Routes, Route{Method: r.GetMethod(), Path: r.GetPath()})
 	}
+	out.MediaParams = mediaParamsFromPB(d.GetMediaParams())
 	return out, nil
 }
 

@@ -46,6 +46,28 @@ type Description struct {
 	// The retry's own failure ends the call. 0, and a plugin built before
 	// the field: the first failed handshake ends the call.
 	MediaHandshakeRetries int
+	// MediaParams are the query parameters this provider reads from its
+	// media URL (Exotel's sample-rate), each with the values allowed. A
+	// webhook asks for them per call (AllocationRequest.MediaParams); edge
+	// refuses any parameter not declared here, signs the query with the
+	// call's media token, and admits the provider's socket only with
+	// exactly that query. None, and a plugin built before the field: media
+	// URLs carry no query.
+	MediaParams []MediaParam
+}
+
+// MediaParam is a media URL query parameter a provider may set, and the
+// values allowed: one of Values, or a match of Pattern. Whatever they say,
+// Name must be [A-Za-z0-9_.-] (at most 32 bytes) and a value
+// [A-Za-z0-9_.~-] (at most 64 bytes, not "." or ".."), the only bytes a
+// media URL's query may carry without escapes. edge refuses to start a
+// plugin whose declaration breaks these rules.
+type MediaParam struct {
+	Name   string
+	Values []string
+	// Pattern is an RE2 expression (Go's regexp) a whole value must
+	// match; "" allows only Values.
+	Pattern string
 }
 
 // Route is one extra route, at /providers/{name}/{Path}.
@@ -145,6 +167,11 @@ type AllocationRequest struct {
 	Template   string
 	// Extras are provider-specific values (caller number, ...), for logs.
 	Extras map[string]string
+	// MediaParams are query parameters for the call's media URL
+	// (name -> value), each declared in Description.MediaParams with the
+	// value allowed; a webhook asking for one that is not is a plugin
+	// error (500, nothing allocated).
+	MediaParams map[string]string
 }
 
 // AnswerRequest is an outcome to render: exactly one of Allocation or

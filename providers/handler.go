@@ -148,9 +148,17 @@ func (h *Host) spendNonce(w http.ResponseWriter, r *http.Request, p *proc, l *li
 func (h *Host) allocate(w http.ResponseWriter, r *http.Request, p *proc, l *live, res *plugins.WebhookResult, callbackBase string) string {
 	ar := *res.Allocate
 	annotateCall(r.Context(), ar.CallID, ar.MerchantID)
+	// Undeclared or disallowed parameters are the plugin's fault, found
+	// before a pod is taken.
+	query, err := l.params.query(ar.MediaParams)
+	if err != nil {
+		p.log.Error("provider plugin asked for a media URL parameter it may not set", "call_sid", ar.CallID, "err", err)
+		writeJSON(w, http.StatusInternalServerError, "plugin_error", "provider plugin error")
+		return "plugin_error"
+	}
 	c, err := h.opts.Calls.Allocate(r.Context(), calls.Request{
 		CallID: ar.CallID, MerchantID: ar.MerchantID, Provider: p.name, Flow: ar.Flow, Template: ar.Template,
-		Creator: "provider:" + p.name,
+		Creator: "provider:" + p.name, MediaQuery: query,
 	})
 	if err != nil {
 		return h.refuse(w, r, p, l, ar, err)

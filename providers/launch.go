@@ -42,6 +42,9 @@ func launch(ctx context.Context, s *Spec, log *slog.Logger, timeout time.Duratio
 	if d.Name != s.Name {
 		return nil, nil, none, fmt.Errorf("the binary serves provider %q, configured as %q", d.Name, s.Name)
 	}
+	if _, err := compileMediaParams(d.MediaParams); err != nil {
+		return nil, nil, none, fmt.Errorf("describe: %w", err)
+	}
 	ok = true
 	return client, prov, d, nil
 }

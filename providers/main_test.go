@@ -37,7 +37,8 @@ func TestMain(m *testing.M) {
 type testProvider struct{}
 
 func (testProvider) Describe(context.Context) (plugins.Description, error) {
-	return plugins.Description{Name: "testprov", Routes: []plugins.Route{{Method: http.MethodPost, Path: "status"}}}, nil
+	return plugins.Description{Name: "testprov", Routes: []plugins.Route{{Method: http.MethodPost, Path: "status"}},
+		MediaParams: []plugins.MediaParam{{Name: "rate", Values: []string{"1", "2"}}, {Name: "tag", Pattern: "[a-z]{1,8}"}}}, nil
 }
 
 func (testProvider) Configure(_ context.Context, s plugins.Settings) (plugins.Configured, error) {
@@ -62,6 +63,16 @@ func (testProvider) Webhook(ctx context.Context, req *plugins.Request) (*plugins
 		// A refusal never ends a call, whatever else the result says.
 		return &plugins.WebhookResult{Answer: &plugins.Response{Status: http.StatusForbidden},
 			Ended: &plugins.CallEnd{CallID: strings.TrimPrefix(body, "forged-end="), Event: "completed"}}, nil
+	case strings.HasPrefix(body, "params="):
+		// "params=<call>?<query>": an allocation whose media URL carries
+		// the query's parameters, declared or not.
+		call, query, _ := strings.Cut(strings.TrimPrefix(body, "params="), "?")
+		asked := map[string]string{}
+		for pair := range strings.SplitSeq(query, "&") {
+			n, v, _ := strings.Cut(pair, "=")
+			asked[n] = v
+		}
+		return &plugins.WebhookResult{Allocate: &plugins.AllocationRequest{CallID: call, MediaParams: asked}}, nil
 	case strings.HasPrefix(body, "call="):
 		// No template: the host must call Answer.
 		return &plugins.WebhookResult{Allocate: &plugins.AllocationRequest{CallID: strings.TrimPrefix(body, "call=")}}, nil

@@ -54,8 +54,10 @@ type live struct {
 	// rendersFallback: the plugin answers Failure.Fallback itself (one
 	// built before the field did not say so, and edge answers for it).
 	rendersFallback bool
-	gen             int
-	spec            *Spec // what the process was started and configured with
+	// params are the media URL parameters the plugin declared.
+	params mediaParams
+	gen    int
+	spec   *Spec // what the process was started and configured with
 }
 
 func newProc(h *Host, s Spec) *proc {
@@ -138,7 +140,8 @@ func (p *proc) start(ctx context.Context) (*live, error) {
 	}
 	p.good.Store(s)
 	p.mediaRetries.Store(int32(min(max(desc.MediaHandshakeRetries, 0), maxMediaHandshakeRetries)))
-	return &live{client: client, prov: prov, routes: desc.Routes, rendersFallback: desc.RendersFallback, spec: s}, nil
+	params, _ := compileMediaParams(desc.MediaParams) // launch checked it
+	return &live{client: client, prov: prov, routes: desc.Routes, rendersFallback: desc.RendersFallback, params: params, spec: s}, nil
 }
 
 // configure hands the settings over and warns when nothing is verified.

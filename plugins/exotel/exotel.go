@@ -31,6 +31,7 @@ const RouteVoicebot = "voicebot"
 type settings struct {
 	creds []string
 	allow *allowList
+	rates rates
 }
 
 // Provider is the Exotel provider; use New. Its Configure and
@@ -52,7 +53,7 @@ func (p *Provider) Describe(context.Context) (plugins.Description, error) {
 	// "Connection Retry").
 	return plugins.Description{Name: "exotel", Routes: []plugins.Route{{Method: http.MethodGet, Path: RouteVoicebot},
 		{Method: http.MethodPost, Path: RouteStatus}},
-		RendersFallback: true, MediaHandshakeRetries: 1}, nil
+		RendersFallback: true, MediaHandshakeRetries: 1, MediaParams: mediaParams}, nil
 }
 
 func parseSettings(s plugins.Settings) (*settings, plugins.Configured, error) {
@@ -60,7 +61,11 @@ func parseSettings(s plugins.Settings) (*settings, plugins.Configured, error) {
 	if err != nil {
 		return nil, plugins.Configured{}, err
 	}
-	next := &settings{creds: plugins.SplitList(s[SettingAuthTokens]), allow: allow}
+	r, err := parseRates(s)
+	if err != nil {
+		return nil, plugins.Configured{}, err
+	}
+	next := &settings{creds: plugins.SplitList(s[SettingAuthTokens]), allow: allow, rates: r}
 	return next, plugins.Configured{Verifies: len(next.creds) > 0 || !allow.empty()}, nil
 }
 
@@ -100,6 +105,7 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 	}
 	ar := plugins.CallQuery(req.Query(), body.CallSid)
 	ar.Extras = map[string]string{"from": first(body.CallFrom, body.From), "to": first(body.CallTo, body.To)}
+	ar.MediaParams = s.rates.params(ar.MerchantID)
 	tmpl, err := plugins.NewTemplate(plugins.EscapeJSON, urlAnswer)
 	if err != nil {
 		return nil, err

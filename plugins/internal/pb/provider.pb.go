@@ -253,8 +253,15 @@ type Description struct {
 	// before it leaves it 0 (no retry), and edge ends the call on the first
 	// failed handshake.
 	MediaHandshakeRetries int32 `protobuf:"varint,4,opt,name=media_handshake_retries,json=mediaHandshakeRetries,proto3" json:"media_handshake_retries,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// media_params are the query parameters the plugin may ask edge to put
+	// on a call's media URL (AllocationRequest.media_params), each with the
+	// values it allows: Exotel's sample-rate. edge refuses any other, signs
+	// the query with the call's token, and the media proxy admits the
+	// socket only with exactly that query. Added within ProtocolVersion 1:
+	// a plugin built before it declares none, and its URLs carry no query.
+	MediaParams   []*MediaParam `protobuf:"bytes,5,rep,name=media_params,json=mediaParams,proto3" json:"media_params,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Description) Reset() {
@@ -315,6 +322,80 @@ func (x *Description) GetMediaHandshakeRetries() int32 {
 	return 0
 }
 
+func (x *Description) GetMediaParams() []*MediaParam {
+	if x != nil {
+		return x.MediaParams
+	}
+	return nil
+}
+
+// A media URL query parameter a plugin may set.
+type MediaParam struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the parameter's name in the query: [A-Za-z0-9_.-], at most 32
+	// bytes.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// values is the closed set of values allowed; with pattern, a value
+	// must match either.
+	Values []string `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	// pattern is an RE2 regular expression a whole value must match. Every
+	// value must also be [A-Za-z0-9_.~-], at most 64 bytes, not "." or "..".
+	Pattern       string `protobuf:"bytes,3,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MediaParam) Reset() {
+	*x = MediaParam{}
+	mi := &file_provider_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MediaParam) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MediaParam) ProtoMessage() {}
+
+func (x *MediaParam) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MediaParam.ProtoReflect.Descriptor instead.
+func (*MediaParam) Descriptor() ([]byte, []int) {
+	return file_provider_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *MediaParam) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MediaParam) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *MediaParam) GetPattern() string {
+	if x != nil {
+		return x.Pattern
+	}
+	return ""
+}
+
 type Route struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// method is GET, POST, ... ; empty means any.
@@ -327,7 +408,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_provider_proto_msgTypes[2]
+	mi := &file_provider_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -339,7 +420,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[2]
+	mi := &file_provider_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -352,7 +433,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{2}
+	return file_provider_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Route) GetMethod() string {
@@ -378,7 +459,7 @@ type ConfigureRequest struct {
 
 func (x *ConfigureRequest) Reset() {
 	*x = ConfigureRequest{}
-	mi := &file_provider_proto_msgTypes[3]
+	mi := &file_provider_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -390,7 +471,7 @@ func (x *ConfigureRequest) String() string {
 func (*ConfigureRequest) ProtoMessage() {}
 
 func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[3]
+	mi := &file_provider_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -403,7 +484,7 @@ func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{3}
+	return file_provider_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ConfigureRequest) GetSettings() map[string]string {
@@ -425,7 +506,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_provider_proto_msgTypes[4]
+	mi := &file_provider_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -437,7 +518,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[4]
+	mi := &file_provider_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -450,7 +531,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{4}
+	return file_provider_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ConfigureResponse) GetVerifies() bool {
@@ -476,7 +557,7 @@ type ValidateSettingsRequest struct {
 
 func (x *ValidateSettingsRequest) Reset() {
 	*x = ValidateSettingsRequest{}
-	mi := &file_provider_proto_msgTypes[5]
+	mi := &file_provider_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -488,7 +569,7 @@ func (x *ValidateSettingsRequest) String() string {
 func (*ValidateSettingsRequest) ProtoMessage() {}
 
 func (x *ValidateSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[5]
+	mi := &file_provider_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -501,7 +582,7 @@ func (x *ValidateSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateSettingsRequest.ProtoReflect.Descriptor instead.
 func (*ValidateSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{5}
+	return file_provider_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ValidateSettingsRequest) GetSettings() map[string]string {
@@ -525,7 +606,7 @@ type ValidateSettingsResponse struct {
 
 func (x *ValidateSettingsResponse) Reset() {
 	*x = ValidateSettingsResponse{}
-	mi := &file_provider_proto_msgTypes[6]
+	mi := &file_provider_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +618,7 @@ func (x *ValidateSettingsResponse) String() string {
 func (*ValidateSettingsResponse) ProtoMessage() {}
 
 func (x *ValidateSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[6]
+	mi := &file_provider_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,7 +631,7 @@ func (x *ValidateSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateSettingsResponse.ProtoReflect.Descriptor instead.
 func (*ValidateSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{6}
+	return file_provider_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ValidateSettingsResponse) GetProblems() []*SettingProblem {
@@ -588,7 +669,7 @@ type SettingProblem struct {
 
 func (x *SettingProblem) Reset() {
 	*x = SettingProblem{}
-	mi := &file_provider_proto_msgTypes[7]
+	mi := &file_provider_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -600,7 +681,7 @@ func (x *SettingProblem) String() string {
 func (*SettingProblem) ProtoMessage() {}
 
 func (x *SettingProblem) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[7]
+	mi := &file_provider_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -613,7 +694,7 @@ func (x *SettingProblem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingProblem.ProtoReflect.Descriptor instead.
 func (*SettingProblem) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{7}
+	return file_provider_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SettingProblem) GetKey() string {
@@ -640,7 +721,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_provider_proto_msgTypes[8]
+	mi := &file_provider_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -652,7 +733,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[8]
+	mi := &file_provider_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,7 +746,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{8}
+	return file_provider_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Header) GetName() string {
@@ -710,7 +791,7 @@ type WebhookRequest struct {
 
 func (x *WebhookRequest) Reset() {
 	*x = WebhookRequest{}
-	mi := &file_provider_proto_msgTypes[9]
+	mi := &file_provider_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +803,7 @@ func (x *WebhookRequest) String() string {
 func (*WebhookRequest) ProtoMessage() {}
 
 func (x *WebhookRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[9]
+	mi := &file_provider_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +816,7 @@ func (x *WebhookRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WebhookRequest.ProtoReflect.Descriptor instead.
 func (*WebhookRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{9}
+	return file_provider_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WebhookRequest) GetRoute() string {
@@ -801,14 +882,19 @@ type AllocationRequest struct {
 	Flow       string                 `protobuf:"bytes,3,opt,name=flow,proto3" json:"flow,omitempty"`
 	Template   string                 `protobuf:"bytes,4,opt,name=template,proto3" json:"template,omitempty"`
 	// extras are provider-specific values worth logging or rendering.
-	Extras        map[string]string `protobuf:"bytes,5,rep,name=extras,proto3" json:"extras,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Extras map[string]string `protobuf:"bytes,5,rep,name=extras,proto3" json:"extras,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// media_params, from a webhook, are query parameters for the call's
+	// media URL, each declared in Description.media_params with its allowed
+	// values: edge answers 500 and allocates nothing when one is not. Added
+	// within ProtocolVersion 1.
+	MediaParams   map[string]string `protobuf:"bytes,6,rep,name=media_params,json=mediaParams,proto3" json:"media_params,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AllocationRequest) Reset() {
 	*x = AllocationRequest{}
-	mi := &file_provider_proto_msgTypes[10]
+	mi := &file_provider_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +906,7 @@ func (x *AllocationRequest) String() string {
 func (*AllocationRequest) ProtoMessage() {}
 
 func (x *AllocationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[10]
+	mi := &file_provider_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +919,7 @@ func (x *AllocationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocationRequest.ProtoReflect.Descriptor instead.
 func (*AllocationRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{10}
+	return file_provider_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AllocationRequest) GetCallId() string {
@@ -871,6 +957,13 @@ func (x *AllocationRequest) GetExtras() map[string]string {
 	return nil
 }
 
+func (x *AllocationRequest) GetMediaParams() map[string]string {
+	if x != nil {
+		return x.MediaParams
+	}
+	return nil
+}
+
 type WebhookResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Result:
@@ -902,7 +995,7 @@ type WebhookResponse struct {
 
 func (x *WebhookResponse) Reset() {
 	*x = WebhookResponse{}
-	mi := &file_provider_proto_msgTypes[11]
+	mi := &file_provider_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +1007,7 @@ func (x *WebhookResponse) String() string {
 func (*WebhookResponse) ProtoMessage() {}
 
 func (x *WebhookResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[11]
+	mi := &file_provider_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1020,7 @@ func (x *WebhookResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WebhookResponse.ProtoReflect.Descriptor instead.
 func (*WebhookResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{11}
+	return file_provider_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WebhookResponse) GetResult() isWebhookResponse_Result {
@@ -1007,7 +1100,7 @@ type CallEnd struct {
 
 func (x *CallEnd) Reset() {
 	*x = CallEnd{}
-	mi := &file_provider_proto_msgTypes[12]
+	mi := &file_provider_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1112,7 @@ func (x *CallEnd) String() string {
 func (*CallEnd) ProtoMessage() {}
 
 func (x *CallEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[12]
+	mi := &file_provider_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1125,7 @@ func (x *CallEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallEnd.ProtoReflect.Descriptor instead.
 func (*CallEnd) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{12}
+	return file_provider_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CallEnd) GetCallId() string {
@@ -1061,7 +1154,7 @@ type HTTPResponse struct {
 
 func (x *HTTPResponse) Reset() {
 	*x = HTTPResponse{}
-	mi := &file_provider_proto_msgTypes[13]
+	mi := &file_provider_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1166,7 @@ func (x *HTTPResponse) String() string {
 func (*HTTPResponse) ProtoMessage() {}
 
 func (x *HTTPResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[13]
+	mi := &file_provider_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1179,7 @@ func (x *HTTPResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPResponse.ProtoReflect.Descriptor instead.
 func (*HTTPResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{13}
+	return file_provider_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HTTPResponse) GetStatus() int32 {
@@ -1128,7 +1221,7 @@ type AnswerTemplate struct {
 
 func (x *AnswerTemplate) Reset() {
 	*x = AnswerTemplate{}
-	mi := &file_provider_proto_msgTypes[14]
+	mi := &file_provider_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1233,7 @@ func (x *AnswerTemplate) String() string {
 func (*AnswerTemplate) ProtoMessage() {}
 
 func (x *AnswerTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[14]
+	mi := &file_provider_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1246,7 @@ func (x *AnswerTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerTemplate.ProtoReflect.Descriptor instead.
 func (*AnswerTemplate) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{14}
+	return file_provider_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AnswerTemplate) GetStatus() int32 {
@@ -1190,7 +1283,7 @@ type TemplatePart struct {
 
 func (x *TemplatePart) Reset() {
 	*x = TemplatePart{}
-	mi := &file_provider_proto_msgTypes[15]
+	mi := &file_provider_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1295,7 @@ func (x *TemplatePart) String() string {
 func (*TemplatePart) ProtoMessage() {}
 
 func (x *TemplatePart) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[15]
+	mi := &file_provider_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1308,7 @@ func (x *TemplatePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplatePart.ProtoReflect.Descriptor instead.
 func (*TemplatePart) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{15}
+	return file_provider_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TemplatePart) GetLiteral() []byte {
@@ -1256,7 +1349,7 @@ type AnswerRequest struct {
 
 func (x *AnswerRequest) Reset() {
 	*x = AnswerRequest{}
-	mi := &file_provider_proto_msgTypes[16]
+	mi := &file_provider_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1361,7 @@ func (x *AnswerRequest) String() string {
 func (*AnswerRequest) ProtoMessage() {}
 
 func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[16]
+	mi := &file_provider_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1374,7 @@ func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRequest.ProtoReflect.Descriptor instead.
 func (*AnswerRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{16}
+	return file_provider_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AnswerRequest) GetRequest() *AllocationRequest {
@@ -1352,7 +1445,7 @@ type Allocation struct {
 
 func (x *Allocation) Reset() {
 	*x = Allocation{}
-	mi := &file_provider_proto_msgTypes[17]
+	mi := &file_provider_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1457,7 @@ func (x *Allocation) String() string {
 func (*Allocation) ProtoMessage() {}
 
 func (x *Allocation) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[17]
+	mi := &file_provider_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1470,7 @@ func (x *Allocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Allocation.ProtoReflect.Descriptor instead.
 func (*Allocation) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{17}
+	return file_provider_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Allocation) GetCallId() string {
@@ -1439,7 +1532,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_provider_proto_msgTypes[18]
+	mi := &file_provider_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1451,7 +1544,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[18]
+	mi := &file_provider_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1464,7 +1557,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{18}
+	return file_provider_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Failure) GetKind() FailureKind {
@@ -1507,12 +1600,18 @@ var File_provider_proto protoreflect.FileDescriptor
 const file_provider_proto_rawDesc = "" +
 	"\n" +
 	"\x0eprovider.proto\x12\x10edge.provider.v1\"\x11\n" +
-	"\x0fDescribeRequest\"\xb5\x01\n" +
+	"\x0fDescribeRequest\"\xf6\x01\n" +
 	"\vDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x06routes\x18\x02 \x03(\v2\x17.edge.provider.v1.RouteR\x06routes\x12)\n" +
 	"\x10renders_fallback\x18\x03 \x01(\bR\x0frendersFallback\x126\n" +
-	"\x17media_handshake_retries\x18\x04 \x01(\x05R\x15mediaHandshakeRetries\"3\n" +
+	"\x17media_handshake_retries\x18\x04 \x01(\x05R\x15mediaHandshakeRetries\x12?\n" +
+	"\fmedia_params\x18\x05 \x03(\v2\x1c.edge.provider.v1.MediaParamR\vmediaParams\"R\n" +
+	"\n" +
+	"MediaParam\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06values\x18\x02 \x03(\tR\x06values\x12\x18\n" +
+	"\apattern\x18\x03 \x01(\tR\apattern\"3\n" +
 	"\x05Route\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\"\x9d\x01\n" +
@@ -1547,15 +1646,19 @@ const file_provider_proto_rawDesc = "" +
 	"\traw_query\x18\x05 \x01(\tR\brawQuery\x12\x12\n" +
 	"\x04body\x18\x06 \x01(\fR\x04body\x12\x1b\n" +
 	"\tremote_ip\x18\a \x01(\tR\bremoteIp\x12#\n" +
-	"\rcallback_base\x18\b \x01(\tR\fcallbackBase\"\x81\x02\n" +
+	"\rcallback_base\x18\b \x01(\tR\fcallbackBase\"\x9a\x03\n" +
 	"\x11AllocationRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1f\n" +
 	"\vmerchant_id\x18\x02 \x01(\tR\n" +
 	"merchantId\x12\x12\n" +
 	"\x04flow\x18\x03 \x01(\tR\x04flow\x12\x1a\n" +
 	"\btemplate\x18\x04 \x01(\tR\btemplate\x12G\n" +
-	"\x06extras\x18\x05 \x03(\v2/.edge.provider.v1.AllocationRequest.ExtrasEntryR\x06extras\x1a9\n" +
+	"\x06extras\x18\x05 \x03(\v2/.edge.provider.v1.AllocationRequest.ExtrasEntryR\x06extras\x12W\n" +
+	"\fmedia_params\x18\x06 \x03(\v24.edge.provider.v1.AllocationRequest.MediaParamsEntryR\vmediaParams\x1a9\n" +
 	"\vExtrasEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
+	"\x10MediaParamsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9d\x02\n" +
 	"\x0fWebhookResponse\x12A\n" +
@@ -1640,68 +1743,72 @@ func file_provider_proto_rawDescGZIP() []byte {
 }
 
 var file_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_provider_proto_goTypes = []any{
 	(Slot)(0),                        // 0: edge.provider.v1.Slot
 	(Escape)(0),                      // 1: edge.provider.v1.Escape
 	(FailureKind)(0),                 // 2: edge.provider.v1.FailureKind
 	(*DescribeRequest)(nil),          // 3: edge.provider.v1.DescribeRequest
 	(*Description)(nil),              // 4: edge.provider.v1.Description
-	(*Route)(nil),                    // 5: edge.provider.v1.Route
-	(*ConfigureRequest)(nil),         // 6: edge.provider.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),        // 7: edge.provider.v1.ConfigureResponse
-	(*ValidateSettingsRequest)(nil),  // 8: edge.provider.v1.ValidateSettingsRequest
-	(*ValidateSettingsResponse)(nil), // 9: edge.provider.v1.ValidateSettingsResponse
-	(*SettingProblem)(nil),           // 10: edge.provider.v1.SettingProblem
-	(*Header)(nil),                   // 11: edge.provider.v1.Header
-	(*WebhookRequest)(nil),           // 12: edge.provider.v1.WebhookRequest
-	(*AllocationRequest)(nil),        // 13: edge.provider.v1.AllocationRequest
-	(*WebhookResponse)(nil),          // 14: edge.provider.v1.WebhookResponse
-	(*CallEnd)(nil),                  // 15: edge.provider.v1.CallEnd
-	(*HTTPResponse)(nil),             // 16: edge.provider.v1.HTTPResponse
-	(*AnswerTemplate)(nil),           // 17: edge.provider.v1.AnswerTemplate
-	(*TemplatePart)(nil),             // 18: edge.provider.v1.TemplatePart
-	(*AnswerRequest)(nil),            // 19: edge.provider.v1.AnswerRequest
-	(*Allocation)(nil),               // 20: edge.provider.v1.Allocation
-	(*Failure)(nil),                  // 21: edge.provider.v1.Failure
-	nil,                              // 22: edge.provider.v1.ConfigureRequest.SettingsEntry
-	nil,                              // 23: edge.provider.v1.ValidateSettingsRequest.SettingsEntry
-	nil,                              // 24: edge.provider.v1.AllocationRequest.ExtrasEntry
+	(*MediaParam)(nil),               // 5: edge.provider.v1.MediaParam
+	(*Route)(nil),                    // 6: edge.provider.v1.Route
+	(*ConfigureRequest)(nil),         // 7: edge.provider.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),        // 8: edge.provider.v1.ConfigureResponse
+	(*ValidateSettingsRequest)(nil),  // 9: edge.provider.v1.ValidateSettingsRequest
+	(*ValidateSettingsResponse)(nil), // 10: edge.provider.v1.ValidateSettingsResponse
+	(*SettingProblem)(nil),           // 11: edge.provider.v1.SettingProblem
+	(*Header)(nil),                   // 12: edge.provider.v1.Header
+	(*WebhookRequest)(nil),           // 13: edge.provider.v1.WebhookRequest
+	(*AllocationRequest)(nil),        // 14: edge.provider.v1.AllocationRequest
+	(*WebhookResponse)(nil),          // 15: edge.provider.v1.WebhookResponse
+	(*CallEnd)(nil),                  // 16: edge.provider.v1.CallEnd
+	(*HTTPResponse)(nil),             // 17: edge.provider.v1.HTTPResponse
+	(*AnswerTemplate)(nil),           // 18: edge.provider.v1.AnswerTemplate
+	(*TemplatePart)(nil),             // 19: edge.provider.v1.TemplatePart
+	(*AnswerRequest)(nil),            // 20: edge.provider.v1.AnswerRequest
+	(*Allocation)(nil),               // 21: edge.provider.v1.Allocation
+	(*Failure)(nil),                  // 22: edge.provider.v1.Failure
+	nil,                              // 23: edge.provider.v1.ConfigureRequest.SettingsEntry
+	nil,                              // 24: edge.provider.v1.ValidateSettingsRequest.SettingsEntry
+	nil,                              // 25: edge.provider.v1.AllocationRequest.ExtrasEntry
+	nil,                              // 26: edge.provider.v1.AllocationRequest.MediaParamsEntry
 }
 var file_provider_proto_depIdxs = []int32{
-	5,  // 0: edge.provider.v1.Description.routes:type_name -> edge.provider.v1.Route
-	22, // 1: edge.provider.v1.ConfigureRequest.settings:type_name -> edge.provider.v1.ConfigureRequest.SettingsEntry
-	23, // 2: edge.provider.v1.ValidateSettingsRequest.settings:type_name -> edge.provider.v1.ValidateSettingsRequest.SettingsEntry
-	10, // 3: edge.provider.v1.ValidateSettingsResponse.problems:type_name -> edge.provider.v1.SettingProblem
-	11, // 4: edge.provider.v1.WebhookRequest.headers:type_name -> edge.provider.v1.Header
-	24, // 5: edge.provider.v1.AllocationRequest.extras:type_name -> edge.provider.v1.AllocationRequest.ExtrasEntry
-	13, // 6: edge.provider.v1.WebhookResponse.allocate:type_name -> edge.provider.v1.AllocationRequest
-	16, // 7: edge.provider.v1.WebhookResponse.answer:type_name -> edge.provider.v1.HTTPResponse
-	17, // 8: edge.provider.v1.WebhookResponse.template:type_name -> edge.provider.v1.AnswerTemplate
-	15, // 9: edge.provider.v1.WebhookResponse.ended:type_name -> edge.provider.v1.CallEnd
-	11, // 10: edge.provider.v1.HTTPResponse.headers:type_name -> edge.provider.v1.Header
-	18, // 11: edge.provider.v1.AnswerTemplate.parts:type_name -> edge.provider.v1.TemplatePart
-	0,  // 12: edge.provider.v1.TemplatePart.slot:type_name -> edge.provider.v1.Slot
-	1,  // 13: edge.provider.v1.TemplatePart.escape:type_name -> edge.provider.v1.Escape
-	13, // 14: edge.provider.v1.AnswerRequest.request:type_name -> edge.provider.v1.AllocationRequest
-	20, // 15: edge.provider.v1.AnswerRequest.allocation:type_name -> edge.provider.v1.Allocation
-	21, // 16: edge.provider.v1.AnswerRequest.failure:type_name -> edge.provider.v1.Failure
-	2,  // 17: edge.provider.v1.Failure.kind:type_name -> edge.provider.v1.FailureKind
-	3,  // 18: edge.provider.v1.Provider.Describe:input_type -> edge.provider.v1.DescribeRequest
-	6,  // 19: edge.provider.v1.Provider.Configure:input_type -> edge.provider.v1.ConfigureRequest
-	8,  // 20: edge.provider.v1.Provider.ValidateSettings:input_type -> edge.provider.v1.ValidateSettingsRequest
-	12, // 21: edge.provider.v1.Provider.Webhook:input_type -> edge.provider.v1.WebhookRequest
-	19, // 22: edge.provider.v1.Provider.Answer:input_type -> edge.provider.v1.AnswerRequest
-	4,  // 23: edge.provider.v1.Provider.Describe:output_type -> edge.provider.v1.Description
-	7,  // 24: edge.provider.v1.Provider.Configure:output_type -> edge.provider.v1.ConfigureResponse
-	9,  // 25: edge.provider.v1.Provider.ValidateSettings:output_type -> edge.provider.v1.ValidateSettingsResponse
-	14, // 26: edge.provider.v1.Provider.Webhook:output_type -> edge.provider.v1.WebhookResponse
-	16, // 27: edge.provider.v1.Provider.Answer:output_type -> edge.provider.v1.HTTPResponse
-	23, // [23:28] is the sub-list for method output_type
-	18, // [18:23] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	6,  // 0: edge.provider.v1.Description.routes:type_name -> edge.provider.v1.Route
+	5,  // 1: edge.provider.v1.Description.media_params:type_name -> edge.provider.v1.MediaParam
+	23, // 2: edge.provider.v1.ConfigureRequest.settings:type_name -> edge.provider.v1.ConfigureRequest.SettingsEntry
+	24, // 3: edge.provider.v1.ValidateSettingsRequest.settings:type_name -> edge.provider.v1.ValidateSettingsRequest.SettingsEntry
+	11, // 4: edge.provider.v1.ValidateSettingsResponse.problems:type_name -> edge.provider.v1.SettingProblem
+	12, // 5: edge.provider.v1.WebhookRequest.headers:type_name -> edge.provider.v1.Header
+	25, // 6: edge.provider.v1.AllocationRequest.extras:type_name -> edge.provider.v1.AllocationRequest.ExtrasEntry
+	26, // 7: edge.provider.v1.AllocationRequest.media_params:type_name -> edge.provider.v1.AllocationRequest.MediaParamsEntry
+	14, // 8: edge.provider.v1.WebhookResponse.allocate:type_name -> edge.provider.v1.AllocationRequest
+	17, // 9: edge.provider.v1.WebhookResponse.answer:type_name -> edge.provider.v1.HTTPResponse
+	18, // 10: edge.provider.v1.WebhookResponse.template:type_name -> edge.provider.v1.AnswerTemplate
+	16, // 11: edge.provider.v1.WebhookResponse.ended:type_name -> edge.provider.v1.CallEnd
+	12, // 12: edge.provider.v1.HTTPResponse.headers:type_name -> edge.provider.v1.Header
+	19, // 13: edge.provider.v1.AnswerTemplate.parts:type_name -> edge.provider.v1.TemplatePart
+	0,  // 14: edge.provider.v1.TemplatePart.slot:type_name -> edge.provider.v1.Slot
+	1,  // 15: edge.provider.v1.TemplatePart.escape:type_name -> edge.provider.v1.Escape
+	14, // 16: edge.provider.v1.AnswerRequest.request:type_name -> edge.provider.v1.AllocationRequest
+	21, // 17: edge.provider.v1.AnswerRequest.allocation:type_name -> edge.provider.v1.Allocation
+	22, // 18: edge.provider.v1.AnswerRequest.failure:type_name -> edge.provider.v1.Failure
+	2,  // 19: edge.provider.v1.Failure.kind:type_name -> edge.provider.v1.FailureKind
+	3,  // 20: edge.provider.v1.Provider.Describe:input_type -> edge.provider.v1.DescribeRequest
+	7,  // 21: edge.provider.v1.Provider.Configure:input_type -> edge.provider.v1.ConfigureRequest
+	9,  // 22: edge.provider.v1.Provider.ValidateSettings:input_type -> edge.provider.v1.ValidateSettingsRequest
+	13, // 23: edge.provider.v1.Provider.Webhook:input_type -> edge.provider.v1.WebhookRequest
+	20, // 24: edge.provider.v1.Provider.Answer:input_type -> edge.provider.v1.AnswerRequest
+	4,  // 25: edge.provider.v1.Provider.Describe:output_type -> edge.provider.v1.Description
+	8,  // 26: edge.provider.v1.Provider.Configure:output_type -> edge.provider.v1.ConfigureResponse
+	10, // 27: edge.provider.v1.Provider.ValidateSettings:output_type -> edge.provider.v1.ValidateSettingsResponse
+	15, // 28: edge.provider.v1.Provider.Webhook:output_type -> edge.provider.v1.WebhookResponse
+	17, // 29: edge.provider.v1.Provider.Answer:output_type -> edge.provider.v1.HTTPResponse
+	25, // [25:30] is the sub-list for method output_type
+	20, // [20:25] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_provider_proto_init() }
@@ -1709,11 +1816,11 @@ func file_provider_proto_init() {
 	if File_provider_proto != nil {
 		return
 	}
-	file_provider_proto_msgTypes[11].OneofWrappers = []any{
+	file_provider_proto_msgTypes[12].OneofWrappers = []any{
 		(*WebhookResponse_Allocate)(nil),
 		(*WebhookResponse_Answer)(nil),
 	}
-	file_provider_proto_msgTypes[16].OneofWrappers = []any{
+	file_provider_proto_msgTypes[17].OneofWrappers = []any{
 		(*AnswerRequest_Allocation)(nil),
 		(*AnswerRequest_Failure)(nil),
 	}
@@ -1723,7 +1830,7 @@ func file_provider_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_provider_proto_rawDesc), len(file_provider_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
