@@ -12,6 +12,10 @@ import (
 // whose media socket is open released nothing (EndByProvider).
 var errSocketOpen = errors.New("the call's media socket is open")
 
+// errUnwaited is release.lua's "unwaited": a provider's end of a call that
+// was still waiting for capacity ended its wait (EndByProvider).
+var errUnwaited = errors.New("the call was waiting for capacity")
+
 // ProviderEnd is what a provider's end of a call did.
 type ProviderEnd struct {
 	// Released is the release, when no socket held the call: its pod is
@@ -23,6 +27,11 @@ type ProviderEnd struct {
 	// no longer gets). A late or replayed webhook of the call is refused
 	// meanwhile.
 	SocketOpen bool
+	// Unwaited: the call was still waiting for capacity (admission.wait):
+	// it held no pod; its wait ended, and its webhook, still waiting on
+	// some replica, is woken and refused (ErrCallEnded) rather than given
+	// the next free pod.
+	Unwaited bool
 }
 
 // EndByProvider ends a call its provider says has ended (a status callback:
@@ -33,7 +42,9 @@ type ProviderEnd struct {
 // ended_by "provider:<event>" and provider_ended_at, from the first such
 // callback only.
 //
-// With no socket holding the call it is released as Release does
+// A call still waiting for capacity (admission.wait) stops waiting, see
+// ProviderEnd.Unwaited. With no socket holding the call it is released as
+// Release does
 // (released_by "provider"): the pod goes back to its pool, and the
 // tombstone refuses a late socket or a replayed webhook. With a socket
 // open, see ProviderEnd.SocketOpen. Idempotent: a duplicate, a later event,
@@ -51,6 +62,9 @@ func (a *Allocator) EndByProvider(ctx context.Context, callID, creator, event st
 	rel, err := a.release(ctx, callID, append([]any{len(pairs) / 2}, pairs...), creator)
 	if errors.Is(err, errSocketOpen) {
 		return ProviderEnd{SocketOpen: true}, nil
+	}
+	if errors.Is(err, errUnwaited) {
+		return ProviderEnd{Unwaited: true}, nil
 	}
 	if err != nil {
 		return ProviderEnd{}, err

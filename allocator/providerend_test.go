@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -142,4 +143,60 @@ func equalDumps(a, b []string) bool {
 		}
 	}
 	return len(a) == len(b)
+}
+
+// A caller who hangs up while the call waits for capacity (admission.wait):
+// the wait ends at the provider's callback, and the waiting webhook is
+// refused at once (woken) instead of given the pod freed later; the pod
+// stays free for others.
+func TestProviderEndOfAWaitingCall(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		a := waitingAllocator(t, rdb, 30*time.Second, nil, onePodTiers)
+		k := a.Keys()
+		register(t, a, "standard", "p0")
+		if _, err := a.Allocate(ctx, allocator.Request{CallID: "CA-holder", Creator: "provider:twilio"}); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := a.Allocate(ctx, allocator.Request{CallID: "CA-waiting", Creator: "provider:twilio"})
+			done <- err
+		}()
+		awaitWaiters(t, rdb, a, 1)
+
+		// Another provider's callback of the same id ends nothing.
+		if _, err := a.EndByProvider(ctx, "CA-waiting", "provider:plivo", "hangup"); !errors.Is(err, allocator.ErrCallNotFound) {
+			t.Fatalf("another provider's end of a waiting call: %v, want ErrCallNotFound", err)
+		}
+		end, err := a.EndByProvider(ctx, "CA-waiting", "provider:twilio", "canceled")
+		if err != nil || !end.Unwaited {
+			t.Fatalf("EndByProvider of a waiting call = %+v, %v; want Unwaited", end, err)
+		}
+		select {
+		case err := <-done:
+			if !errors.Is(err, allocator.ErrCallEnded) {
+				t.Errorf("the waiting webhook: %v, want ErrCallEnded", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the waiting webhook was not woken by its call's end")
+		}
+		if n := waiters(t, rdb, a); n != 0 {
+			t.Errorf("%d calls still queued", n)
+		}
+		if _, err := a.Release(ctx, "CA-holder"); err != nil {
+			t.Fatal(err)
+		}
+		if !rdb.SIsMember(ctx, k.PoolAvailable("standard"), "p0").Val() {
+			t.Error("p0 did not stay free for others")
+		}
+		tl, err := a.Timeline(ctx, "CA-waiting")
+		if err != nil || tl.State != "ended" || tl.ReleasedBy != "provider" || tl.EndedBy != "provider:canceled" {
+			t.Errorf("timeline = %+v, %v", tl, err)
+		}
+		if _, err := a.Allocate(ctx, allocator.Request{CallID: "CA-waiting", Creator: "provider:twilio"}); !errors.Is(err, allocator.ErrCallEnded) {
+			t.Errorf("a retry of the webhook: %v, want ErrCallEnded", err)
+		}
+		checkNoWaitKeys(t, rdb, k)
+	})
 }

@@ -63,6 +63,9 @@ func (a *Allocator) release(ctx context.Context, callID string, record []any, cr
 	case "socket_open":
 		// Nothing was released (EndByProvider): not counted as a release.
 		return Released{}, fmt.Errorf("release %s: %w", callID, errSocketOpen)
+	case "unwaited":
+		// A waiting call's wait ended (EndByProvider): it held no pod.
+		return Released{}, fmt.Errorf("release %s: %w", callID, errUnwaited)
 	case "not_found":
 		a.metrics.releases.WithLabelValues("", outcome).Inc()
 		return Released{}, fmt.Errorf("release %s: %w", callID, ErrCallNotFound)

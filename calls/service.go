@@ -150,8 +150,12 @@ func (s *Service) EndByProvider(ctx context.Context, callID, provider, event str
 	if err != nil {
 		return end, err
 	}
-	if end.SocketOpen {
+	switch {
+	case end.SocketOpen:
 		s.log.Info("call ended by its provider; its media socket ends it", "call_sid", callID, "provider", provider, "event", event)
+		return end, nil
+	case end.Unwaited:
+		s.log.Info("call ended by its provider while it waited for capacity", "call_sid", callID, "provider", provider, "event", event)
 		return end, nil
 	}
 	rel := end.Released

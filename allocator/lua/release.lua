@@ -17,6 +17,9 @@
 -- Returns:
 --   {"not_found"}                                      no live allocation
 --                    (or, with a creator named, not the creator's call)
+--   {"unwaited"}     released by "provider" while the call waited for
+--                    capacity (no call info yet): its wait ended, and a
+--                    tombstone and mark refuse the call from now on
 --   {"socket_open"}  released by "provider" (a status callback) while a
 --                    socket holds the call: nothing is released; the call
 --                    info keeps the first ended_by and provider_ended_at,
@@ -60,9 +63,6 @@ local info = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type
 local pod, source, kind = info[1], info[2] or '', info[3]
 -- Who the call was, for the release's log line.
 local merchant_id, creator = info[4] or '', info[6] or ''
-if not pod then
-  return {'not_found'}
-end
 local ntiers = tonumber(ARGV[4] or 0)
 local extra = {}
 local at = 5 + 2 * ntiers
@@ -70,6 +70,24 @@ for i = at + 1, at + 2 * tonumber(ARGV[at] or 0) do
   extra[#extra + 1] = ARGV[i]
 end
 local must_creator = ARGV[at + 1 + #extra] or ''
+local by = extra[1] == 'released_by' and extra[2] or ''
+if not pod then
+  -- A provider says the call ended while it still waits for capacity
+  -- (admission.wait: the caller hung up during the wait): the wait ends,
+  -- and the call is marked ended, so that its webhook, asking again when
+  -- woken, is refused instead of given the next free pod.
+  if by == 'provider' and must_creator ~= '' and redis.call('TYPE', K.wait_ticket(call_id))['ok'] == 'hash'
+      and redis.call('HGET', K.wait_ticket(call_id), 'creator') == must_creator and end_wait(call_id, true) == 'waiting' then
+    local now, tomb = now_ms(), K.call_ended(call_id)
+    redis.call('DEL', tomb)
+    redis.call('HSET', tomb, 'how', 'released', 'ended_at', tostring(now), 'creator', must_creator, unpack(extra))
+    redis.call('PEXPIRE', tomb, tonumber(ARGV[2]))
+    mark_ended(call_id, 'released', tonumber(ARGV[3]), now)
+    redis.call('PUBLISH', K.wait_wake(), call_id)
+    return {'unwaited'}
+  end
+  return {'not_found'}
+end
 if must_creator ~= '' and creator ~= must_creator then
   return {'not_found'}
 end
@@ -77,7 +95,6 @@ end
 -- (its script ran after the answer gave up waiting: a Redis pause).
 -- Released by "unanswered", such a call is ended only while no socket
 -- holds it: a socket means a provider did learn of the call.
-local by = extra[1] == 'released_by' and extra[2] or ''
 if (by == 'unanswered' or by == 'provider') and redis.call('HEXISTS', call_key, 'media_claim') == 1 then
   if by == 'unanswered' then
     return {'not_found'}
