@@ -502,3 +502,45 @@ func namedClient(t *testing.T, rs *testredis.Server, replica string) *redis.Clie
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// Leave takes a replica out of the replicas once nothing of it is pending:
+// a call whose socket it holds, or that it answered and whose socket has
+// not come, keeps it there for the dead-replica check; a call whose socket
+// went to another replica, or that ended, does not.
+func TestLeave(t *testing.T) {
+	rs := testredis.Start(t)
+	ctx := context.Background()
+	a := newAllocator(t, namedClient(t, rs, "edge-a"))
+	a.SetReplica("edge-a")
+	register(t, a, "gold", "pod-0", "pod-1")
+	members := func() []string { return rs.Client().ZRange(ctx, a.Keys().Replicas(), 0, -1).Val() }
+	if _, _, _, err := a.Heartbeat(ctx, "edge-a"); err != nil {
+		t.Fatal(err)
+	}
+	// Answered here, its socket not come.
+	al := mustAllocate(t, a, "CA-1", "")
+	if pending, err := a.Leave(ctx, "edge-a"); err != nil || pending != 1 || len(members()) != 1 {
+		t.Fatalf("leave with an answer pending: %d, %v, replicas %v", pending, err, members())
+	}
+	// Its socket held here.
+	if _, err := a.ClaimMediaOn(ctx, "CA-1", al.PodName, "h-1", "edge-a"); err != nil {
+		t.Fatal(err)
+	}
+	if pending, err := a.Leave(ctx, "edge-a"); err != nil || pending != 1 || len(members()) != 1 {
+		t.Fatalf("leave with a socket held: %d, %v, replicas %v", pending, err, members())
+	}
+	// Answered here, its socket on another replica; the first call ended.
+	al2 := mustAllocate(t, a, "CA-2", "")
+	if _, err := a.ClaimMediaOn(ctx, "CA-2", al2.PodName, "h-2", "edge-b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Release(ctx, "CA-1"); err != nil {
+		t.Fatal(err)
+	}
+	if pending, err := a.Leave(ctx, "edge-a"); err != nil || pending != 0 || len(members()) != 0 {
+		t.Fatalf("leave with nothing pending: %d, %v, replicas %v", pending, err, members())
+	}
+	if n := rs.Client().Exists(ctx, a.Keys().ReplicaCalls("edge-a")).Val(); n != 0 {
+		t.Error("the replica's call set outlived its leave")
+	}
+}

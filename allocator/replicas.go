@@ -101,6 +101,22 @@ func (a *Allocator) SweepDeadReplicas(ctx context.Context, fence string) (DeadRe
 	return res, err
 }
 
+// Leave takes a replica that stops gracefully out of the replicas its
+// peers watch, once its media sockets are drained: a stop is no death, and
+// a replica left there is found dead (a warning, edge_replicas_dead_total)
+// within the replica TTL of every rolling update. It leaves only when no
+// call of it is pending (a socket it still holds, an answer whose socket
+// has not come); then it returns pending > 0 and stays, for the peers'
+// dead-replica check to settle those calls as before.
+func (a *Allocator) Leave(ctx context.Context, replica string) (pending int, err error) {
+	r, err := a.run(ctx, "leave", []string{a.keys.Replicas()}, replica)
+	if err != nil {
+		return 0, fmt.Errorf("leave %s: %w", replica, err)
+	}
+	rep := reply(r)
+	return int(rep.int(1)), nil
+}
+
 // connectedClients is the set of client names Redis holds connections of,
 // asked of the node that holds edge's keys.
 func (a *Allocator) connectedClients(ctx context.Context) (map[string]bool, error) {

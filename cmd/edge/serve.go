@@ -109,6 +109,10 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		return err
 	}
 	alloc.TraceScripts(tr.scripts())
+	// Deferred after Redis's close, so run before it, once every component
+	// has returned (the media drain and its releases included): a graceful
+	// stop leaves the replicas its peers watch instead of being found dead.
+	defer leaveReplicas(alloc, instanceName(cfg), log)
 	warnPredecessorCalls(ctx, alloc, cfg, log)
 	acc, err := newAccess(cfg, log)
 	if err != nil {
@@ -306,6 +310,23 @@ func newLogger(format string, level *slog.LevelVar, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// leaveReplicas takes this replica out of the replicas its peers watch
+// for deaths (allocator.Leave), unless calls of it are pending: those stay
+// for the peers' dead-replica check to end, as after a crash.
+func leaveReplicas(alloc *allocator.Allocator, name string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pending, err := alloc.Leave(ctx, name)
+	switch {
+	case err != nil:
+		log.Warn("could not leave the replicas: peers will find this one stopped and end what it held", "err", err)
+	case pending > 0:
+		log.Info("stopped with calls pending (a socket held, an answer whose socket has not come): peers end them", "calls", pending)
+	default:
+		log.Info("left the replicas")
+	}
 }
 
 // replicaName is this replica's identity in logs and leader election:

@@ -174,7 +174,9 @@ func (p *provider) place(ctx context.Context, d time.Duration) call {
 	if rest, ok := strings.CutPrefix(path, "/ws/pod/"); ok {
 		c.Pod, _, _ = strings.Cut(rest, "/")
 	}
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// A call answered is on the line: stopping the load does not abandon
+	// its media socket.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	conn, _, err := websocket.Dial(dctx, "ws://"+strings.TrimPrefix(p.public, "http://")+path, nil)
 	cancel()
 	if err != nil {

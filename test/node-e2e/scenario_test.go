@@ -23,6 +23,7 @@ import (
 type cluster struct {
 	*node
 	rec      *recorder
+	logs     *podLogs
 	provider *provider
 	admin    admin
 }
@@ -55,6 +56,7 @@ func runNode(t *testing.T, work string) {
 	step("CoreDNS", n.coreDNS)
 	step("Redis", n.redis)
 	c := &cluster{node: n, rec: startRecorder(t)}
+	c.logs = n.followLogs()
 	step("deploy/ through the test overlay, edge leading and ready, agents registered", c.deploy)
 	t.Logf("bring-up: total %v", time.Since(start).Round(100*time.Millisecond))
 
@@ -64,6 +66,20 @@ func runNode(t *testing.T, work string) {
 	t.Run("agent-deleted-mid-call", c.agentDeleted)
 	t.Run("leader-deleted", c.leaderDeleted)
 	t.Run("uring-overlay", c.uringOverlay)
+	t.Run("edge-logs", c.edgeLogsClean)
+}
+
+// edgeLogsClean: what every edge pod logged, from its start to its exit
+// (rollouts, deletions), holds no error and no panic, and no replica was
+// found dead: every edge pod here stopped gracefully. Warnings are shown.
+func (c *cluster) edgeLogsClean(t *testing.T) {
+	c.logs.stop()
+	for _, l := range c.logs.lines("edge-", `"level":"WARN"`, "level=WARN") {
+		t.Log(l)
+	}
+	for _, l := range c.logs.lines("edge-", `"level":"ERROR"`, "level=ERROR", "panic:", "fatal error:", "replicas found dead") {
+		t.Error(l)
+	}
 }
 
 func secret() string {
@@ -443,27 +459,6 @@ func (c *cluster) uringOverlay(t *testing.T) {
 			t.Errorf("%s does not relay on io_uring under edge-uring.json: %v", p.Name, info)
 		}
 	}
-}
-
-// edgeLogs returns the edge pods' log lines that contain any of words.
-func (c *cluster) edgeLogs(words ...string) string {
-	var b strings.Builder
-	for _, p := range c.pods("app=edge") {
-		out, err := c.kubectl("-n", ns, "logs", p.Name)
-		if err != nil {
-			b.WriteString(p.Name + ": kubectl logs: " + err.Error() + ": " + out + "\n")
-			continue
-		}
-		for _, line := range strings.Split(out, "\n") {
-			for _, w := range words {
-				if strings.Contains(line, w) {
-					b.WriteString(p.Name + ": " + line + "\n")
-					break
-				}
-			}
-		}
-	}
-	return b.String()
 }
 
 // watchPods logs every event of the pod named name, with its time since t0.
