@@ -15,6 +15,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/edge-voice/edge/proxy/internal/wsproto"
 	"github.com/edge-voice/edge/proxy/mediaurl"
 )
 
@@ -66,7 +67,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	// The handshake and the token are checked before the pod is looked
 	// up, so that a stranger cannot tell known pod names from unknown ones.
-	if err := checkUpgrade(r); err != nil {
+	if err := wsproto.CheckUpgrade(r); err != nil {
 		p.refuse(w, http.StatusBadRequest, "not_websocket", err)
 		return
 	}
@@ -222,7 +223,7 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 		p.metrics.refused.WithLabelValues(reason).Inc()
 		return
 	}
-	if err := writeSwitching(brw.Writer, up.resp); err != nil {
+	if err := wsproto.WriteSwitching(brw.Writer, up.resp); err != nil {
 		conn.Close()
 		up.conn.Close()
 		endRefusedSpan(span, pod, "client_gone")

@@ -131,8 +131,8 @@ func TestRenewalNeedsTheClaim(t *testing.T) {
 		t.Fatalf("drop the claim = %v, %v", dropped, err)
 	}
 	e.px.renewOnce(ctx)
-	if got := readClose(t, c); got != ClosePolicy {
-		t.Errorf("close status = %d, want %d", got, ClosePolicy)
+	if got := readClose(t, c); got != closePolicy {
+		t.Errorf("close status = %d, want %d", got, closePolicy)
 	}
 	e.waitSockets(0)
 }

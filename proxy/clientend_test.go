@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
 // Client transports of the media tests: plain TCP, TLS 1.3 (the event
@@ -246,7 +247,7 @@ func TestFragmentedMessageOverTheLimit(t *testing.T) {
 				// 3 x (limit - 16): each fragment fits, the message does not.
 				m.Write(fragments(limit - 16))
 				all := m.drain()
-				if want := closeFrame(CloseTooBig, "message too big", nil); string(all) != string(want) {
+				if want := wsproto.CloseFrame(closeTooBig, "message too big", nil); string(all) != string(want) {
 					t.Errorf("client got % x, want close 1009 only", all[:min(len(all), 64)])
 				}
 				end := pod.next(t)
@@ -255,7 +256,7 @@ func TestFragmentedMessageOverTheLimit(t *testing.T) {
 						t.Errorf("the pod got a message of %d bytes, over the limit %d", n, limit)
 					}
 				}
-				if end.close != CloseTooBig {
+				if end.close != closeTooBig {
 					t.Errorf("the pod's connection ended with %q, close %d; want edge's close 1009", end.how, end.close)
 				}
 				m.Close()

@@ -385,7 +385,7 @@ func TestWebSocketConformanceThroughTheHop(t *testing.T) {
 					go c.write(true, make([]byte, limit+1))
 					// The code, not the reason: a library still writing when
 					// the close arrives may report its own reply's.
-					if _, err := c.read(); !errors.As(err, new(closeErr)) || err.(closeErr).code != CloseTooBig {
+					if _, err := c.read(); !errors.As(err, new(closeErr)) || err.(closeErr).code != closeTooBig {
 						t.Errorf("oversized message: provider got %v, want close 1009", err)
 					}
 					waitFor(t, "the pod's close", func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return len(rec.closes) > before })

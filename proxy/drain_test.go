@@ -62,7 +62,7 @@ func TestDrainDeadlineClosesWith1001(t *testing.T) {
 		c := e.mustDial(url)
 		echo(t, c, "hi")
 		e.cancel()
-		if got := readClose(t, c); got != CloseGoingAway {
+		if got := readClose(t, c); got != closeGoingAway {
 			t.Errorf("close status = %d, want 1001", got)
 		}
 		select {

@@ -254,7 +254,7 @@ func (l *eloop) read(e *esock, d *edir) bool {
 }
 
 // lost ends the socket for its pod's death mid-call (a reset, a FIN without
-// a close frame): the client gets CloseBadGateway, not a bare TCP close.
+// a close frame): the client gets closeBadGateway, not a bare TCP close.
 func (l *eloop) lost(e *esock, cause error) bool {
 	e.s.ended(sidePod)
 	l.p.podLost(e.s, cause)

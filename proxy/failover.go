@@ -9,6 +9,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
 // Connect-time failover. A pod can die, hang or
@@ -33,11 +35,12 @@ var errUnknownUpstream = errors.New("pod not in the pod registry")
 // call.failovers counts the call's moves; its merchant and provider go on
 // the log lines.
 func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, holder string, call *callMeta) (*upstream, string, error) {
+	key := r.Header.Get("Sec-WebSocket-Key")
 	cfg := p.cfg()
 	ej := cfg.ejection()
 	for attempt := 1; ; attempt++ {
 		dctx, span := p.startDialSpan(ctx, pod, attempt)
-		up, addr, err := p.dialPod(dctx, cfg.DialTimeout, pod, uri, r)
+		up, addr, err := p.dialPod(dctx, cfg.DialTimeout, pod, uri, key, podHeader(dctx, r, p.forwarded))
 		endDialSpan(span, addr, err)
 		if err == nil {
 			if attempt > 1 {
@@ -83,14 +86,14 @@ func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, 
 
 // dialPod dials pod's address from the pod registry (the only source of
 // upstream addresses: no request chooses where edge dials) within timeout.
-func (p *Proxy) dialPod(ctx context.Context, timeout time.Duration, pod, uri string, r *http.Request) (*upstream, string, error) {
+func (p *Proxy) dialPod(ctx context.Context, timeout time.Duration, pod, uri, key string, h http.Header) (*upstream, string, error) {
 	addr, ok := p.lookup(pod)
 	if !ok {
 		return nil, "", errUnknownUpstream
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	up, err := dialUpstream(dctx, addr, uri, r, p.forwarded)
+	up, err := dialUpstream(dctx, addr, uri, key, h)
 	return up, addr, err
 }
 
@@ -102,9 +105,9 @@ func dialReason(err error) string {
 	switch {
 	case errors.Is(err, errUnknownUpstream):
 		return "unknown"
-	case errors.Is(err, errUpgradeStatus):
+	case errors.Is(err, wsproto.ErrUpgradeStatus):
 		return "status"
-	case errors.Is(err, errBadUpgrade):
+	case errors.Is(err, wsproto.ErrBadUpgrade):
 		return "handshake"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "refused"

@@ -20,8 +20,12 @@ import (
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/internal/fakeagent"
 	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/proxy/internal/wsproto"
 	"github.com/edge-voice/edge/proxy/mediaurl"
 )
+
+// frame builds one WebSocket frame.
+var frame = wsproto.Frame
 
 // env is one proxy in front of real fake-agent pods, on a real Redis.
 type env struct {

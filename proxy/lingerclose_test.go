@@ -27,16 +27,16 @@ func TestOversizedWhileSendingClosesWith1009BothWays(t *testing.T) {
 				}
 			}
 		}()
-		if got := readClose(t, c); got != CloseTooBig {
-			t.Errorf("client saw close %d, want %d", got, CloseTooBig)
+		if got := readClose(t, c); got != closeTooBig {
+			t.Errorf("client saw close %d, want %d", got, closeTooBig)
 		}
 		e.waitSockets(0)
 		deadline := time.Now().Add(5 * time.Second)
 		for len(e.agents[pod].CloseCodes()) == 0 && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if got := e.agents[pod].CloseCodes(); len(got) != 1 || got[0] != CloseTooBig {
-			t.Errorf("pod saw closes %v, want [%d]", got, CloseTooBig)
+		if got := e.agents[pod].CloseCodes(); len(got) != 1 || got[0] != closeTooBig {
+			t.Errorf("pod saw closes %v, want [%d]", got, closeTooBig)
 		}
 	})
 }
@@ -68,8 +68,8 @@ func TestLostLeaseWhileSendingCloses1008(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.px.renewOnce(ctx)
-		if got := readClose(t, c); got != ClosePolicy {
-			t.Errorf("client saw close %d, want %d", got, ClosePolicy)
+		if got := readClose(t, c); got != closePolicy {
+			t.Errorf("client saw close %d, want %d", got, closePolicy)
 		}
 		e.waitSockets(0)
 	})

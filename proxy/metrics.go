@@ -123,7 +123,7 @@ var (
 	// peer's codes are its own choice (codeLabel bounds them), so only the
 	// commonest of them are created ahead: a normal close, going away, and
 	// a TCP close without a close frame.
-	edgeCloseCodes = []int{CloseGoingAway, CloseProtocolError, ClosePolicy, CloseTooBig, CloseBadGateway, CloseIdleTimeout}
+	edgeCloseCodes = []int{closeGoingAway, closeProtocolError, closePolicy, closeTooBig, closeBadGateway, closeIdleTimeout}
 	peerCloseCodes = []string{"1000", "1001", "none"}
 )
 

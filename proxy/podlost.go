@@ -6,10 +6,10 @@ import "errors"
 var errPodEOF = errors.New("pod closed the connection without a close frame")
 
 // podLost ends s because its pod's side died mid-call:
-// the client gets CloseBadGateway at once, the call is released as the
+// the client gets closeBadGateway at once, the call is released as the
 // socket ends, and the failure counts toward the pod's ejection.
 func (p *Proxy) podLost(s *socket, cause error) {
-	if !s.markStop(CloseBadGateway, "pod lost") {
+	if !s.markStop(closeBadGateway, "pod lost") {
 		return
 	}
 	s.lost.Store(true)

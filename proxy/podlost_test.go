@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
 // rawPod is a pod that completes the WebSocket upgrade by hand and then
@@ -38,7 +40,7 @@ func rawPod(t *testing.T, kind string) string {
 					return
 				}
 				c.Write([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
-					acceptKey(req.Header.Get("Sec-WebSocket-Key")) + "\r\n\r\n"))
+					wsproto.AcceptKey(req.Header.Get("Sec-WebSocket-Key")) + "\r\n\r\n"))
 				if kind == "reset" {
 					br.ReadByte()
 					c.(*net.TCPConn).SetLinger(0)
@@ -81,8 +83,8 @@ func TestPodLostMidCall(t *testing.T) {
 					}
 				}()
 				start := time.Now()
-				if got := readClose(t, c); got != CloseBadGateway {
-					t.Errorf("client saw close %d, want %d", got, CloseBadGateway)
+				if got := readClose(t, c); got != closeBadGateway {
+					t.Errorf("client saw close %d, want %d", got, closeBadGateway)
 				}
 				if d := time.Since(start); d > 5*time.Second {
 					t.Errorf("pod loss noticed after %v", d)

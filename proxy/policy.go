@@ -3,22 +3,22 @@ package proxy
 import (
 	"crypto/rand"
 	"time"
+
+	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
-// Close codes edge sends itself (RFC 6455 7.4.1).
+// Close codes edge sends itself, and why.
 const (
-	CloseGoingAway = 1001 // drain deadline passed on shutdown
-	ClosePolicy    = 1008 // the call lost its lease (released, swept)
-	// CloseProtocolError: a client's frame that breaks RFC 6455 (unmasked,
-	// a reserved opcode or bit, a malformed control frame, a fragment out
-	// of place).
-	CloseProtocolError = 1002
-	CloseTooBig        = 1009 // a message over proxy.max_message_bytes
-	CloseIdleTimeout   = 4000 // the client sent nothing for proxy.idle_timeout
-	// CloseBadGateway (RFC 6455's registry: "Bad Gateway") tells the
+	closeGoingAway = wsproto.CloseGoingAway // drain deadline passed on shutdown
+	closePolicy    = wsproto.ClosePolicy    // the call lost its lease (released, swept)
+	// closeProtocolError: a client's frame that breaks RFC 6455.
+	closeProtocolError = wsproto.CloseProtocolError
+	closeTooBig        = wsproto.CloseTooBig // a message over proxy.max_message_bytes
+	closeIdleTimeout   = 4000                // the client sent nothing for proxy.idle_timeout
+	// closeBadGateway (RFC 6455's registry: "Bad Gateway") tells the
 	// client its pod's side died mid-call: a reset, a FIN without a close
 	// frame, or a write to the pod stalled past proxy.pod_write_timeout.
-	CloseBadGateway = 1014
+	closeBadGateway = wsproto.CloseBadGateway
 )
 
 // closeGrace bounds how long a closing socket waits for its close frames
@@ -57,7 +57,7 @@ type policy struct {
 
 // dirPolicy is one direction's share of a policy.
 type dirPolicy struct {
-	sc      frameScanner
+	sc      wsproto.Scanner
 	limit   uint64 // proxy.max_message_bytes (0: none)
 	src     int32  // side whose bytes this direction reads
 	counter *dirCounters
@@ -85,7 +85,7 @@ type verdict struct {
 func (p *policy) init(cfg *Config, m *metrics, now int64, ext bool) {
 	limit := uint64(max(cfg.MaxMessageBytes, 0))
 	p.dirs[0] = dirPolicy{limit: limit, src: sideClient, counter: m.dir["client_to_pod"]}
-	p.dirs[0].sc.client, p.dirs[0].sc.ext = true, ext
+	p.dirs[0].sc.Client, p.dirs[0].sc.Ext = true, ext
 	p.dirs[1] = dirPolicy{limit: limit, src: sidePod, counter: m.dir["pod_to_client"]}
 	p.idle = int64(max(cfg.IdleTimeout, 0))
 	p.lastClient = now
@@ -102,7 +102,7 @@ func (d *dirPolicy) relayed(s *socket, b []byte) (int, verdict) {
 	if d.over {
 		return 0, verdict{}
 	}
-	d.sc.scan(b, d.limit)
+	d.sc.Scan(b, d.limit)
 	if d.sc.CloseCode != 0 && !d.closeSeen {
 		d.closeSeen = true
 		if s.firstClose.CompareAndSwap(0, int32(d.sc.CloseCode)) {
@@ -114,9 +114,9 @@ func (d *dirPolicy) relayed(s *socket, b []byte) (int, verdict) {
 	if d.sc.Refused != 0 {
 		d.over, d.cleanCut = true, d.sc.RefusedAt >= 0
 		n = max(d.sc.RefusedAt, 0)
-		v = verdict{CloseTooBig, "message too big"}
-		if d.sc.Refused == CloseProtocolError {
-			v = verdict{CloseProtocolError, "protocol error"}
+		v = verdict{closeTooBig, "message too big"}
+		if d.sc.Refused == closeProtocolError {
+			v = verdict{closeProtocolError, "protocol error"}
 		}
 	}
 	d.bytes += int64(n)
@@ -132,31 +132,12 @@ func (d *dirPolicy) relayed(s *socket, b []byte) (int, verdict) {
 // flight: 0 when d is between frames, len(b) when all of b is inside it.
 // A closing socket forwards them, so that its close frame can follow
 // instead of a torn frame. Nothing is accounted here.
-func (d *dirPolicy) untilBoundary(b []byte) int {
-	sc := d.sc
-	switch {
-	case sc.atBoundary():
-		return 0
-	case sc.hdrLen == 0 && sc.remaining <= uint64(len(b)):
-		return int(sc.remaining)
-	case sc.hdrLen == 0:
-		return len(b)
-	}
-	// A header split across reads: follow a copy byte by byte (rare, and
-	// only on a closing socket).
-	for i := range b {
-		sc.scan(b[i:i+1], 0)
-		if sc.atBoundary() {
-			return i + 1
-		}
-	}
-	return len(b)
-}
+func (d *dirPolicy) untilBoundary(b []byte) int { return d.sc.UntilBoundary(b) }
 
 // finishing reports whether d is inside a frame that it may still
 // complete before edge's close frame (not the oversized one, which is never
 // forwarded).
-func (d *dirPolicy) finishing() bool { return !d.over && !d.sc.atBoundary() }
+func (d *dirPolicy) finishing() bool { return !d.over && !d.sc.AtBoundary() }
 
 // atBoundary reports whether d's destination is between frames: every
 // byte forwarded so far ends a whole frame.
@@ -164,7 +145,7 @@ func (d *dirPolicy) atBoundary() bool {
 	if d.over {
 		return d.cleanCut
 	}
-	return d.sc.atBoundary()
+	return d.sc.AtBoundary()
 }
 
 // closeFrame is what edge writes into d's destination to end the socket
@@ -185,7 +166,7 @@ func (d *dirPolicy) closeFrame(s *socket) []byte {
 		mask = new([4]byte)
 		rand.Read(mask[:])
 	}
-	return closeFrame(int(code), s.reason(), mask)
+	return wsproto.CloseFrame(int(code), s.reason(), mask)
 }
 
 // clientSent notes bytes from the client at now, on the relay's clock.
@@ -203,5 +184,5 @@ func (p *policy) idleLeft(now int64) (time.Duration, verdict) {
 	if left := p.lastClient + p.idle - now; left > 0 {
 		return time.Duration(left), verdict{}
 	}
-	return 0, verdict{CloseIdleTimeout, "idle timeout"}
+	return 0, verdict{closeIdleTimeout, "idle timeout"}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"testing"
 	"time"
+
+	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
 // newTestPolicy is a policy of a socket started at clock 0, with its own
@@ -71,8 +73,8 @@ func TestPolicyTooBig(t *testing.T) {
 		want  int
 	}{
 		"at the limit":    {1024, 1024, 0},
-		"over the limit":  {1024, 1025, CloseTooBig},
-		"64-bit length":   {64 << 10, 1<<16 + 1, CloseTooBig},
+		"over the limit":  {1024, 1025, closeTooBig},
+		"64-bit length":   {64 << 10, 1<<16 + 1, closeTooBig},
 		"no limit":        {0, 1 << 20, 0},
 		"negative = none": {-1, 1 << 20, 0},
 	} {
@@ -106,8 +108,8 @@ func TestPolicyIdleDeadline(t *testing.T) {
 	if left, v := p.idleLeft(int64(12 * time.Second)); left != 6*time.Second || v.code != 0 {
 		t.Errorf("4s after the client's bytes: %v left, verdict %d; want 6s, none", left, v.code)
 	}
-	if _, v := p.idleLeft(int64(18 * time.Second)); v.code != CloseIdleTimeout {
-		t.Errorf("idle_timeout after the client's bytes: verdict %d, want %d", v.code, CloseIdleTimeout)
+	if _, v := p.idleLeft(int64(18 * time.Second)); v.code != closeIdleTimeout {
+		t.Errorf("idle_timeout after the client's bytes: verdict %d, want %d", v.code, closeIdleTimeout)
 	}
 	off, _ := newTestPolicy(0, 0)
 	if _, v := off.idleLeft(int64(time.Hour)); v.code != 0 {
@@ -122,16 +124,16 @@ func TestPolicyCloseFrame(t *testing.T) {
 	if f := p.dirs[0].closeFrame(s); f != nil {
 		t.Errorf("close frame % x without a stop code", f)
 	}
-	s.markStop(ClosePolicy, "call released")
+	s.markStop(closePolicy, "call released")
 	for i, wantMasked := range []bool{true, false} {
 		f := p.dirs[i].closeFrame(s)
 		if len(f) < 2 || f[1]&0x80 != 0 != wantMasked {
 			t.Fatalf("dir %d: close frame % x, masked want %v", i, f, wantMasked)
 		}
-		var sc frameScanner
-		sc.scan(f, 0)
-		if sc.CloseCode != ClosePolicy || !sc.atBoundary() {
-			t.Errorf("dir %d: frame reads as close %d, whole %v", i, sc.CloseCode, sc.atBoundary())
+		var sc wsproto.Scanner
+		sc.Scan(f, 0)
+		if sc.CloseCode != closePolicy || !sc.AtBoundary() {
+			t.Errorf("dir %d: frame reads as close %d, whole %v", i, sc.CloseCode, sc.AtBoundary())
 		}
 	}
 	// Half a frame relayed: a close frame now would land in its payload.
@@ -173,6 +175,17 @@ func TestPolicyUntilBoundary(t *testing.T) {
 		}
 		if cut > 0 && !p.dirs[1].finishing() {
 			t.Errorf("cut at %d: not finishing mid-frame", cut)
+		}
+	}
+}
+
+func TestCodeLabelIsBounded(t *testing.T) {
+	for code, want := range map[int]string{
+		1000: "1000", 1011: "1011", 4000: "4000", 4999: "4999",
+		3001: "3xxx", 999: "invalid", 1016: "invalid", 2000: "invalid", 5000: "invalid", 65535: "invalid",
+	} {
+		if got := codeLabel(code); got != want {
+			t.Errorf("codeLabel(%d) = %q, want %q", code, got, want)
 		}
 	}
 }

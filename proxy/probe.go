@@ -3,9 +3,10 @@ package proxy
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"net/http"
 	"time"
+
+	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
 // probeLoop brings ejected pods back: every
@@ -78,16 +79,9 @@ func (p *Proxy) probeFailed(pod string) {
 // probe opens a WebSocket to addr's path and closes it at once (close 1000):
 // what a media socket needs of the pod, without a call.
 func probe(ctx context.Context, addr, path string, timeout time.Duration) error {
-	var key [16]byte
-	rand.Read(key[:])
-	req := &http.Request{Method: http.MethodGet, Host: addr, RemoteAddr: "127.0.0.1:0", Header: http.Header{
-		"Sec-Websocket-Key":     {base64.StdEncoding.EncodeToString(key[:])},
-		"Sec-Websocket-Version": {"13"},
-		"User-Agent":            {"edge-health-probe"},
-	}}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	up, err := dialUpstream(dctx, addr, path, req, nil)
+	up, err := dialUpstream(dctx, addr, path, wsproto.NewKey(), http.Header{"User-Agent": {"edge-health-probe"}})
 	if err != nil {
 		return err
 	}
@@ -95,6 +89,6 @@ func probe(ctx context.Context, addr, path string, timeout time.Duration) error 
 	up.conn.SetWriteDeadline(time.Now().Add(timeout))
 	mask := [4]byte{}
 	rand.Read(mask[:])
-	up.conn.Write(closeFrame(1000, "edge health probe", &mask))
+	up.conn.Write(wsproto.CloseFrame(wsproto.CloseNormal, "edge health probe", &mask))
 	return nil
 }

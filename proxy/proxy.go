@@ -315,7 +315,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 		case <-deadline.C:
 			p.log.Warn("drain deadline passed: closing media sockets", "open", len(open))
 			for _, s := range open {
-				s.stop(CloseGoingAway, reasonShuttingDown)
+				s.stop(closeGoingAway, reasonShuttingDown)
 			}
 		}
 		p.handlers.Wait()

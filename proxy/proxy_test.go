@@ -245,8 +245,8 @@ func TestLostLeaseClosesSocket(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.px.renewOnce(context.Background())
-		if got := readClose(t, c); got != ClosePolicy {
-			t.Errorf("close status = %d, want %d", got, ClosePolicy)
+		if got := readClose(t, c); got != closePolicy {
+			t.Errorf("close status = %d, want %d", got, closePolicy)
 		}
 		e.waitSockets(0)
 		if got := value(e.px.metrics.releases.WithLabelValues("not_found")); got != 1 {
@@ -262,8 +262,8 @@ func TestIdleClientIsClosedAndReleased(t *testing.T) {
 		c := e.mustDial(url)
 		echo(t, c, "one")
 		start := time.Now()
-		if got := readClose(t, c); got != CloseIdleTimeout {
-			t.Errorf("close status = %d, want %d", got, CloseIdleTimeout)
+		if got := readClose(t, c); got != closeIdleTimeout {
+			t.Errorf("close status = %d, want %d", got, closeIdleTimeout)
 		}
 		if d := time.Since(start); d < 250*time.Millisecond || d > 5*time.Second {
 			t.Errorf("idle socket closed after %v, want about 300ms", d)

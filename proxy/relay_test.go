@@ -18,6 +18,7 @@ import (
 
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/internal/fakeagent"
+	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
 // checkCarried fails unless the relay asked for carried the sockets (the
@@ -136,7 +137,7 @@ func (f *flood) readAll(t *testing.T) {
 
 // The pod hanging up, with a close frame or by dropping TCP, ends the
 // client's socket and releases the call; a pod that drops TCP without a
-// close frame died, and the client reads CloseBadGateway, not a bare TCP
+// close frame died, and the client reads closeBadGateway, not a bare TCP
 // close.
 func TestPodHangsUp(t *testing.T) {
 	eachRelay(t, func(t *testing.T, relay Relay) {
@@ -147,7 +148,7 @@ func TestPodHangsUp(t *testing.T) {
 			wantCode   string
 		}{
 			"close frame": {4321, 4321, "pod", "4321"},
-			"tcp drop":    {0, CloseBadGateway, "edge", "1014"},
+			"tcp drop":    {0, closeBadGateway, "edge", "1014"},
 		} {
 			t.Run(name, func(t *testing.T) {
 				e := newEnv(t, envOpt{relay: relay})
@@ -197,7 +198,7 @@ func TestHalfOpenClientFoundByIdleTimeout(t *testing.T) {
 		if d := time.Since(start); d < idle || d > 5*time.Second {
 			t.Errorf("silent client closed after %v, want about %v", d, idle)
 		}
-		want := append([]byte{0x81, 2, 'h', 'i'}, closeFrame(CloseIdleTimeout, "idle timeout", nil)...)
+		want := append([]byte{0x81, 2, 'h', 'i'}, wsproto.CloseFrame(closeIdleTimeout, "idle timeout", nil)...)
 		if string(all) != string(want) {
 			t.Errorf("client got % x, want the echo then close 4000: % x", all, want)
 		}
@@ -256,7 +257,7 @@ func TestOversizedFrameBehindHandshake(t *testing.T) {
 		if err != nil {
 			t.Fatalf("read until edge closed: %v", err)
 		}
-		if want := closeFrame(CloseTooBig, "message too big", nil); string(all) != string(want) {
+		if want := wsproto.CloseFrame(closeTooBig, "message too big", nil); string(all) != string(want) {
 			t.Errorf("client got % x, want close 1009: % x", all, want)
 		}
 		e.waitSockets(0)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
 // strictPod is a voice agent as strict as RFC 6455 lets a server be: it
@@ -101,7 +103,7 @@ func (p *strictPod) serve(c net.Conn) (end podEnd) {
 		return end
 	}
 	c.Write([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
-		acceptKey(req.Header.Get("Sec-WebSocket-Key")) + "\r\n\r\n"))
+		wsproto.AcceptKey(req.Header.Get("Sec-WebSocket-Key")) + "\r\n\r\n"))
 	var msg []byte
 	var opcode byte
 	inMsg := false
@@ -149,7 +151,7 @@ func (p *strictPod) serve(c net.Conn) (end podEnd) {
 			end.close = 1005
 			if len(payload) >= 2 {
 				end.close = int(binary.BigEndian.Uint16(payload))
-				c.Write(closeFrame(end.close, "", nil))
+				c.Write(wsproto.CloseFrame(end.close, "", nil))
 			} else {
 				c.Write([]byte{0x88, 0})
 			}

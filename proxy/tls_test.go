@@ -161,8 +161,8 @@ func TestTLSClientTakesTheLoops(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.px.renewOnce(context.Background())
-		if got := readClose(t, c); got != ClosePolicy {
-			t.Errorf("TLS socket's close status = %d, want %d", got, ClosePolicy)
+		if got := readClose(t, c); got != closePolicy {
+			t.Errorf("TLS socket's close status = %d, want %d", got, closePolicy)
 		}
 		e.waitSockets(1)
 	})
@@ -249,8 +249,8 @@ func TestTLSIdleClientClosed4000(t *testing.T) {
 		pod, url := e.allocate("CA-idle", "")
 		c := f.dial(t, f.wss(e, url), nil, nil)
 		echo(t, c, "then silence")
-		if got := readClose(t, c); got != CloseIdleTimeout {
-			t.Errorf("close status = %d, want %d", got, CloseIdleTimeout)
+		if got := readClose(t, c); got != closeIdleTimeout {
+			t.Errorf("close status = %d, want %d", got, closeIdleTimeout)
 		}
 		e.waitSockets(0)
 		if owner := e.podOwner(pod); owner != "" {
@@ -280,7 +280,7 @@ func TestTLSDrainDeadlineClosesWith1001(t *testing.T) {
 			got = append(got, b...)
 		}
 		// A close frame (0x88, unmasked) carrying 1001, whatever its reason.
-		if len(got) < 4 || got[0] != 0x88 || int(got[2])<<8|int(got[3]) != CloseGoingAway || err != io.EOF || !c.rec.peerClosed {
+		if len(got) < 4 || got[0] != 0x88 || int(got[2])<<8|int(got[3]) != closeGoingAway || err != io.EOF || !c.rec.peerClosed {
 			t.Errorf("client got % x then %v (close_notify %v), want close 1001 then close_notify", got, err, c.rec.peerClosed)
 		}
 		select {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
 // Every TLS 1.3 suite the loops implement, against another implementation:
@@ -90,8 +92,8 @@ func TestTLSSuitesAgainstOpenSSL(t *testing.T) {
 					waitFor(t, "openssl's KeyUpdate", func() bool { return strings.Count(stderr.String(), "KEYUPDATE") > before })
 					echoFrame(strings.Repeat("abcdef", 100))
 				}
-				stdin.Write(closeFrame(1000, "", zero))
-				want := closeFrame(1000, "", nil)
+				stdin.Write(wsproto.CloseFrame(1000, "", zero))
+				want := wsproto.CloseFrame(1000, "", nil)
 				got := make([]byte, len(want))
 				if _, err := io.ReadFull(out, got); err != nil || !bytes.Equal(got, want) {
 					t.Fatalf("close: % x, %v", got, err)

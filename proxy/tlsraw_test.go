@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/edge-voice/edge/internal/fakeagent"
+	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
 // rawTLSClient is a media client that does its handshake and upgrade with
@@ -269,7 +270,7 @@ func TestTLSClientCloseNotify(t *testing.T) {
 		_, url := e.allocate("CA-cn", "")
 		c := f.rawClient(t, e, url)
 		c.echo("hello")
-		c.send(closeFrame(4001, "done", &[4]byte{1, 1, 1, 1}))
+		c.send(wsproto.CloseFrame(4001, "done", &[4]byte{1, 1, 1, 1}))
 		c.writeRaw(c.rec.alertRecord(alertCloseNotify))
 		var got []byte
 		var err error
@@ -281,7 +282,7 @@ func TestTLSClientCloseNotify(t *testing.T) {
 		if err != io.EOF || !c.rec.peerClosed {
 			t.Errorf("client's read ended with %v (close_notify from edge: %v), want close_notify", err, c.rec.peerClosed)
 		}
-		if want := closeFrame(4001, "done", nil); len(got) > 0 && !bytes.Equal(got, want) {
+		if want := wsproto.CloseFrame(4001, "done", nil); len(got) > 0 && !bytes.Equal(got, want) {
 			t.Errorf("client got % x, want the pod's close % x or nothing", got, want)
 		}
 		e.waitSockets(0)

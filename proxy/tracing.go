@@ -103,18 +103,15 @@ func endSocketSpan(s *socket, initiator, code string, bytesIn, bytesOut int64) {
 	s.span.End()
 }
 
-// traceParentHeader is the upgrade request's traceparent line: the
+// traceParent is the upgrade request's traceparent value: the
 // socket's span, so that the voice agent's spans join the call's trace. ""
 // when tracing is off.
-func traceParentHeader(ctx context.Context) string {
+func traceParent(ctx context.Context) string {
 	sc, _ := ctx.Value(socketSpanKey{}).(trace.SpanContext)
 	if !sc.IsValid() {
 		return ""
 	}
 	c := propagation.HeaderCarrier(http.Header{})
 	propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(ctx, sc), c)
-	if v := http.Header(c).Get("Traceparent"); v != "" {
-		return "Traceparent: " + headerValue(v) + "\r\n"
-	}
-	return ""
+	return http.Header(c).Get("Traceparent")
 }

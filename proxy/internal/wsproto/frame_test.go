@@ -1,4 +1,4 @@
-package proxy
+package wsproto
 
 import (
 	"bytes"
@@ -6,36 +6,7 @@ import (
 	"testing"
 )
 
-// frame builds one WebSocket frame.
-func frame(fin bool, opcode byte, payload []byte, mask *[4]byte) []byte {
-	b0 := opcode
-	if fin {
-		b0 |= 0x80
-	}
-	out := []byte{b0}
-	var m byte
-	if mask != nil {
-		m = 0x80
-	}
-	switch n := len(payload); {
-	case n < 126:
-		out = append(out, m|byte(n))
-	case n <= 0xffff:
-		out = append(out, m|126)
-		out = binary.BigEndian.AppendUint16(out, uint16(n))
-	default:
-		out = append(out, m|127)
-		out = binary.BigEndian.AppendUint64(out, uint64(n))
-	}
-	p := append([]byte(nil), payload...)
-	if mask != nil {
-		out = append(out, mask[:]...)
-		for i := range p {
-			p[i] ^= mask[i%4]
-		}
-	}
-	return append(out, p...)
-}
+var frame = Frame
 
 func TestFrameScanner(t *testing.T) {
 	mask := &[4]byte{0xde, 0xad, 0xbe, 0xef}
@@ -74,21 +45,21 @@ func TestFrameScanner(t *testing.T) {
 		// Every chunking of the stream must read the same: reads split
 		// frames anywhere.
 		for _, chunk := range []int{1, 2, 3, 7, 64, 1 << 20} {
-			var s frameScanner
+			var s Scanner
 			for p := tc.stream; len(p) > 0; {
 				n := min(chunk, len(p))
-				s.scan(p[:n], 65536)
+				s.Scan(p[:n], 65536)
 				p = p[n:]
 			}
-			if s.Messages != tc.messages || s.CloseCode != tc.closeCode || s.Refused != tc.refused || !s.atBoundary() {
+			if s.Messages != tc.messages || s.CloseCode != tc.closeCode || s.Refused != tc.refused || !s.AtBoundary() {
 				t.Errorf("%s in chunks of %d: messages %d close %d refused %d boundary %v; want %d %d %d true",
-					name, chunk, s.Messages, s.CloseCode, s.Refused, s.atBoundary(), tc.messages, tc.closeCode, tc.refused)
+					name, chunk, s.Messages, s.CloseCode, s.Refused, s.AtBoundary(), tc.messages, tc.closeCode, tc.refused)
 			}
 		}
 	}
-	var s frameScanner
-	s.scan(frame(true, 1, []byte("hello"), nil)[:3], 0)
-	if s.atBoundary() {
+	var s Scanner
+	s.Scan(frame(true, 1, []byte("hello"), nil)[:3], 0)
+	if s.AtBoundary() {
 		t.Error("mid-frame reads as a boundary")
 	}
 }
@@ -115,26 +86,26 @@ func TestFrameScannerClientProtocol(t *testing.T) {
 		"HTTP again":               {bad: []byte("GET / HTTP/1.1\r\n\r\n")},
 	} {
 		for _, chunk := range []int{1, 3, 1 << 20} {
-			s := frameScanner{client: true, ext: tc.ext}
+			s := Scanner{Client: true, Ext: tc.ext}
 			stream := append(append([]byte(nil), good...), tc.bad...)
 			for p := stream; len(p) > 0; {
 				n := min(chunk, len(p))
-				s.scan(p[:n], 1<<20)
+				s.Scan(p[:n], 1<<20)
 				p = p[n:]
 			}
 			if s.Refused != CloseProtocolError {
 				t.Errorf("%s in chunks of %d: refused %d, want %d", name, chunk, s.Refused, CloseProtocolError)
 			}
-			var pod frameScanner
-			pod.scan(append(frame(false, 1, []byte("a"), nil), frame(true, 0, []byte("b"), nil)...), 1<<20)
+			var pod Scanner
+			pod.Scan(append(frame(false, 1, []byte("a"), nil), frame(true, 0, []byte("b"), nil)...), 1<<20)
 			if pod.Refused != 0 {
 				t.Errorf("a pod's fragmented message refused with %d", pod.Refused)
 			}
 		}
 	}
 	// permessage-deflate marks a message's first frame with RSV1.
-	s := frameScanner{client: true, ext: true}
-	s.scan(withRSV(good, 0x40), 1<<20)
+	s := Scanner{Client: true, Ext: true}
+	s.Scan(withRSV(good, 0x40), 1<<20)
 	if s.Refused != 0 {
 		t.Errorf("RSV1 with an extension negotiated refused with %d", s.Refused)
 	}
@@ -143,21 +114,10 @@ func TestFrameScannerClientProtocol(t *testing.T) {
 func TestCloseFrameRoundTrip(t *testing.T) {
 	mask := &[4]byte{1, 2, 3, 4}
 	for _, m := range []*[4]byte{nil, mask} {
-		var s frameScanner
-		s.scan(closeFrame(1001, "going away", m), 0)
-		if s.CloseCode != 1001 || !s.atBoundary() {
-			t.Errorf("mask %v: scanned close %d boundary %v", m != nil, s.CloseCode, s.atBoundary())
-		}
-	}
-}
-
-func TestCodeLabelIsBounded(t *testing.T) {
-	for code, want := range map[int]string{
-		1000: "1000", 1011: "1011", 4000: "4000", 4999: "4999",
-		3001: "3xxx", 999: "invalid", 1016: "invalid", 2000: "invalid", 5000: "invalid", 65535: "invalid",
-	} {
-		if got := codeLabel(code); got != want {
-			t.Errorf("codeLabel(%d) = %q, want %q", code, got, want)
+		var s Scanner
+		s.Scan(CloseFrame(1001, "going away", m), 0)
+		if s.CloseCode != 1001 || !s.AtBoundary() {
+			t.Errorf("mask %v: scanned close %d boundary %v", m != nil, s.CloseCode, s.AtBoundary())
 		}
 	}
 }

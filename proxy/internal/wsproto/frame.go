@@ -1,23 +1,23 @@
-package proxy
+package wsproto
 
 import (
 	"encoding/binary"
 	"math"
 )
 
-// frameScanner follows the WebSocket frame headers (RFC 6455 section 5.2) of
+// Scanner follows the WebSocket frame headers (RFC 6455 section 5.2) of
 // one direction of a relayed stream without copying payloads: the relay
 // forwards bytes as they come and the scanner only looks at them. It knows
 // when the stream is at a frame boundary (where edge may inject a close
 // frame), counts data messages, reads the status code of a close frame and
 // spots a message larger than the limit, its fragments summed, and, from a
 // client, a frame that breaks the protocol.
-type frameScanner struct {
-	// client: the stream is a client's, whose frames must be masked and
-	// well formed (RFC 6455 5.1-5.5); ext: the handshake negotiated an
+type Scanner struct {
+	// Client: the stream is a client's, whose frames must be masked and
+	// well formed (RFC 6455 5.1-5.5); Ext: the handshake negotiated an
 	// extension, which may use the reserved bits. Set before the first
-	// scan.
-	client, ext bool
+	// Scan.
+	Client, Ext bool
 	hdr         [14]byte
 	hdrLen      int
 	// remaining payload bytes of the current frame.
@@ -56,12 +56,37 @@ type frameScanner struct {
 	RefusedAt int
 }
 
-// atBoundary reports whether every byte scanned so far ends a whole frame.
-func (s *frameScanner) atBoundary() bool { return s.hdrLen == 0 && s.remaining == 0 }
+// AtBoundary reports whether every byte scanned so far ends a whole frame.
+func (s *Scanner) AtBoundary() bool { return s.hdrLen == 0 && s.remaining == 0 }
 
-// scan follows p, the next bytes of the stream. limit bounds a frame's
-// payload (0: no limit).
-func (s *frameScanner) scan(p []byte, limit uint64) {
+// UntilBoundary is how many of b, the stream's next bytes, end the frame
+// in flight: 0 at a boundary, len(b) when all of b is inside the frame. A
+// closing socket forwards them, so that its close frame can follow
+// instead of a torn frame. s is not changed.
+func (s *Scanner) UntilBoundary(b []byte) int {
+	switch {
+	case s.AtBoundary():
+		return 0
+	case s.hdrLen == 0 && s.remaining <= uint64(len(b)):
+		return int(s.remaining)
+	case s.hdrLen == 0:
+		return len(b)
+	}
+	// A header split across reads: follow a copy byte by byte (rare, and
+	// only on a closing socket).
+	c := *s
+	for i := range b {
+		c.Scan(b[i:i+1], 0)
+		if c.AtBoundary() {
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// Scan follows p, the next bytes of the stream. limit bounds a message's
+// payload, its frames summed, and a control frame's (0: no limit).
+func (s *Scanner) Scan(p []byte, limit uint64) {
 	total, hdrStart := len(p), -1
 	for len(p) > 0 {
 		if s.remaining > 0 {
@@ -114,7 +139,7 @@ func headerLen(b1 byte) int {
 
 // startFrame reads a complete header; it reports whether this frame is the
 // first one refused.
-func (s *frameScanner) startFrame(limit uint64) (refused bool) {
+func (s *Scanner) startFrame(limit uint64) (refused bool) {
 	b0, b1 := s.hdr[0], s.hdr[1]
 	length := uint64(b1 & 0x7f)
 	off := 2
@@ -138,9 +163,9 @@ func (s *frameScanner) startFrame(limit uint64) (refused bool) {
 	// 5.2, 5.4, 5.5): edge refuses it before the pod sees it, so that no
 	// client can make a strict pod drop its connection, which would read
 	// as the pod's death.
-	if s.client && s.Refused == 0 {
+	if s.Client && s.Refused == 0 {
 		switch {
-		case !s.masked, b0&0x70 != 0 && !s.ext, opcode > 0x2 && opcode < 0x8, opcode > 0xa,
+		case !s.masked, b0&0x70 != 0 && !s.Ext, opcode > 0x2 && opcode < 0x8, opcode > 0xa,
 			control && (!fin || length > 125),
 			opcode == 0x0 && !s.inMsg, opcode != 0x0 && !control && s.inMsg:
 			s.Refused, refused = CloseProtocolError, true
@@ -174,7 +199,7 @@ func (s *frameScanner) startFrame(limit uint64) (refused bool) {
 	return refused
 }
 
-func (s *frameScanner) captureClose(p []byte) {
+func (s *Scanner) captureClose(p []byte) {
 	for i := 0; i < len(p) && s.closeLen < 2; i++ {
 		b := p[i]
 		if s.masked {
@@ -185,9 +210,9 @@ func (s *frameScanner) captureClose(p []byte) {
 	}
 }
 
-func (s *frameScanner) endFrame() {
+func (s *Scanner) endFrame() {
 	if s.isClose && s.CloseCode == 0 {
-		s.CloseCode = 1005 // no status code present (RFC 6455 7.1.5)
+		s.CloseCode = CloseNoStatus // no status code present (RFC 6455 7.1.5)
 		if s.closeLen == 2 {
 			s.CloseCode = int(binary.BigEndian.Uint16(s.closeBuf[:]))
 		}
@@ -195,11 +220,9 @@ func (s *frameScanner) endFrame() {
 	s.isClose = false
 }
 
-// closeFrame builds a close frame with code and a short reason; masked
-// frames (edge writing to the pod as a client) get a random-enough mask:
-// masking only defeats cache poisoning by script-controlled payloads, and
-// edge's payload is its own.
-func closeFrame(code int, reason string, mask *[4]byte) []byte {
+// CloseFrame builds a close frame with code and a reason cut to fit a
+// control frame; mask, when set, masks it (a client's frame, RFC 6455 5.3).
+func CloseFrame(code int, reason string, mask *[4]byte) []byte {
 	if len(reason) > 123 {
 		reason = reason[:123]
 	}
@@ -215,4 +238,40 @@ func closeFrame(code int, reason string, mask *[4]byte) []byte {
 		}
 	}
 	return append(f, payload...)
+}
+
+// Frame builds one frame of opcode with payload, masked with mask when it
+// is set.
+func Frame(fin bool, opcode byte, payload []byte, mask *[4]byte) []byte {
+	b0 := opcode
+	if fin {
+		b0 |= 0x80
+	}
+	out := []byte{b0}
+	var m byte
+	if mask != nil {
+		m = 0x80
+	}
+	switch n := len(payload); {
+	case n < 126:
+		out = append(out, m|byte(n))
+	case n <= 0xffff:
+		out = append(out, m|126)
+		out = binary.BigEndian.AppendUint16(out, uint16(n))
+	default:
+		out = append(out, m|127)
+		out = binary.BigEndian.AppendUint64(out, uint64(n))
+	}
+	start := len(out)
+	if mask != nil {
+		out = append(out, mask[:]...)
+		start += 4
+	}
+	out = append(out, payload...)
+	if mask != nil {
+		for i := range out[start:] {
+			out[start+i] ^= mask[i%4]
+		}
+	}
+	return out
 }
