@@ -17,6 +17,3 @@ func (*loops) running() bool      { return false }
 func (*loops) uringRunning() bool { return false }
 
 func (*loops) add(*socket, *upstream, []byte, *tlsTakeover) bool { return false }
-
-// uringProbe: the io_uring relay is Linux only.
-func uringProbe() error { return errors.New("io_uring relay: Linux only") }

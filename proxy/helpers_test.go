@@ -20,6 +20,7 @@ import (
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/internal/fakeagent"
 	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/proxy/internal/iouring"
 	"github.com/edge-voice/edge/proxy/internal/wsproto"
 	"github.com/edge-voice/edge/proxy/mediaurl"
 )
@@ -151,7 +152,7 @@ func eachRelay(t *testing.T, f func(t *testing.T, relay Relay)) {
 			if r == RelayUring {
 				// The uring relay needs io_uring (a container's seccomp
 				// profile or kernel.io_uring_disabled may refuse it).
-				if err := uringProbe(); err != nil {
+				if err := iouring.Probe(); err != nil {
 					t.Skipf("io_uring unavailable: %v", err)
 				}
 			}

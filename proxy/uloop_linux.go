@@ -6,10 +6,11 @@ import (
 	"errors"
 	"net"
 	"runtime"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/edge-voice/edge/proxy/internal/iouring"
 )
 
 // The io_uring relay (RelayUring, proxy.relay: uring). The epoll loops
@@ -122,8 +123,8 @@ type udir struct {
 type uloop struct {
 	inbox[ucmd]
 	p    *Proxy
-	r    *ring
-	bufs *bufRing
+	r    *iouring.Ring
+	bufs *iouring.BufRing
 	// used counts the ring buffers the last pass's completions took.
 	used int
 	// maxBatch is Config.UringBatch where the kernel has min_wait; batch
@@ -137,7 +138,7 @@ type uloop struct {
 	base     time.Time
 	now      int64
 	nextTick int64
-	complete func(cqe)
+	complete func(iouring.CQE)
 	// scratch holds a TLS client's partial record and the bytes received
 	// behind it while they are opened.
 	scratch []byte
@@ -227,7 +228,7 @@ func (ls *loops) addUring(set []*uloop, s *socket, cc, pc *net.TCPConn, early []
 
 // newUringRing makes a loop's ring; a variable so that a test can refuse
 // io_uring as a kernel or seccomp profile would.
-var newUringRing = func() (*ring, error) { return newRingFlags(uringEntries, setupDeferTaskrun) }
+var newUringRing = func() (*iouring.Ring, error) { return iouring.New(uringEntries, iouring.SetupDeferTaskrun) }
 
 // newUloop starts a loop on a thread of its own, which creates the ring:
 // with SINGLE_ISSUER the ring belongs to the thread that made it.
@@ -257,24 +258,24 @@ func (l *uloop) run(batch time.Duration, started chan<- error) {
 		started <- err
 		return
 	}
-	if !r.minWait {
+	if !r.MinWait() {
 		batch = 0
 	}
-	bufs, err := r.newBufRing(min(uringRingEntries, uringBufs), uringBufs, uringBufSize, uringAheadMin)
+	bufs, err := r.NewBufRing(min(uringRingEntries, uringBufs), uringBufs, uringBufSize, uringAheadMin)
 	if err != nil {
-		r.close()
+		r.Close()
 		started <- err
 		return
 	}
 	l.r, l.bufs, l.maxBatch = r, bufs, batch
-	l.sqe().pollIn(l.wakeFd, udWake)
+	l.sqe().PollIn(l.wakeFd, udWake)
 	started <- nil
 	defer close(l.done)
 	defer func() {
 		l.closeWake()
-		r.close()
+		r.Close()
 		if bufs != nil {
-			bufs.close()
+			bufs.Close()
 		}
 	}()
 	const tickEvery = 50 * time.Millisecond
@@ -286,12 +287,12 @@ func (l *uloop) run(batch time.Duration, started chan<- error) {
 		if l.open > 0 {
 			timeout = max(time.Duration(l.nextTick-int64(time.Since(l.base))), time.Microsecond)
 		}
-		if err := r.submitWait(timeout, l.batch, uringEntries); err != nil {
+		if err := r.SubmitWait(timeout, l.batch, uringEntries); err != nil {
 			l.p.log.Error("uring relay: io_uring_enter failed", "err", err)
 		}
 		l.now = int64(time.Since(l.base))
-		reaped += r.reap(l.complete)
-		l.bufs.topUp(max(uringAheadMin, 2*l.used))
+		reaped += r.Reap(l.complete)
+		l.bufs.TopUp(max(uringAheadMin, 2*l.used))
 		l.used = 0
 		if l.commands() {
 			l.closeAll()
@@ -327,8 +328,8 @@ func (l *uloop) settleInflight() bool {
 		if time.Now().After(deadline) {
 			return false
 		}
-		l.r.submitWait(10*time.Millisecond, 0, 1)
-		l.r.reap(l.complete)
+		l.r.SubmitWait(10*time.Millisecond, 0, 1)
+		l.r.Reap(l.complete)
 	}
 }
 
@@ -358,20 +359,20 @@ func batchWindow(n int, elapsed, maxWindow time.Duration) time.Duration {
 }
 
 // sqe returns a free SQE, submitting the full ring first when needed.
-func (l *uloop) sqe() *sqe {
+func (l *uloop) sqe() *iouring.SQE {
 	for {
-		if s := l.r.get(); s != nil {
+		if s := l.r.Get(); s != nil {
 			return s
 		}
-		l.r.enter(0, true)
+		l.r.Enter(0, true)
 	}
 }
 
 // room makes sure n SQEs fit without a submit in between (a link must
 // not be split across submissions).
 func (l *uloop) room(n uint32) {
-	if l.r.sqLocal+n-atomic.LoadUint32(l.r.sqHead) > l.r.sqEntries {
-		l.r.enter(0, true)
+	if !l.r.Room(n) {
+		l.r.Enter(0, true)
 	}
 }
 
@@ -471,12 +472,12 @@ func (l *uloop) recv(e *usock, i int, pollFirst bool) {
 		if d.own == nil {
 			d.own = make([]byte, uringBufSize)
 		}
-		s.recv(e.fds[i], d.own, e.ud(udRecv+i))
+		s.Recv(e.fds[i], d.own, e.ud(udRecv+i))
 	} else {
-		s.recvSelect(e.fds[i], uringBufSize, e.ud(udRecv+i))
+		s.RecvSelect(e.fds[i], uringBufSize, e.ud(udRecv+i))
 	}
 	if pollFirst {
-		s.ioprio = recvPollFirst
+		s.PollFirst()
 	}
 }
 
@@ -502,30 +503,30 @@ func (l *uloop) sendBuf(e *usock, i int, b []byte, bid int32, thenRecv bool) {
 	e.inflight++
 	l.room(2)
 	s := l.sqe()
-	s.send(e.fds[1-i], b, e.ud(udSend+i))
+	s.Send(e.fds[1-i], b, e.ud(udSend+i))
 	if thenRecv {
 		// A recv right after the previous one drained the socket finds
 		// nothing: arm its poll first.
-		s.flags |= sqeIOLink
+		s.Link()
 		l.recv(e, i, true)
 	}
 }
 
-func (l *uloop) completed(c cqe) {
-	kind := int(c.userData & (1<<udShift - 1))
+func (l *uloop) completed(c iouring.CQE) {
+	kind := int(c.UserData & (1<<udShift - 1))
 	if kind == udWake {
 		var b [8]byte
 		rawRead(l.wakeFd, b[:])
-		l.sqe().pollIn(l.wakeFd, udWake)
+		l.sqe().PollIn(l.wakeFd, udWake)
 		return
 	}
-	e := l.socks[c.userData>>udShift]
+	e := l.socks[c.UserData>>udShift]
 	e.inflight--
 	switch kind {
 	case udRecv, udRecv + 1:
 		l.received(e, kind-udRecv, c)
 	case udSend, udSend + 1:
-		l.sent(e, kind-udSend, c.res)
+		l.sent(e, kind-udSend, c.Res)
 	}
 	if e.done && e.inflight == 0 && l.socks[e.slot] == e {
 		l.socks[e.slot] = nil
@@ -533,19 +534,20 @@ func (l *uloop) completed(c cqe) {
 	}
 }
 
-// received handles a recv's completion c: c.res bytes (in the ring's
+// received handles a recv's completion c: c.Res bytes (in the ring's
 // buffer c names, or the direction's own), 0 for the source's FIN, or
 // -errno. A ring buffer not handed to a send goes back at once.
-func (l *uloop) received(e *usock, i int, c cqe) {
+func (l *uloop) received(e *usock, i int, c iouring.CQE) {
 	d := &e.dirs[i]
 	d.recving = false
-	res, bid := c.res, int32(-1)
+	res, bid := c.Res, int32(-1)
 	var b []byte
+	ringBuf, fromRing := c.Buffer()
 	switch {
-	case c.flags&cqeFBuffer != 0:
-		bid = int32(c.flags >> 16)
-		b = l.bufs.buf(uint16(bid), int(max(res, 0)))
-		l.bufs.taken()
+	case fromRing:
+		bid = int32(ringBuf)
+		b = l.bufs.Buf(ringBuf, int(max(res, 0)))
+		l.bufs.Taken()
 		l.used++
 		ringBid := bid
 		defer func() {
@@ -564,7 +566,7 @@ func (l *uloop) received(e *usock, i int, c cqe) {
 		// Cancelled: the send linked before it failed (sent handles it).
 		return
 	}
-	if res == errNoBufs {
+	if res == iouring.NoBufs {
 		// The ring is empty: this direction receives once into its own
 		// buffer, and the next top-up puts more ahead.
 		l.used++
@@ -649,7 +651,7 @@ func (l *uloop) received(e *usock, i int, c cqe) {
 
 // release gives ring buffer bid back (to the ring at the next top-up).
 func (l *uloop) release(bid int32) {
-	l.bufs.put(uint16(bid))
+	l.bufs.Put(uint16(bid))
 }
 
 // sent handles a send's completion: all of dirs[i].out, or a failure.

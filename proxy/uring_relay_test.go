@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/edge-voice/edge/proxy/internal/iouring"
 )
 
 func needUring(t *testing.T) {
 	t.Helper()
-	if err := uringProbe(); err != nil {
+	if err := iouring.Probe(); err != nil {
 		t.Skipf("io_uring unavailable: %v", err)
 	}
 }
@@ -58,7 +60,7 @@ func TestUringRelayCarriesTLS(t *testing.T) {
 // every socket: no socket falls to the goroutine relay for it.
 func TestUringRefusedFallsBackToTheEpollLoops(t *testing.T) {
 	refused := newUringRing
-	newUringRing = func() (*ring, error) { return nil, unix.EPERM }
+	newUringRing = func() (*iouring.Ring, error) { return nil, unix.EPERM }
 	t.Cleanup(func() { newUringRing = refused })
 	procs := runtime.GOMAXPROCS(0)
 
@@ -127,8 +129,8 @@ func TestUringBatchWindowRelays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	minWait := r.minWait
-	r.close()
+	minWait := r.MinWait()
+	r.Close()
 	want := time.Duration(0)
 	if minWait {
 		want = 300 * time.Microsecond

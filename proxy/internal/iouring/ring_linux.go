@@ -1,6 +1,6 @@
 //go:build linux
 
-package proxy
+package iouring
 
 import (
 	"errors"
@@ -14,9 +14,10 @@ import (
 )
 
 // A minimal io_uring: one submission and one completion ring shared with
-// the kernel, driven by raw io_uring_enter(2) calls. x/sys/unix has the syscall numbers only, so the
-// kernel's ABI (include/uapi/linux/io_uring.h) is spelt out here. Only the
-// uring relay's loop (uloop_linux.go) uses it; one goroutine owns a ring.
+// the kernel, driven by raw io_uring_enter(2) calls. x/sys/unix has the
+// syscall numbers only, so the kernel's ABI
+// (include/uapi/linux/io_uring.h) is spelt out here. One goroutine owns a
+// ring.
 
 // uringParams is struct io_uring_params.
 type uringParams struct {
@@ -36,9 +37,9 @@ type uringCQOffsets struct {
 	userAddr                                                        uint64
 }
 
-// sqe is struct io_uring_sqe (64 bytes), with the union members this
-// relay uses.
-type sqe struct {
+// SQE is struct io_uring_sqe (64 bytes), with the union members a relay
+// uses.
+type SQE struct {
 	opcode   uint8
 	flags    uint8
 	ioprio   uint16
@@ -55,11 +56,17 @@ type sqe struct {
 	_        uint64
 }
 
-// cqe is struct io_uring_cqe (without the big-CQE extension).
-type cqe struct {
-	userData uint64
-	res      int32
-	flags    uint32
+// CQE is struct io_uring_cqe (without the big-CQE extension): the
+// UserData of its SQE, the result (a count, or -errno) and flags.
+type CQE struct {
+	UserData uint64
+	Res      int32
+	Flags    uint32
+}
+
+// Buffer is the provided buffer the completion filled, if it names one.
+func (c CQE) Buffer() (bid uint16, ok bool) {
+	return uint16(c.Flags >> 16), c.Flags&cqeFBuffer != 0
 }
 
 const (
@@ -75,12 +82,12 @@ const (
 	setupClamp     = 1 << 4 // IORING_SETUP_CLAMP
 	setupSubmitAll = 1 << 7 // IORING_SETUP_SUBMIT_ALL
 
-	// setupDeferTaskrun: completions' kernel work (the recv itself, once
+	// SetupDeferTaskrun: completions' kernel work (the recv itself, once
 	// its poll fired) runs only when the one submitter thread asks for
 	// events, in a batch, instead of interrupting whichever thread
 	// submitted (IORING_SETUP_SINGLE_ISSUER|IORING_SETUP_DEFER_TASKRUN,
 	// Linux 6.1).
-	setupDeferTaskrun = 1<<12 | 1<<13
+	SetupDeferTaskrun = 1<<12 | 1<<13
 
 	enterExtArg = 1 << 3 // IORING_ENTER_EXT_ARG
 
@@ -98,8 +105,8 @@ const (
 	offSQEs   = 0x10000000
 )
 
-// ring is one io_uring instance.
-type ring struct {
+// Ring is one io_uring instance.
+type Ring struct {
 	fd int
 	// The shared memory: the rings (one mapping with SINGLE_MMAP) and the
 	// SQE array.
@@ -108,36 +115,36 @@ type ring struct {
 	sqHead, sqTail *uint32
 	sqMask         uint32
 	sqEntries      uint32
-	sqes           []sqe
+	sqes           []SQE
 	// sqLocal is the tail of SQEs prepared but not yet published.
 	sqLocal uint32
 
 	cqHead, cqTail *uint32
 	cqMask         uint32
-	cqes           []cqe
+	cqes           []CQE
 
 	// minWait: the kernel takes a wait's min_wait_usec.
 	minWait bool
 }
 
-// newRingFlags sets up a ring of at least entries submission slots (the
-// kernel rounds up to a power of two; completions get twice as many),
-// with more setup flags (setupDeferTaskrun: the
-// calling thread must be the ring's only submitter, see uloop.runThread).
-func newRingFlags(entries, flags uint32) (*ring, error) {
+// New sets up a ring of at least entries submission slots (the kernel
+// rounds up to a power of two; completions get twice as many), with more
+// setup flags (SetupDeferTaskrun: the calling thread, locked, must be the
+// ring's only submitter).
+func New(entries, flags uint32) (*Ring, error) {
 	var p uringParams
 	p.flags = setupClamp | setupSubmitAll | flags
 	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
 	if errno != 0 {
 		return nil, fmt.Errorf("io_uring_setup: %w", errno)
 	}
-	r := &ring{fd: int(fd), minWait: p.features&featMinTimeout != 0}
+	r := &Ring{fd: int(fd), minWait: p.features&featMinTimeout != 0}
 	if p.features&featSingleMmap == 0 || p.features&featNoDrop == 0 {
 		unix.Close(r.fd)
 		return nil, errors.New("io_uring: kernel too old (needs SINGLE_MMAP and NODROP, Linux 5.5+)")
 	}
 	sqSize := uintptr(p.sqOff.array) + uintptr(p.sqEntries)*4
-	cqSize := uintptr(p.cqOff.cqes) + uintptr(p.cqEntries)*unsafe.Sizeof(cqe{})
+	cqSize := uintptr(p.cqOff.cqes) + uintptr(p.cqEntries)*unsafe.Sizeof(CQE{})
 	size := max(sqSize, cqSize)
 	mem, err := unix.Mmap(r.fd, offSQRing, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
@@ -145,7 +152,7 @@ func newRingFlags(entries, flags uint32) (*ring, error) {
 		return nil, fmt.Errorf("io_uring: mmap rings: %w", err)
 	}
 	r.ringMem = mem
-	sqeMem, err := unix.Mmap(r.fd, offSQEs, int(uintptr(p.sqEntries)*unsafe.Sizeof(sqe{})), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	sqeMem, err := unix.Mmap(r.fd, offSQEs, int(uintptr(p.sqEntries)*unsafe.Sizeof(SQE{})), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		unix.Munmap(mem)
 		unix.Close(r.fd)
@@ -158,7 +165,7 @@ func newRingFlags(entries, flags uint32) (*ring, error) {
 	r.sqTail = (*uint32)(at(p.sqOff.tail))
 	r.sqMask = *(*uint32)(at(p.sqOff.ringMask))
 	r.sqEntries = *(*uint32)(at(p.sqOff.ringEntries))
-	r.sqes = unsafe.Slice((*sqe)(unsafe.Pointer(&sqeMem[0])), p.sqEntries)
+	r.sqes = unsafe.Slice((*SQE)(unsafe.Pointer(&sqeMem[0])), p.sqEntries)
 	// The indirection array maps ring slot i to SQE i, once for all.
 	array := unsafe.Slice((*uint32)(at(p.sqOff.array)), p.sqEntries)
 	for i := range array {
@@ -168,62 +175,65 @@ func newRingFlags(entries, flags uint32) (*ring, error) {
 	r.cqHead = (*uint32)(at(p.cqOff.head))
 	r.cqTail = (*uint32)(at(p.cqOff.tail))
 	r.cqMask = *(*uint32)(at(p.cqOff.ringMask))
-	r.cqes = unsafe.Slice((*cqe)(at(p.cqOff.cqes)), p.cqEntries)
+	r.cqes = unsafe.Slice((*CQE)(at(p.cqOff.cqes)), p.cqEntries)
 	return r, nil
 }
 
-// uringProbe reports why this process cannot run the uring relay (nil:
-// it can): a ring as a loop makes it, with a buffer ring, on one thread
-// (SINGLE_ISSUER ties both calls to it).
-func uringProbe() error {
+// Probe reports why this process cannot run a ring as a relay loop makes
+// it (nil: it can): SetupDeferTaskrun and a buffer ring, on one thread
+// (SINGLE_ISSUER ties both calls to it). A kernel too old, or a seccomp
+// profile refusing io_uring, fails it.
+func Probe() error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	r, err := newUringRing()
+	r, err := New(8, SetupDeferTaskrun)
 	if err != nil {
 		return err
 	}
-	b, err := r.newBufRing(2, 2, 64, 2)
-	r.close()
+	b, err := r.NewBufRing(2, 2, 64, 2)
+	r.Close()
 	if err != nil {
 		return err
 	}
-	b.close()
+	b.Close()
 	return nil
 }
 
-// close unmaps the rings and closes the ring, which cancels what is still
+// Close unmaps the rings and closes the ring, which cancels what is still
 // in flight.
-func (r *ring) close() {
-	r.unmap()
+func (r *Ring) Close() {
+	unix.Munmap(r.sqeMem)
+	unix.Munmap(r.ringMem)
 	unix.Close(r.fd)
 }
 
-// unmap releases the shared memory (the fd is closed by its owner).
-func (r *ring) unmap() {
-	unix.Munmap(r.sqeMem)
-	unix.Munmap(r.ringMem)
-}
+// MinWait reports whether the kernel takes a wait's minimum (SubmitWait's
+// minWait; Linux 6.12).
+func (r *Ring) MinWait() bool { return r.minWait }
 
-// get returns a zeroed SQE to fill, or nil when the submission ring is
+// Room reports whether n more SQEs fit without a submit in between.
+func (r *Ring) Room(n uint32) bool { return r.sqLocal+n-atomic.LoadUint32(r.sqHead) <= r.sqEntries }
+
+// Get returns a zeroed SQE to fill, or nil when the submission ring is
 // full (submit first).
-func (r *ring) get() *sqe {
+func (r *Ring) Get() *SQE {
 	if r.sqLocal-atomic.LoadUint32(r.sqHead) >= r.sqEntries {
 		return nil
 	}
 	s := &r.sqes[r.sqLocal&r.sqMask]
-	*s = sqe{}
+	*s = SQE{}
 	r.sqLocal++
 	return s
 }
 
-// pending is how many SQEs were prepared since the last submit.
-func (r *ring) pending() uint32 { return r.sqLocal - atomic.LoadUint32(r.sqTail) }
+// Pending is how many SQEs were prepared since the last submit.
+func (r *Ring) Pending() uint32 { return r.sqLocal - atomic.LoadUint32(r.sqTail) }
 
-// enter publishes the prepared SQEs and makes one io_uring_enter: it
+// Enter publishes the prepared SQEs and makes one io_uring_enter: it
 // submits them and, with wait > 0, waits for that many completions. raw
 // skips the runtime's syscall bookkeeping: only for calls that do not
 // block (wait 0).
-func (r *ring) enter(wait uint32, raw bool) (int, error) {
+func (r *Ring) Enter(wait uint32, raw bool) (int, error) {
 	atomic.StoreUint32(r.sqTail, r.sqLocal)
 	n := r.sqLocal - atomic.LoadUint32(r.sqHead)
 	var flags uintptr
@@ -251,7 +261,7 @@ type getEventsArg struct {
 	ts                   uint64
 }
 
-// submitWait submits what was prepared and blocks until a completion
+// SubmitWait submits what was prepared and blocks until a completion
 // arrives or timeout passes (timeout <= 0: none).
 //
 // With minWait > 0 it waits for up to want completions for at most
@@ -261,8 +271,8 @@ type getEventsArg struct {
 // The wait is a raw syscall: the thread keeps its P, and the runtime sees
 // no syscall (no hand-off of the P, no sysmon wake-ups); a preemption
 // signal (GC, sysmon) interrupts it with EINTR. Only a loop on a locked
-// thread of its own may call it (uloop.run).
-func (r *ring) submitWait(timeout, minWait time.Duration, want uint32) error {
+// thread of its own may call it.
+func (r *Ring) SubmitWait(timeout, minWait time.Duration, want uint32) error {
 	atomic.StoreUint32(r.sqTail, r.sqLocal)
 	n := r.sqLocal - atomic.LoadUint32(r.sqHead)
 	var ts unix.Timespec
@@ -282,12 +292,12 @@ func (r *ring) submitWait(timeout, minWait time.Duration, want uint32) error {
 	return nil
 }
 
-// ready reports whether completions wait to be read.
-func (r *ring) ready() bool { return atomic.LoadUint32(r.cqTail) != *r.cqHead }
+// Ready reports whether completions wait to be read.
+func (r *Ring) Ready() bool { return atomic.LoadUint32(r.cqTail) != *r.cqHead }
 
-// reap calls f on every completion available now, then hands their slots
+// Reap calls f on every completion available now, then hands their slots
 // back to the kernel; it returns how many there were.
-func (r *ring) reap(f func(c cqe)) int {
+func (r *Ring) Reap(f func(c CQE)) int {
 	head := *r.cqHead
 	tail := atomic.LoadUint32(r.cqTail)
 	for h := head; h != tail; h++ {
@@ -297,27 +307,29 @@ func (r *ring) reap(f func(c cqe)) int {
 	return int(tail - head)
 }
 
-// The SQE shapes the relay uses.
+// The SQE shapes a relay uses.
 
-func (s *sqe) recv(fd int, b []byte, ud uint64) {
+// Recv receives into b.
+func (s *SQE) Recv(fd int, b []byte, ud uint64) {
 	s.opcode, s.fd, s.userData = opRecv, int32(fd), ud
 	s.addr, s.len = uint64(uintptr(unsafe.Pointer(&b[0]))), uint32(len(b))
 }
 
-// send writes all of b (MSG_WAITALL: a short write is retried by the
+// Send writes all of b (MSG_WAITALL: a short write is retried by the
 // kernel, so a completion short of len(b) is a failure).
-func (s *sqe) send(fd int, b []byte, ud uint64) {
+func (s *SQE) Send(fd int, b []byte, ud uint64) {
 	s.opcode, s.fd, s.userData = opSend, int32(fd), ud
 	s.addr, s.len = uint64(uintptr(unsafe.Pointer(&b[0]))), uint32(len(b))
 	s.opFlags = unix.MSG_WAITALL | unix.MSG_NOSIGNAL
 }
 
-func (s *sqe) pollIn(fd int, ud uint64) {
+// PollIn waits for fd to be readable.
+func (s *SQE) PollIn(fd int, ud uint64) {
 	s.opcode, s.fd, s.userData = opPollAdd, int32(fd), ud
 	s.opFlags = unix.POLLIN
 }
 
-// bufRing is a provided-buffer ring (IORING_REGISTER_PBUF_RING, Linux
+// BufRing is a provided-buffer ring (IORING_REGISTER_PBUF_RING, Linux
 // 5.19): buffers the kernel picks from when a recv completes, so that a
 // recv waiting in the kernel holds none. Entries are struct io_uring_buf
 // (addr, len, bid, resv); the ring's tail is the resv field of entry 0.
@@ -328,7 +340,7 @@ func (s *sqe) pollIn(fd int, ud uint64) {
 // from a free list that reuses the most recently returned first: the
 // buffers in use stay few and warm, and the rest of the (mmap'ed,
 // outside Go's heap) space is never touched unless the load needs it.
-type bufRing struct {
+type BufRing struct {
 	entries []uringBuf // shared with the kernel
 	mem     []byte     // their mapping
 	bufs    []byte     // the buffers, size bytes each (mmap'ed)
@@ -352,19 +364,22 @@ type uringBuf struct {
 	resv uint16
 }
 
+// NoBufs is a RecvSelect's result when the buffer ring was empty
+// (-ENOBUFS).
+const NoBufs = -105
+
 const (
 	registerPbufRing = 22      // IORING_REGISTER_PBUF_RING
 	sqeBufferSelect  = 1 << 5  // IOSQE_BUFFER_SELECT
 	cqeFBuffer       = 1 << 0  // IORING_CQE_F_BUFFER: the high 16 bits are the bid
 	uringBufGroup    = 0       // the loop's one buffer group
-	errNoBufs        = -105    // -ENOBUFS: the ring was empty
 	pageSize         = 4 << 10 // the ring's mapping is page-aligned
 )
 
-// newBufRing registers a ring of n entries (a power of two) as buffer
+// NewBufRing registers a ring of n entries (a power of two) as buffer
 // group uringBufGroup, over total buffers of size bytes, and puts
 // ahead of them in it.
-func (r *ring) newBufRing(n, total, size, ahead int) (*bufRing, error) {
+func (r *Ring) NewBufRing(n, total, size, ahead int) (*BufRing, error) {
 	ringBytes := (n*int(unsafe.Sizeof(uringBuf{})) + pageSize - 1) &^ (pageSize - 1)
 	mem, err := unix.Mmap(-1, 0, ringBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
@@ -375,7 +390,7 @@ func (r *ring) newBufRing(n, total, size, ahead int) (*bufRing, error) {
 		unix.Munmap(mem)
 		return nil, fmt.Errorf("io_uring: mmap buffers: %w", err)
 	}
-	b := &bufRing{mem: mem, bufs: bufs, size: size, mask: uint16(n - 1),
+	b := &BufRing{mem: mem, bufs: bufs, size: size, mask: uint16(n - 1),
 		entries: unsafe.Slice((*uringBuf)(unsafe.Pointer(&mem[0])), n), free: make([]uint16, total)}
 	for i := range b.free {
 		b.free[i] = uint16(total - 1 - i) // buffer 0 on top
@@ -388,29 +403,29 @@ func (r *ring) newBufRing(n, total, size, ahead int) (*bufRing, error) {
 	}{ringAddr: uint64(uintptr(unsafe.Pointer(&mem[0]))), ringEntries: uint32(n), bgid: uringBufGroup}
 	if _, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(r.fd), registerPbufRing,
 		uintptr(unsafe.Pointer(&reg)), 1, 0, 0); errno != 0 {
-		b.close()
+		b.Close()
 		return nil, fmt.Errorf("io_uring: register buffer ring: %w", errno)
 	}
-	b.topUp(ahead)
+	b.TopUp(ahead)
 	return b, nil
 }
 
-// buf is buffer bid, res bytes long.
-func (b *bufRing) buf(bid uint16, res int) []byte {
+// Buf is buffer bid, res bytes long.
+func (b *BufRing) Buf(bid uint16, res int) []byte {
 	off := int(bid) * b.size
 	return b.bufs[off : off+res : off+b.size]
 }
 
-// taken notes that the kernel used one of the ring's buffers (a
+// Taken notes that the kernel used one of the ring's buffers (a
 // completion named it).
-func (b *bufRing) taken() { b.ahead-- }
+func (b *BufRing) Taken() { b.ahead-- }
 
-// put returns buffer bid to the free list.
-func (b *bufRing) put(bid uint16) { b.free = append(b.free, bid) }
+// Put returns buffer bid to the free list.
+func (b *BufRing) Put(bid uint16) { b.free = append(b.free, bid) }
 
-// topUp puts free buffers in the ring until ahead of them are unused
+// TopUp puts free buffers in the ring until ahead of them are unused
 // there (at most the ring's size), and publishes them.
-func (b *bufRing) topUp(ahead int) {
+func (b *BufRing) TopUp(ahead int) {
 	ahead = min(ahead, len(b.entries))
 	if b.ahead >= ahead || len(b.free) == 0 {
 		return
@@ -437,17 +452,26 @@ func (b *bufRing) topUp(ahead int) {
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&b.entries[0].bid)), *(*uint32)(unsafe.Pointer(&w)))
 }
 
-// close unmaps the ring and the buffers: only once the io_uring it was
+// Close unmaps the ring and the buffers: only once the io_uring it was
 // registered with has nothing in flight, or is closed.
-func (b *bufRing) close() {
+func (b *BufRing) Close() {
 	unix.Munmap(b.mem)
 	unix.Munmap(b.bufs)
 }
 
-// The SQE shape of a recv into a buffer of the ring.
-func (s *sqe) recvSelect(fd, size int, ud uint64) {
+// RecvSelect receives into a buffer of the ring (group uringBufGroup).
+func (s *SQE) RecvSelect(fd, size int, ud uint64) {
 	s.opcode, s.fd, s.userData = opRecv, int32(fd), ud
 	s.len = uint32(size)
 	s.flags |= sqeBufferSelect
 	s.bufIndex = uringBufGroup
 }
+
+// Link makes the next SQE start only once this one succeeded
+// (IOSQE_IO_LINK); both must go in one submission (Room).
+func (s *SQE) Link() { s.flags |= sqeIOLink }
+
+// PollFirst arms a Recv's poll without trying the receive first
+// (IORING_RECVSEND_POLL_FIRST), for a receive re-armed right after the
+// previous one drained the socket.
+func (s *SQE) PollFirst() { s.ioprio = recvPollFirst }
