@@ -15,6 +15,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/edge-voice/edge/proxy/internal/tls13"
 	"github.com/edge-voice/edge/proxy/internal/wsproto"
 	"github.com/edge-voice/edge/proxy/mediaurl"
 )
@@ -244,26 +245,26 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 	// Either way this handler, and net/http's connection goroutine with its
 	// grown stack and buffers, return now.
 	if p.cfg().Relay != RelayGoroutines && p.loops.running() {
-		var t *tlsTakeover
+		var t *tls13.Takeover
 		if tc, ok := conn.(*tls.Conn); ok {
 			// A TLS client's records go to the loop when crypto/tls
-			// gives them up cleanly (tlshandoff.go); what tc held is
+			// gives them up cleanly (package tls13); what tc held is
 			// the client's next bytes either way.
 			var held []byte
-			t, held = takeTLS(tc)
+			t, held = tls13.Take(tc)
 			early = append(early, held...)
 		}
 		if p.loops.add(s, up, early, t) {
 			return
 		}
 		if t != nil {
-			t.giveBack()
+			t.GiveBack()
 		}
 	}
 	tc, isTLS := conn.(*tls.Conn)
 	if isTLS {
 		// crypto/tls keeps this socket: its record watch ends.
-		stopTLSWatch(tc)
+		tls13.StopWatch(tc)
 	}
 	p.countRelayed(RelayGoroutines, isTLS)
 	s.setInterrupt(func() {

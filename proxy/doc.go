@@ -7,16 +7,21 @@
 // the pod source, a byte relay that parses frame headers in passing (to
 // count messages, see close codes, bound message size, refuse a client's
 // broken framing and inject close frames at a frame boundary) served by a
-// few epoll event loops outside Go's netpoller (eloop_linux.go,
-// esock_linux.go; two goroutines per socket in pump.go where epoll cannot
-// be used), the TLS 1.3 records of clients whose TLS edge terminates,
-// opened and sealed by those loops (tlshandoff.go takes them over from
-// crypto/tls after the upgrade, from what tlswatch.go saw pass;
-// tlsrecord.go is the record layer), one batched lease renewal per
-// interval for every socket of the replica, release of the call when its
+// few epoll or io_uring event loops outside Go's netpoller (eloop_linux.go,
+// esock_linux.go, uloop_linux.go; two goroutines per socket in pump.go
+// where the loops cannot be used), the TLS 1.3 records of clients whose TLS
+// edge terminates, opened and sealed by those loops, one batched lease
+// renewal per interval for every socket of the replica, connect-time
+// failover, the health probes of ejected pods, release of the call when its
 // socket ends, and the drain of hijacked sockets on shutdown, which
 // http.Server.Shutdown does not track.
 //
-// It is a leaf: pod addresses, leases and releases come in through the
-// Leases interface and the Lookup func, wired in cmd/edge. See docs/media.md.
+// What has a protocol of its own lives beside it: the media URL and its
+// token (mediaurl), RFC 6455 framing and handshakes (internal/wsproto),
+// the TLS 1.3 record layer and its hand-off from crypto/tls
+// (internal/tls13), and the io_uring kernel interface (internal/iouring).
+//
+// It is a leaf: pod addresses, leases and releases come in through Deps
+// (the Leases interface and the Lookup func), wired in cmd/edge. See
+// docs/media.md.
 package proxy

@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/edge-voice/edge/proxy/internal/tls13"
 )
 
 // The epoll relay (RelayEpoll). After admission and the pod's 101,
@@ -99,16 +101,16 @@ func (ls *loops) stop() {
 // epoll loop. It reports false, leaving the connections untouched, when
 // the loops cannot carry them (none started, or a connection that is not
 // TCP): the caller then uses the goroutine relay. t, when not nil, is the
-// client's TLS record layer taken from crypto/tls (tlshandoff.go), and its
+// client's TLS record layer taken from crypto/tls (package tls13), and its
 // TCP connection the client's.
-func (ls *loops) add(s *socket, up *upstream, early []byte, t *tlsTakeover) bool {
+func (ls *loops) add(s *socket, up *upstream, early []byte, t *tls13.Takeover) bool {
 	set := ls.set.Load()
 	if set == nil {
 		return false
 	}
 	cc, ok1 := s.client.(*net.TCPConn)
 	if t != nil {
-		cc, ok1 = t.conn, true
+		cc, ok1 = t.Conn(), true
 	}
 	pc, ok2 := up.conn.(*net.TCPConn)
 	if !ok1 || !ok2 {
@@ -132,7 +134,7 @@ func (ls *loops) add(s *socket, up *upstream, early []byte, t *tlsTakeover) bool
 	}
 	e := &esock{s: s, fds: [2]int{cfd, pfd}}
 	if t != nil {
-		e.tls = t.rec
+		e.tls = t.Records()
 		ls.carriedTLS.Add(1)
 	}
 	e.dirs[0] = edir{src: 0, pend: early}

@@ -5,6 +5,8 @@ package proxy
 import (
 	"errors"
 	"sync/atomic"
+
+	"github.com/edge-voice/edge/proxy/internal/tls13"
 )
 
 // loops: the epoll relay exists on Linux only; elsewhere every socket takes
@@ -16,4 +18,4 @@ func (*loops) stop()              {}
 func (*loops) running() bool      { return false }
 func (*loops) uringRunning() bool { return false }
 
-func (*loops) add(*socket, *upstream, []byte, *tlsTakeover) bool { return false }
+func (*loops) add(*socket, *upstream, []byte, *tls13.Takeover) bool { return false }

@@ -2,7 +2,11 @@
 
 package proxy
 
-import "golang.org/x/sys/unix"
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/edge-voice/edge/proxy/internal/tls13"
+)
 
 // esock is one relayed pair on an event loop; only the loop touches it.
 // What is relayed, counted and refused is pol's (policy.go); this file
@@ -28,7 +32,7 @@ type esock struct {
 	// tls is the client's TLS record layer (nil: plain TCP). Bytes from
 	// the client are opened as they are read; bytes to it are sealed as
 	// they are queued, so dirs[1].pend holds ciphertext.
-	tls *tlsRecords
+	tls *tls13.Records
 }
 
 // edir is one direction of an esock.
@@ -164,7 +168,7 @@ func (l *eloop) read(e *esock, d *edir) bool {
 	buf := l.buf
 	if t != nil {
 		// Room in front for the start of a record read before.
-		buf = l.buf[len(t.part):]
+		buf = l.buf[len(t.Part()):]
 	}
 	n, errno := rawRead(e.fds[d.src], buf)
 	if again(errno) {
@@ -177,20 +181,20 @@ func (l *eloop) read(e *esock, d *edir) bool {
 	case t != nil && e.closing && !d.owed:
 		return true // lingering: dropped unread, not even opened
 	case t != nil:
-		m := copy(l.buf, t.part)
-		p, err := t.open(l.buf[:m+n], l.now)
+		m := copy(l.buf, t.Part())
+		p, err := t.Open(l.buf[:m+n], l.now)
 		if err != nil {
 			return l.tlsFailed(e, err)
 		}
 		b = l.buf[:p]
-		if t.owedUpdate && !l.answerKeyUpdate(e) {
+		if t.OwedUpdate() && !l.answerKeyUpdate(e) {
 			return false
 		}
 	default:
 		b = l.buf[:n]
 	}
 	// The client's close_notify ends its stream after b, as a FIN would.
-	peerEnd := t != nil && t.peerClosed
+	peerEnd := t != nil && t.PeerClosed()
 	switch {
 	case e.closing:
 		if !ended && d.owed && len(b) > 0 && !l.finishFrame(e, d, b) {
@@ -218,7 +222,7 @@ func (l *eloop) read(e *esock, d *edir) bool {
 	n, v := e.pol.dirs[d.src].relayed(e.s, b)
 	out := b[:n]
 	if d.src == 1 && e.tls != nil && n > 0 {
-		out = e.tls.seal(l.sealBuf[:0], recordTypeAppl, out)
+		out = e.tls.Seal(l.sealBuf[:0], tls13.RecordTypeData, out)
 		l.sealBuf = out[:0]
 	}
 	w := 0
@@ -343,11 +347,10 @@ func (l *eloop) settle(e *esock) bool {
 		l.update(e)
 		return true
 	}
-	if t := e.tls; t != nil && !t.closeSent {
+	if t := e.tls; t != nil && !t.CloseSent() {
 		// A TLS client hears close_notify before the TCP FIN (RFC 8446
 		// 6.1), as crypto/tls's CloseWrite does it.
-		t.closeSent = true
-		e.dirs[1].pend = t.alertRecord(alertCloseNotify)
+		e.dirs[1].pend = t.CloseNotify()
 		if !l.flush(e, &e.dirs[1]) {
 			return false
 		}
@@ -425,7 +428,7 @@ func (l *eloop) teardown(e *esock, by int32) {
 	}
 	e.dirs[0].pend, e.dirs[1].pend = nil, nil
 	if e.tls != nil {
-		e.tls.wipe()
+		e.tls.Wipe()
 	}
 	pol := e.pol // the socket's counts, as they are now
 	go l.p.finish(e.s, &pol)

@@ -2,11 +2,11 @@
 
 package proxy
 
-import "errors"
+import "github.com/edge-voice/edge/proxy/internal/tls13"
 
 // The loop's side of a TLS client (esock.tls): what goes to it is sealed,
 // a KeyUpdate it asks for is answered at once, and a broken record ends
-// it. The records themselves are tlsrecord.go's.
+// it. The records themselves are package tls13's.
 
 // wire is plain as it goes to direction i's destination, appended to dst:
 // sealed into records toward a TLS client, else as it is.
@@ -15,7 +15,7 @@ func (e *esock) wire(i int, dst, plain []byte) []byte {
 		if len(plain) == 0 {
 			return dst
 		}
-		return e.tls.seal(dst, recordTypeAppl, plain)
+		return e.tls.Seal(dst, tls13.RecordTypeData, plain)
 	}
 	return append(dst, plain...)
 }
@@ -25,9 +25,8 @@ func (e *esock) wire(i int, dst, plain []byte) []byte {
 // goes out before the next record sealed. False when the socket ended.
 func (l *eloop) answerKeyUpdate(e *esock) bool {
 	d := &e.dirs[1]
-	if e.tls.closeSent {
+	if e.tls.CloseSent() {
 		// Nothing follows edge's close_notify.
-		e.tls.owedUpdate = false
 		return true
 	}
 	if d.pend != nil {
@@ -37,7 +36,7 @@ func (l *eloop) answerKeyUpdate(e *esock) bool {
 		// one queued per request.
 		return true
 	}
-	d.pend = e.tls.keyUpdate(nil)
+	d.pend = e.tls.KeyUpdate(nil)
 	if !l.flush(e, d) {
 		return false
 	}
@@ -54,9 +53,8 @@ func (l *eloop) answerKeyUpdate(e *esock) bool {
 // records.
 func (l *eloop) tlsFailed(e *esock, err error) bool {
 	l.p.log.Debug("tls record failure", "err", err, "call_sid", e.s.callID)
-	var a tlsAlert
-	if errors.As(err, &a) && e.dirs[1].pend == nil {
-		rawWrite(e.fds[0], e.tls.alertRecord(a.desc))
+	if desc, ok := tls13.AlertOf(err); ok && e.dirs[1].pend == nil {
+		rawWrite(e.fds[0], e.tls.AlertRecord(desc))
 	}
 	l.teardown(e, sideClient)
 	return false

@@ -27,13 +27,13 @@ const (
 	// epoll set each, outside Go's netpoller (eloop_linux.go,
 	// esock_linux.go): no goroutine wake-up per message. It carries plain
 	// TCP clients and the TLS 1.3 clients of edge's own listener, whose
-	// records the loop opens and seals (tlsrecord.go). The default on
+	// records the loop opens and seals (package tls13). The default on
 	// Linux, measured in docs/bench-media.md.
 	RelayEpoll Relay = "epoll"
 	// RelayGoroutines runs two copy goroutines per socket on Go's netpoller
 	// (pump.go). Used where epoll cannot be: other systems, a TLS client
 	// whose records the loops cannot take over (TLS 1.2, or a state
-	// tlshandoff.go cannot account for), another kind of client connection,
+	// package tls13 cannot account for), another kind of client connection,
 	// or Run not started.
 	RelayGoroutines Relay = "goroutines"
 	// RelayUring serves what RelayEpoll does from loops that submit their

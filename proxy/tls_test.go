@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/edge-voice/edge/internal/testpki"
+	"github.com/edge-voice/edge/proxy/internal/tls13"
 )
 
 // tlsFront is the proxy served over TLS as edge's public listener serves
@@ -121,7 +122,7 @@ func (c *countingConn) Read(b []byte) (int, error) {
 
 // A media socket that arrived over TLS 1.3 (edge terminating it, tls.*)
 // is relayed by the event loops (epoll, uring) like a plain one, its records opened and
-// sealed by the loop (tlsrecord.go), beside a plain socket: echoes of
+// sealed by the loop (package tls13), beside a plain socket: echoes of
 // messages larger than a TLS record both ways, and edge's own close (1008
 // on a lost lease) delivered as a close frame, then close_notify.
 func TestTLSClientTakesTheLoops(t *testing.T) {
@@ -187,16 +188,16 @@ func TestTLS12ClientTakesTheGoroutineRelay(t *testing.T) {
 	})
 }
 
-// Edge updates its own key when one is worn (rekeyAfter records): a real
+// Edge updates its own key when one is worn (tls13.RekeyAfter records): a real
 // crypto/tls client reads the KeyUpdate and every record after it, which
 // is the check that edge's KeyUpdate and its next key are right.
 func TestTLSEdgeKeyUpdateReadByCryptoTLS(t *testing.T) {
 	eachLoop(t, func(t *testing.T, relay Relay) {
 		// Restored after the env's own cleanup (cleanups run last
 		// first): its loops read it until they stop.
-		old := rekeyAfter
-		t.Cleanup(func() { rekeyAfter = old })
-		rekeyAfter = 3
+		old := tls13.RekeyAfter
+		t.Cleanup(func() { tls13.RekeyAfter = old })
+		tls13.RekeyAfter = 3
 		e := newEnv(t, envOpt{relay: relay})
 		f := e.serveTLS(t)
 		_, url := e.allocate("CA-ku", "")
@@ -209,7 +210,7 @@ func TestTLSEdgeKeyUpdateReadByCryptoTLS(t *testing.T) {
 			t.Fatalf("TLS sockets on the loops = %d, want 1", got)
 		}
 		// 30 echoes of one record each, one KeyUpdate per 3 records.
-		if got := rec.count(5 + 5 + 1 + tagLen); got < 9 {
+		if got := rec.count(5 + 5 + 1 + tls13.TagLen); got < 9 {
 			t.Errorf("KeyUpdate records read by the client = %d, want at least 9", got)
 		}
 		c.Close(websocket.StatusNormalClosure, "")
@@ -280,8 +281,8 @@ func TestTLSDrainDeadlineClosesWith1001(t *testing.T) {
 			got = append(got, b...)
 		}
 		// A close frame (0x88, unmasked) carrying 1001, whatever its reason.
-		if len(got) < 4 || got[0] != 0x88 || int(got[2])<<8|int(got[3]) != closeGoingAway || err != io.EOF || !c.rec.peerClosed {
-			t.Errorf("client got % x then %v (close_notify %v), want close 1001 then close_notify", got, err, c.rec.peerClosed)
+		if len(got) < 4 || got[0] != 0x88 || int(got[2])<<8|int(got[3]) != closeGoingAway || err != io.EOF || !c.rec.PeerClosed() {
+			t.Errorf("client got % x then %v (close_notify %v), want close 1001 then close_notify", got, err, c.rec.PeerClosed())
 		}
 		select {
 		case <-e.runErr:
@@ -303,9 +304,9 @@ func TestTLSSlowReaderBackpressure(t *testing.T) {
 	eachLoop(t, func(t *testing.T, relay Relay) {
 		// Restored after the env's own cleanup (cleanups run last
 		// first): its loops read it until they stop.
-		old := rekeyAfter
-		t.Cleanup(func() { rekeyAfter = old })
-		rekeyAfter = 64
+		old := tls13.RekeyAfter
+		t.Cleanup(func() { tls13.RekeyAfter = old })
+		tls13.RekeyAfter = 64
 		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { c.IdleTimeout = 5 * time.Minute }})
 		f := e.serveTLS(t)
 		_, url := e.allocate("CA-slow-tls", "")
@@ -317,7 +318,7 @@ func TestTLSSlowReaderBackpressure(t *testing.T) {
 		if got := e.px.loops.carriedTLS.Load(); got != 1 {
 			t.Errorf("TLS sockets on the loops = %d, want 1", got)
 		}
-		if got := rec.count(5 + 5 + 1 + tagLen); got < 100 {
+		if got := rec.count(5 + 5 + 1 + tls13.TagLen); got < 100 {
 			t.Errorf("KeyUpdate records read by the client = %d, want more than 100", got)
 		}
 	})

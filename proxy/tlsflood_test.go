@@ -9,23 +9,24 @@ import (
 	"time"
 
 	"github.com/edge-voice/edge/internal/testpki"
+	"github.com/edge-voice/edge/proxy/internal/tls13"
 )
 
 // Records the loops' record layer handles without application data: a
 // client can make edge decrypt them (and derive keys, for a KeyUpdate)
 // as fast as it can send them.
 var (
-	recEmpty        = func(c *rawTLSClient) []byte { return c.rec.out.sealRecord(nil, recordTypeAppl, nil) }
+	recEmpty        = func(c *rawTLSClient) []byte { return c.rec.Out().SealRecord(nil, tls13.RecordTypeData, nil) }
 	recUserCanceled = func(c *rawTLSClient) []byte {
-		return c.rec.out.sealRecord(nil, recordTypeAlert, []byte{1, alertUserCanceled})
+		return c.rec.Out().SealRecord(nil, tls13.RecordTypeAlert, []byte{1, tls13.AlertUserCanceled})
 	}
 )
 
 // recKeyUpdate seals the client's KeyUpdate and moves it to its next key.
 func recKeyUpdate(requested byte) func(c *rawTLSClient) []byte {
 	return func(c *rawTLSClient) []byte {
-		r := c.rec.out.sealRecord(nil, recordTypeHShake, []byte{msgKeyUpdate, 0, 0, 1, requested})
-		if err := c.rec.out.update(); err != nil {
+		r := c.rec.Out().SealRecord(nil, tls13.RecordTypeHandshake, []byte{tls13.MsgKeyUpdate, 0, 0, 1, requested})
+		if err := c.rec.Out().Update(); err != nil {
 			c.t.Fatal(err)
 		}
 		return r
@@ -51,13 +52,13 @@ func TestTLSRecordFloodsEndTheSocket(t *testing.T) {
 			"KeyUpdates between data": {func(c *rawTLSClient) [][]byte {
 				var out [][]byte
 				for i := range 200 {
-					out = append(out, recKeyUpdate(byte(i%2))(c), c.rec.out.sealRecord(nil, recordTypeAppl,
+					out = append(out, recKeyUpdate(byte(i%2))(c), c.rec.Out().SealRecord(nil, tls13.RecordTypeData,
 						frame(true, 1, []byte(fmt.Sprint("k", i)), &[4]byte{1, 2, 3, 4})))
 				}
 				return out
 			}, true},
 			"16 of each": {func(c *rawTLSClient) [][]byte {
-				return append(append(repeat(c, 16, recEmpty), c.rec.out.sealRecord(nil, recordTypeAppl,
+				return append(append(repeat(c, 16, recEmpty), c.rec.Out().SealRecord(nil, tls13.RecordTypeData,
 					frame(true, 1, []byte("x"), &[4]byte{1, 2, 3, 4}))), repeat(c, 16, recKeyUpdate(1))...)
 			}, false},
 		}
@@ -85,8 +86,8 @@ func TestTLSRecordFloodsEndTheSocket(t *testing.T) {
 				for err == nil {
 					_, err = c.read()
 				}
-				var a peerAlert
-				if !errors.As(err, &a) || byte(a) != alertUnexpectedMessage {
+				var a tls13.PeerAlert
+				if !errors.As(err, &a) || byte(a) != tls13.AlertUnexpectedMessage {
 					t.Errorf("client read %v, want alert unexpected_message", err)
 				}
 				e.waitSockets(0)
@@ -124,16 +125,18 @@ func repeat(c *rawTLSClient, n int, rec func(*rawTLSClient) []byte) [][]byte {
 // The loops' record layer refuses every run of records without data that
 // crypto/tls refuses (both allow 16 in a row, refuse 17), and more: the
 // same records, sealed by one client, go to a crypto/tls server and to
-// tlsRecords, then a data record, and whichever crypto/tls ends the
+// tls13.Records, then a data record, and whichever crypto/tls ends the
 // connection for, edge must too.
 func TestTLSRecordLimitsAtLeastCryptoTLS(t *testing.T) {
 	type rec func(seal func(typ byte, content []byte))
-	empty := func(seal func(byte, []byte)) { seal(recordTypeAppl, nil) }
-	warning := func(seal func(byte, []byte)) { seal(recordTypeAlert, []byte{1, alertUserCanceled}) }
+	empty := func(seal func(byte, []byte)) { seal(tls13.RecordTypeData, nil) }
+	warning := func(seal func(byte, []byte)) { seal(tls13.RecordTypeAlert, []byte{1, tls13.AlertUserCanceled}) }
 	update := func(requested byte) rec {
-		return func(seal func(byte, []byte)) { seal(recordTypeHShake, []byte{msgKeyUpdate, 0, 0, 1, requested}) }
+		return func(seal func(byte, []byte)) {
+			seal(tls13.RecordTypeHandshake, []byte{tls13.MsgKeyUpdate, 0, 0, 1, requested})
+		}
 	}
-	data := func(seal func(byte, []byte)) { seal(recordTypeAppl, []byte("d")) }
+	data := func(seal func(byte, []byte)) { seal(tls13.RecordTypeData, []byte("d")) }
 	times := func(n int, r ...rec) []rec {
 		var out []rec
 		for range n {
@@ -205,27 +208,27 @@ func TestTLSRecordLimitsAtLeastCryptoTLS(t *testing.T) {
 			keys.mu.Lock()
 			secret := keys.m["CLIENT_TRAFFIC_SECRET_0"]
 			keys.mu.Unlock()
-			suite := suiteByID(cc.ConnectionState().CipherSuite)
-			out, err := newTrafficKeys(suite, secret, 1)
+			suite := cc.ConnectionState().CipherSuite
+			out, err := tls13.NewKeys(suite, secret, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
 			// edge's record layer, keyed as the client's next record.
-			in, _ := newTrafficKeys(suite, secret, 1)
-			edge := &tlsRecords{in: in}
+			in, _ := tls13.NewKeys(suite, secret, 1)
+			edge := tls13.NewRecords(in, nil)
 			var wire []byte
 			seal := func(typ byte, content []byte) {
-				wire = out.sealRecord(wire, typ, content)
-				if typ == recordTypeHShake {
-					out.update()
+				wire = out.SealRecord(wire, typ, content)
+				if typ == tls13.RecordTypeHandshake {
+					out.Update()
 				}
 			}
 			for _, r := range tc.seq {
 				r(seal)
 			}
-			seal(recordTypeAppl, []byte("end"))
+			seal(tls13.RecordTypeData, []byte("end"))
 			tcp.Write(wire)
-			_, edgeErr := edge.open(append([]byte(nil), wire...), 0)
+			_, edgeErr := edge.Open(append([]byte(nil), wire...), 0)
 			cryptoErr := <-verdict
 			if (cryptoErr != nil) != tc.cryptoTLS {
 				t.Errorf("crypto/tls: %v; want refused %v", cryptoErr, tc.cryptoTLS)

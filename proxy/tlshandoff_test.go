@@ -15,11 +15,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/edge-voice/edge/internal/testpki"
+	"github.com/edge-voice/edge/proxy/internal/tls13"
 )
 
 // handoffRig is TLSListener on loopback behind an http.Server whose handler
 // does what the proxy does with a TLS media socket, without a pod: hijack,
-// write the 101, take the records over from crypto/tls (takeTLS). What it
+// write the 101, take the records over from crypto/tls (tls13.Take). What it
 // took comes on got.
 type handoffRig struct {
 	addr   string
@@ -31,9 +32,9 @@ type handoffRig struct {
 type handoff struct {
 	tc *tls.Conn
 	// plain is what the pod would get first: the bytes the HTTP server
-	// buffered behind the request, then what takeTLS drained.
+	// buffered behind the request, then what tls13.Take drained.
 	plain []byte
-	t     *tlsTakeover // nil: crypto/tls keeps the connection
+	t     *tls13.Takeover // nil: crypto/tls keeps the connection
 }
 
 func newHandoffRig(tb testing.TB) *handoffRig {
@@ -63,7 +64,7 @@ func newHandoffRig(tb testing.TB) *handoffRig {
 		}
 		h.tc = conn.(*tls.Conn)
 		var held []byte
-		h.t, held = takeTLS(h.tc)
+		h.t, held = tls13.Take(h.tc)
 		h.plain = append(h.plain, held...)
 		r.got <- h
 	})}
@@ -78,7 +79,7 @@ func newHandoffRig(tb testing.TB) *handoffRig {
 type rigClient struct {
 	tc  *tls.Conn
 	tcp net.Conn
-	out *trafficKeys
+	out *tls13.Keys
 	br  *bufio.Reader
 }
 
@@ -100,7 +101,7 @@ func (r *handoffRig) dial(tb testing.TB) *rigClient {
 	keys.mu.Lock()
 	secret := keys.m["CLIENT_TRAFFIC_SECRET_0"]
 	keys.mu.Unlock()
-	out, err := newTrafficKeys(suiteByID(tc.ConnectionState().CipherSuite), secret, 1)
+	out, err := tls13.NewKeys(tc.ConnectionState().CipherSuite, secret, 1)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -129,13 +130,13 @@ func (h handoff) edgeReads(n int) ([]byte, error) {
 		k, err := io.ReadFull(h.tc, rest)
 		return append(got, rest[:k]...), err
 	}
-	h.t.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	h.t.Conn().SetReadDeadline(time.Now().Add(10 * time.Second))
 	buf := make([]byte, 64<<10)
 	for len(got) < n {
-		m := copy(buf, h.t.rec.part)
-		k, err := h.t.conn.Read(buf[m:])
+		m := copy(buf, h.t.Records().Part())
+		k, err := h.t.Conn().Read(buf[m:])
 		if k > 0 {
-			p, oerr := h.t.rec.open(buf[:m+k], 0)
+			p, oerr := h.t.Records().Open(buf[:m+k], 0)
 			got = append(got, buf[:p]...)
 			if oerr != nil {
 				return got, oerr
@@ -169,7 +170,7 @@ func overLimits(ops []byte) bool {
 		default:
 			run++
 		}
-		if run > maxUselessRecords || updates > keyUpdateBurst {
+		if run > tls13.MaxUselessRecords || updates > tls13.KeyUpdateBurst {
 			return true
 		}
 	}
@@ -207,19 +208,19 @@ func FuzzTLSHandoff(f *testing.F) {
 				p := bytes.Repeat([]byte{byte('a' + i%26)}, n)
 				want = append(want, p...)
 				for len(p) > 0 {
-					k := min(len(p), maxPlaintext)
-					wire = c.out.sealRecord(wire, recordTypeAppl, p[:k])
+					k := min(len(p), tls13.MaxPlaintext)
+					wire = c.out.SealRecord(wire, tls13.RecordTypeData, p[:k])
 					p = p[k:]
 				}
 			case 1:
-				wire = c.out.sealRecord(wire, recordTypeAppl, nil)
+				wire = c.out.SealRecord(wire, tls13.RecordTypeData, nil)
 			case 2, 5:
-				wire = c.out.sealRecord(wire, recordTypeHShake, []byte{msgKeyUpdate, 0, 0, 1, op % 6 / 5})
-				if err := c.out.update(); err != nil {
+				wire = c.out.SealRecord(wire, tls13.RecordTypeHandshake, []byte{tls13.MsgKeyUpdate, 0, 0, 1, op % 6 / 5})
+				if err := c.out.Update(); err != nil {
 					t.Fatal(err)
 				}
 			case 3:
-				wire = c.out.sealRecord(wire, recordTypeAlert, []byte{1, alertUserCanceled})
+				wire = c.out.SealRecord(wire, tls13.RecordTypeAlert, []byte{1, tls13.AlertUserCanceled})
 			}
 		}
 		if _, err := c.tc.Write([]byte(rigRequest)); err != nil {
@@ -245,7 +246,7 @@ func FuzzTLSHandoff(f *testing.F) {
 		}
 		// A record after the 101, as a client that waits for it sends.
 		after := []byte("after the upgrade")
-		c.tcp.Write(c.out.sealRecord(nil, recordTypeAppl, after))
+		c.tcp.Write(c.out.SealRecord(nil, tls13.RecordTypeData, after))
 		want = append(want, after...)
 		got, err := h.edgeReads(len(want))
 		switch {
@@ -287,7 +288,7 @@ func TestTLSCryptoTLSWritesNothingAfterTheHandoff(t *testing.T) {
 	// Anyone still holding the tls.Conn, before the loop detaches the
 	// socket or after: crypto/tls must not reach the wire.
 	h.tc.Write([]byte("from crypto/tls after the hand-off"))
-	fd, err := detach(h.t.conn)
+	fd, err := detach(h.t.Conn())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,8 +296,8 @@ func TestTLSCryptoTLSWritesNothingAfterTheHandoff(t *testing.T) {
 	h.tc.Write([]byte("and again"))
 	h.tc.Close()
 	// The loop's part.
-	wire := h.t.rec.seal(nil, recordTypeAppl, []byte("from the loop"))
-	wire = append(wire, h.t.rec.alertRecord(alertCloseNotify)...)
+	wire := h.t.Records().Seal(nil, tls13.RecordTypeData, []byte("from the loop"))
+	wire = append(wire, h.t.Records().AlertRecord(tls13.AlertCloseNotify)...)
 	if n, errno := rawWrite(fd, wire); n != len(wire) {
 		t.Fatalf("loop's write: %d of %d bytes, %v", n, len(wire), errno)
 	}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/edge-voice/edge/internal/testpki"
+	"github.com/edge-voice/edge/proxy/internal/tls13"
 )
 
 // The two ways to serve TLS on edge's public listener that the pre-auth
@@ -114,7 +115,7 @@ func (s *preAuthServer) waitConsumed(tb testing.TB, n int, clients []net.Conn) {
 // without ever completing a handshake.
 func partialHello() []byte {
 	const n = 1 << 14
-	return append([]byte{recordTypeHShake, 3, 1, n >> 8, n & 0xff}, make([]byte, n-384)...)
+	return append([]byte{tls13.RecordTypeHandshake, 3, 1, n >> 8, n & 0xff}, make([]byte, n-384)...)
 }
 
 // liveHeap is the heap in use after a collection. (Goroutine stacks are

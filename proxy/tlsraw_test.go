@@ -18,19 +18,20 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/edge-voice/edge/internal/fakeagent"
+	"github.com/edge-voice/edge/proxy/internal/tls13"
 	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
 // rawTLSClient is a media client that does its handshake and upgrade with
 // crypto/tls, then seals and opens its records with the loop's own record
-// layer (tlsRecords), keyed from crypto/tls's client key log: the only way
+// layer (tls13.Records), keyed from crypto/tls's client key log: the only way
 // to send what crypto/tls never sends as a client (a KeyUpdate, a broken
 // record). Edge's side stays checked by crypto/tls wherever it can be
 // (TestTLSEdgeKeyUpdateReadByCryptoTLS, the openssl tests).
 type rawTLSClient struct {
 	t    *testing.T
 	conn net.Conn
-	rec  *tlsRecords
+	rec  *tls13.Records
 	// inSeqKnown: the first record from edge fixed the read sequence
 	// number (edge's session tickets and 101 came before it).
 	inSeqKnown bool
@@ -79,18 +80,18 @@ func (f *tlsFront) rawClient(t *testing.T, e *env, url string) *rawTLSClient {
 	if br.Buffered() != 0 {
 		t.Fatalf("%d bytes after the 101", br.Buffered())
 	}
-	suite := suiteByID(tc.ConnectionState().CipherSuite)
+	suite := tc.ConnectionState().CipherSuite
 	log.mu.Lock()
 	cs, ss := log.m["CLIENT_TRAFFIC_SECRET_0"], log.m["SERVER_TRAFFIC_SECRET_0"]
 	log.mu.Unlock()
 	// The upgrade request was the client's one record under its
 	// application key.
-	out, err1 := newTrafficKeys(suite, cs, 1)
-	in, err2 := newTrafficKeys(suite, ss, 0)
+	out, err1 := tls13.NewKeys(suite, cs, 1)
+	in, err2 := tls13.NewKeys(suite, ss, 0)
 	if err1 != nil || err2 != nil {
 		t.Fatal(err1, err2)
 	}
-	return &rawTLSClient{t: t, conn: tcp, rec: &tlsRecords{in: in, out: out}}
+	return &rawTLSClient{t: t, conn: tcp, rec: tls13.NewRecords(in, out)}
 }
 
 func (c *rawTLSClient) writeRaw(b []byte) {
@@ -101,7 +102,7 @@ func (c *rawTLSClient) writeRaw(b []byte) {
 }
 
 // send seals b as application data.
-func (c *rawTLSClient) send(b []byte) { c.writeRaw(c.rec.seal(nil, recordTypeAppl, b)) }
+func (c *rawTLSClient) send(b []byte) { c.writeRaw(c.rec.Seal(nil, tls13.RecordTypeData, b)) }
 
 // sendText sends one masked text frame.
 func (c *rawTLSClient) sendText(msg string) {
@@ -112,10 +113,11 @@ func (c *rawTLSClient) sendText(msg string) {
 // (edge's session tickets and the 101 came before it), by trial.
 func (c *rawTLSClient) fixInSeq(rec []byte) {
 	for seq := range uint64(8) {
-		k := *c.rec.in
-		k.seq = seq
-		if _, _, err := k.openRecord(append([]byte(nil), rec...)); err == nil {
-			c.rec.in.seq, c.inSeqKnown = seq, true
+		k := *c.rec.In()
+		k.SetSeq(seq)
+		if _, _, err := k.OpenRecord(append([]byte(nil), rec...)); err == nil {
+			c.rec.In().SetSeq(seq)
+			c.inSeqKnown = true
 			return
 		}
 	}
@@ -123,27 +125,27 @@ func (c *rawTLSClient) fixInSeq(rec []byte) {
 }
 
 // read returns the next plaintext edge sent, or the error that ended the
-// stream (io.EOF, a peerAlert, a record error).
+// stream (io.EOF, a tls13.PeerAlert, a record error).
 func (c *rawTLSClient) read() ([]byte, error) {
 	buf := make([]byte, 64<<10)
 	for {
-		if len(c.pending) >= recordHeaderLen {
+		if len(c.pending) >= tls13.RecordHeaderLen {
 			if !c.inSeqKnown {
 				n := int(c.pending[3])<<8 | int(c.pending[4])
-				if len(c.pending) >= recordHeaderLen+n {
-					c.fixInSeq(c.pending[:recordHeaderLen+n])
+				if len(c.pending) >= tls13.RecordHeaderLen+n {
+					c.fixInSeq(c.pending[:tls13.RecordHeaderLen+n])
 				}
 			}
 			if c.inSeqKnown {
 				b := append([]byte(nil), c.pending...)
-				c.rec.part = nil
-				n, err := c.rec.open(b, 0)
-				c.pending = c.rec.part
+				c.rec.SetPart(nil)
+				n, err := c.rec.Open(b, 0)
+				c.pending = c.rec.Part()
 				if err != nil {
 					return nil, err
 				}
-				if n > 0 || c.rec.peerClosed {
-					if c.rec.peerClosed && n == 0 {
+				if n > 0 || c.rec.PeerClosed() {
+					if c.rec.PeerClosed() && n == 0 {
 						return nil, io.EOF
 					}
 					return b[:n], nil
@@ -190,13 +192,13 @@ func TestTLSClientKeyUpdate(t *testing.T) {
 			t.Fatalf("TLS sockets on the loops = %d, want 1", got)
 		}
 		for _, requested := range []byte{1, 0, 1} {
-			edgeKey := append([]byte(nil), c.rec.in.secret...)
-			c.writeRaw(c.rec.out.sealRecord(nil, recordTypeHShake, []byte{msgKeyUpdate, 0, 0, 1, requested}))
-			if err := c.rec.out.update(); err != nil {
+			edgeKey := append([]byte(nil), c.rec.In().Secret()...)
+			c.writeRaw(c.rec.Out().SealRecord(nil, tls13.RecordTypeHandshake, []byte{tls13.MsgKeyUpdate, 0, 0, 1, requested}))
+			if err := c.rec.Out().Update(); err != nil {
 				t.Fatal(err)
 			}
 			c.echo(fmt.Sprintf("after a key update (requested %d)", requested))
-			if moved := !bytes.Equal(edgeKey, c.rec.in.secret); moved != (requested == 1) {
+			if moved := !bytes.Equal(edgeKey, c.rec.In().Secret()); moved != (requested == 1) {
 				t.Errorf("update_requested=%d: edge's key moved = %v", requested, moved)
 			}
 		}
@@ -213,22 +215,22 @@ func TestTLSBadRecordsEndTheSocket(t *testing.T) {
 			alert byte // 0: none expected
 		}{
 			"corrupted": {func(c *rawTLSClient) {
-				r := c.rec.out.sealRecord(nil, recordTypeAppl, frame(true, 1, []byte("hello"), &[4]byte{1, 2, 3, 4}))
+				r := c.rec.Out().SealRecord(nil, tls13.RecordTypeData, frame(true, 1, []byte("hello"), &[4]byte{1, 2, 3, 4}))
 				r[len(r)-3] ^= 0x40
 				c.writeRaw(r)
-			}, alertBadRecordMAC},
+			}, tls13.AlertBadRecordMAC},
 			"oversized": {func(c *rawTLSClient) {
-				n := maxCiphertext13 + 1
-				c.writeRaw(append([]byte{recordTypeAppl, 3, 3, byte(n >> 8), byte(n)}, make([]byte, 100)...))
-			}, alertRecordOverflow},
+				n := tls13.MaxCiphertext + 1
+				c.writeRaw(append([]byte{tls13.RecordTypeData, 3, 3, byte(n >> 8), byte(n)}, make([]byte, 100)...))
+			}, tls13.AlertRecordOverflow},
 			"unprotected": {func(c *rawTLSClient) {
-				c.writeRaw([]byte{recordTypeHShake, 3, 3, 0, 5, msgKeyUpdate, 0, 0, 1, 0})
-			}, alertUnexpectedMessage},
+				c.writeRaw([]byte{tls13.RecordTypeHandshake, 3, 3, 0, 5, tls13.MsgKeyUpdate, 0, 0, 1, 0})
+			}, tls13.AlertUnexpectedMessage},
 			"session ticket from the client": {func(c *rawTLSClient) {
-				c.writeRaw(c.rec.out.sealRecord(nil, recordTypeHShake, []byte{msgNewSessionTicket, 0, 0, 0}))
-			}, alertUnexpectedMessage},
+				c.writeRaw(c.rec.Out().SealRecord(nil, tls13.RecordTypeHandshake, []byte{tls13.MsgNewSessionTicket, 0, 0, 0}))
+			}, tls13.AlertUnexpectedMessage},
 			"truncated": {func(c *rawTLSClient) {
-				r := c.rec.out.sealRecord(nil, recordTypeAppl, frame(true, 1, []byte("hello"), &[4]byte{1, 2, 3, 4}))
+				r := c.rec.Out().SealRecord(nil, tls13.RecordTypeData, frame(true, 1, []byte("hello"), &[4]byte{1, 2, 3, 4}))
 				c.writeRaw(r[:len(r)/2])
 				c.conn.(*net.TCPConn).CloseWrite()
 			}, 0},
@@ -245,7 +247,7 @@ func TestTLSBadRecordsEndTheSocket(t *testing.T) {
 				for err == nil {
 					_, err = c.read()
 				}
-				var a peerAlert
+				var a tls13.PeerAlert
 				switch {
 				case tc.alert != 0 && (!errors.As(err, &a) || byte(a) != tc.alert):
 					t.Errorf("client read %v, want alert %d", err, tc.alert)
@@ -271,7 +273,7 @@ func TestTLSClientCloseNotify(t *testing.T) {
 		c := f.rawClient(t, e, url)
 		c.echo("hello")
 		c.send(wsproto.CloseFrame(4001, "done", &[4]byte{1, 1, 1, 1}))
-		c.writeRaw(c.rec.alertRecord(alertCloseNotify))
+		c.writeRaw(c.rec.AlertRecord(tls13.AlertCloseNotify))
 		var got []byte
 		var err error
 		for err == nil {
@@ -279,8 +281,8 @@ func TestTLSClientCloseNotify(t *testing.T) {
 			b, err = c.read()
 			got = append(got, b...)
 		}
-		if err != io.EOF || !c.rec.peerClosed {
-			t.Errorf("client's read ended with %v (close_notify from edge: %v), want close_notify", err, c.rec.peerClosed)
+		if err != io.EOF || !c.rec.PeerClosed() {
+			t.Errorf("client's read ended with %v (close_notify from edge: %v), want close_notify", err, c.rec.PeerClosed())
 		}
 		if want := wsproto.CloseFrame(4001, "done", nil); len(got) > 0 && !bytes.Equal(got, want) {
 			t.Errorf("client got % x, want the pod's close % x or nothing", got, want)
@@ -312,10 +314,10 @@ func TestTLSKeyUpdateRequestsWhileNotReadingGetOneAnswer(t *testing.T) {
 		const messages, size = 2048, 32 << 10 // 64 MiB: far beyond the socket buffers
 		c.sendText(fmt.Sprint(fakeagent.SpeakMessage, messages))
 		waitUnreadStalled(t, tcp)
-		const requests = keyUpdateBurst
+		const requests = tls13.KeyUpdateBurst
 		for range requests {
-			c.writeRaw(c.rec.out.sealRecord(nil, recordTypeHShake, []byte{msgKeyUpdate, 0, 0, 1, 1}))
-			if err := c.rec.out.update(); err != nil {
+			c.writeRaw(c.rec.Out().SealRecord(nil, tls13.RecordTypeHandshake, []byte{tls13.MsgKeyUpdate, 0, 0, 1, 1}))
+			if err := c.rec.Out().Update(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -332,7 +334,7 @@ func TestTLSKeyUpdateRequestsWhileNotReadingGetOneAnswer(t *testing.T) {
 		}
 		// A KeyUpdate record is the only 27-byte one (every data record
 		// here is a 32 KiB message's).
-		if n := records.count(recordHeaderLen + 5 + 1 + tagLen); n == 0 || n > 10 {
+		if n := records.count(tls13.RecordHeaderLen + 5 + 1 + tls13.TagLen); n == 0 || n > 10 {
 			t.Errorf("edge sent %d KeyUpdates for %d requests made while the client did not read; want one or a few", n, requests)
 		}
 	})

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/edge-voice/edge/proxy/internal/iouring"
+	"github.com/edge-voice/edge/proxy/internal/tls13"
 )
 
 // The io_uring relay (RelayUring, proxy.relay: uring). The epoll loops
@@ -39,7 +40,7 @@ import (
 // sent than it holds, say behind peers that do not read), the direction
 // that found it empty receives once into a buffer of its own.
 //
-// A TLS client's records (tlsrecord.go) are opened as they are received
+// A TLS client's records (package tls13) are opened as they are received
 // and sealed as they are sent, as on the epoll loops. Not built: cancelling
 // one stuck send (a pod that stops reading is found by
 // PodWriteTimeout, a socket that ends by the close grace: both shut the
@@ -90,7 +91,7 @@ type usock struct {
 	closing, shut, done bool
 	closeBy             int64
 	// tls is the client's record layer (nil: plain TCP), as esock's.
-	tls *tlsRecords
+	tls *tls13.Records
 }
 
 // udir is one direction: dirs[i] receives from fds[i] and sends to the
@@ -192,7 +193,7 @@ func (ls *loops) stopUring() {
 
 // addUring puts a socket on a uring loop; t is its client's TLS takeover
 // (nil: plain TCP).
-func (ls *loops) addUring(set []*uloop, s *socket, cc, pc *net.TCPConn, early []byte, up *upstream, t *tlsTakeover) bool {
+func (ls *loops) addUring(set []*uloop, s *socket, cc, pc *net.TCPConn, early []byte, up *upstream, t *tls13.Takeover) bool {
 	l := set[int(ls.next.Add(1))%len(set)]
 	cfd, err := detach(cc)
 	if err != nil {
@@ -206,7 +207,7 @@ func (ls *loops) addUring(set []*uloop, s *socket, cc, pc *net.TCPConn, early []
 	}
 	e := &usock{s: s, fds: [2]int{cfd, pfd}}
 	if t != nil {
-		e.tls = t.rec
+		e.tls = t.Records()
 		ls.carriedTLS.Add(1)
 	}
 	e.dirs[0].out, e.dirs[1].out = early, up.early
@@ -591,8 +592,8 @@ func (l *uloop) received(e *usock, i int, c iouring.CQE) {
 			l.tlsFailed(e, err)
 			return
 		}
-		b, bid, peerEnd = plain, -1, e.tls.peerClosed
-		if e.tls.owedUpdate {
+		b, bid, peerEnd = plain, -1, e.tls.PeerClosed()
+		if e.tls.OwedUpdate() {
 			l.answerKeyUpdate(e)
 		}
 	}
@@ -775,11 +776,10 @@ func (l *uloop) settle(e *usock) {
 		d := &e.dirs[i]
 		busy = busy || d.sending || d.next != nil || d.owed
 	}
-	if t := e.tls; !busy && t != nil && !t.closeSent {
+	if t := e.tls; !busy && t != nil && !t.CloseSent() {
 		// A TLS client hears close_notify before the TCP FIN (RFC 8446
 		// 6.1); settle goes on once it is out.
-		t.closeSent = true
-		l.sendOut(e, 1, t.alertRecord(alertCloseNotify), false)
+		l.sendOut(e, 1, t.CloseNotify(), false)
 		busy = true
 	}
 	if !busy {
@@ -825,7 +825,7 @@ func (l *uloop) teardown(e *usock, by int32) {
 		l.free = append(l.free, e.slot)
 	}
 	if e.tls != nil {
-		e.tls.wipe()
+		e.tls.Wipe()
 	}
 	pol := e.pol
 	go l.p.finish(e.s, &pol)

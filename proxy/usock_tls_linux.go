@@ -2,18 +2,18 @@
 
 package proxy
 
-import "errors"
+import "github.com/edge-voice/edge/proxy/internal/tls13"
 
 // The uring loop's side of a TLS client (usock.tls), as esock_tls_linux.go
 // is the epoll loop's: what goes to the client is sealed, a KeyUpdate it
 // asks for is answered at once, a broken record ends the socket. The
-// records themselves are tlsrecord.go's.
+// records themselves are package tls13's.
 
 // wire is plain as it goes to dirs[i]'s destination, in a buffer of its
 // own: sealed into records toward a TLS client, else as it is.
 func (e *usock) wire(i int, plain []byte) []byte {
 	if i == 1 && e.tls != nil && len(plain) > 0 {
-		return e.tls.seal(nil, recordTypeAppl, plain)
+		return e.tls.Seal(nil, tls13.RecordTypeData, plain)
 	}
 	return plain
 }
@@ -24,13 +24,13 @@ func (e *usock) wire(i int, plain []byte) []byte {
 // record).
 func (l *uloop) openTLS(e *usock, d *udir, b []byte) ([]byte, error) {
 	t := e.tls
-	n := len(t.part) + len(b)
+	n := len(t.Part()) + len(b)
 	if cap(l.scratch) < n {
 		l.scratch = make([]byte, n)
 	}
 	buf := l.scratch[:n]
-	copy(buf[copy(buf, t.part):], b)
-	p, err := t.open(buf, l.now)
+	copy(buf[copy(buf, t.Part()):], b)
+	p, err := t.Open(buf, l.now)
 	if err != nil || p == 0 {
 		return nil, err
 	}
@@ -39,7 +39,7 @@ func (l *uloop) openTLS(e *usock, d *udir, b []byte) ([]byte, error) {
 
 // sealTLS seals plain (received from the pod) into records for the client.
 func (l *uloop) sealTLS(e *usock, d *udir, plain []byte) []byte {
-	return d.fill(func(dst []byte) []byte { return e.tls.seal(dst, recordTypeAppl, plain) })
+	return d.fill(func(dst []byte) []byte { return e.tls.Seal(dst, tls13.RecordTypeData, plain) })
 }
 
 // fill appends into the direction's reused buffer, or into a new one
@@ -57,9 +57,8 @@ func (d *udir) fill(add func(dst []byte) []byte) []byte {
 // the next record sealed.
 func (l *uloop) answerKeyUpdate(e *usock) {
 	t := e.tls
-	if t.closeSent {
+	if t.CloseSent() {
 		// Nothing follows edge's close_notify.
-		t.owedUpdate = false
 		return
 	}
 	if d := &e.dirs[1]; d.sending || d.next != nil {
@@ -67,7 +66,7 @@ func (l *uloop) answerKeyUpdate(e *usock) {
 		// puts it before the next record, as on the epoll loop.
 		return
 	}
-	l.sendOut(e, 1, t.keyUpdate(nil), false)
+	l.sendOut(e, 1, t.KeyUpdate(nil), false)
 }
 
 // tlsFailed ends a socket whose client broke the record protocol, as
@@ -75,9 +74,8 @@ func (l *uloop) answerKeyUpdate(e *usock) {
 // between records.
 func (l *uloop) tlsFailed(e *usock, err error) {
 	l.p.log.Debug("tls record failure", "err", err, "call_sid", e.s.callID)
-	var a tlsAlert
-	if d := &e.dirs[1]; errors.As(err, &a) && !d.sending && d.next == nil {
-		rawWrite(e.fds[0], e.tls.alertRecord(a.desc))
+	if desc, ok := tls13.AlertOf(err); ok && !e.dirs[1].sending && e.dirs[1].next == nil {
+		rawWrite(e.fds[0], e.tls.AlertRecord(desc))
 	}
 	l.teardown(e, sideClient)
 }

@@ -1,4 +1,4 @@
-package proxy
+package tls13
 
 import (
 	"crypto/aes"
@@ -15,7 +15,7 @@ import (
 )
 
 // The TLS 1.3 key schedule and record protection (RFC 8446 5.2-5.3, 7) of
-// the loops' record layer (tlsrecord.go): the suites, the traffic keys of
+// the loops' record layer (record.go): the suites, the traffic keys of
 // one direction, and one record opened or sealed.
 
 // tlsSuite is a TLS 1.3 cipher suite the loops implement.
@@ -72,10 +72,10 @@ func expandLabel(h func() hash.Hash, secret []byte, label string, n int) ([]byte
 	return hkdf.Expand(h, secret, string(info), n)
 }
 
-// trafficKeys is one direction's protection: its current traffic secret
+// Keys is one direction's protection: its current traffic secret
 // (kept for KeyUpdate), the AEAD and IV derived from it, and the next
 // record's sequence number.
-type trafficKeys struct {
+type Keys struct {
 	suite  *tlsSuite
 	secret []byte
 	aead   cipher.AEAD
@@ -83,8 +83,8 @@ type trafficKeys struct {
 	seq    uint64
 }
 
-func newTrafficKeys(s *tlsSuite, secret []byte, seq uint64) (*trafficKeys, error) {
-	k := &trafficKeys{suite: s}
+func newKeys(s *tlsSuite, secret []byte, seq uint64) (*Keys, error) {
+	k := &Keys{suite: s}
 	if err := k.setSecret(append([]byte(nil), secret...)); err != nil {
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func newTrafficKeys(s *tlsSuite, secret []byte, seq uint64) (*trafficKeys, error
 	return k, nil
 }
 
-func (k *trafficKeys) setSecret(secret []byte) error {
+func (k *Keys) setSecret(secret []byte) error {
 	key, err := expandLabel(k.suite.hash, secret, "key", k.suite.keyLen)
 	if err != nil {
 		return err
@@ -112,7 +112,7 @@ func (k *trafficKeys) setSecret(secret []byte) error {
 }
 
 // update moves to the next traffic secret (RFC 8446 7.2), sequence 0.
-func (k *trafficKeys) update() error {
+func (k *Keys) Update() error {
 	next, err := expandLabel(k.suite.hash, k.secret, "traffic upd", k.suite.hash().Size())
 	if err != nil {
 		return err
@@ -122,7 +122,7 @@ func (k *trafficKeys) update() error {
 
 // nonce is the per-record nonce: the IV with the sequence number XORed
 // into its last 8 bytes (RFC 8446 5.3).
-func (k *trafficKeys) nonce() [12]byte {
+func (k *Keys) nonce() [12]byte {
 	n := k.iv
 	var s [8]byte
 	binary.BigEndian.PutUint64(s[:], k.seq)
@@ -134,10 +134,10 @@ func (k *trafficKeys) nonce() [12]byte {
 
 // openRecord authenticates and decrypts rec (header included) in place,
 // returning the content and its inner type.
-func (k *trafficKeys) openRecord(rec []byte) ([]byte, byte, error) {
+func (k *Keys) OpenRecord(rec []byte) ([]byte, byte, error) {
 	nonce := k.nonce()
-	ct := rec[recordHeaderLen:]
-	pt, err := k.aead.Open(ct[:0], nonce[:], ct, rec[:recordHeaderLen])
+	ct := rec[RecordHeaderLen:]
+	pt, err := k.aead.Open(ct[:0], nonce[:], ct, rec[:RecordHeaderLen])
 	if err != nil {
 		return nil, 0, errBadRecordMAC
 	}
@@ -148,22 +148,22 @@ func (k *trafficKeys) openRecord(rec []byte) ([]byte, byte, error) {
 		i--
 	}
 	if i < 0 {
-		return nil, 0, tlsAlert{alertUnexpectedMessage, "record without a content type"}
+		return nil, 0, Alert{AlertUnexpectedMessage, "record without a content type"}
 	}
-	if i > maxPlaintext {
-		return nil, 0, tlsAlert{alertRecordOverflow, "record content over 2^14 bytes"}
+	if i > MaxPlaintext {
+		return nil, 0, Alert{AlertRecordOverflow, "record content over 2^14 bytes"}
 	}
 	return pt[:i], pt[i], nil
 }
 
 // sealRecord appends one record of type typ carrying content (at most
-// maxPlaintext bytes) to dst.
-func (k *trafficKeys) sealRecord(dst []byte, typ byte, content []byte) []byte {
-	n := len(content) + 1 + tagLen
+// MaxPlaintext bytes) to dst.
+func (k *Keys) SealRecord(dst []byte, typ byte, content []byte) []byte {
+	n := len(content) + 1 + TagLen
 	// Room for the tag too, so that the seal stays in dst.
-	dst = slices.Grow(dst, recordHeaderLen+n)
-	dst = append(dst, recordTypeAppl, 3, 3, byte(n>>8), byte(n))
-	hdr := len(dst) - recordHeaderLen
+	dst = slices.Grow(dst, RecordHeaderLen+n)
+	dst = append(dst, RecordTypeData, 3, 3, byte(n>>8), byte(n))
+	hdr := len(dst) - RecordHeaderLen
 	body := len(dst)
 	dst = append(dst, content...)
 	dst = append(dst, typ)

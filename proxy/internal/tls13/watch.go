@@ -1,4 +1,4 @@
-package proxy
+package tls13
 
 import (
 	"net"
@@ -34,22 +34,22 @@ const watchRecords = 16
 type recordWatch struct {
 	// keys are the candidate suites' keys, then the one that opened a
 	// record; seq counts the records under it.
-	keys []*trafficKeys
+	keys []*Keys
 	// body is how much of the current record's body is still to come
 	// once its header, hdr, is whole (hdrN bytes of it so far).
 	body uint16
-	hdr  [recordHeaderLen]byte
+	hdr  [RecordHeaderLen]byte
 	hdrN uint8
 	dir  uint8 // 0: from the client (its secret), 1: to it
 	// useless counts the client's records in a row without data under
 	// the application key (empty ones): the loop's record layer carries
-	// the count on (tlsRecords.useless).
+	// the count on (Records.useless).
 	seq, misses, useless uint8
 	found                bool
 }
 
 // watchScratch holds a record's plaintext while the watch looks at it.
-var watchScratch = sync.Pool{New: func() any { b := make([]byte, 0, maxCiphertext13); return &b }}
+var watchScratch = sync.Pool{New: func() any { b := make([]byte, 0, MaxCiphertext); return &b }}
 
 func (rc *tlsRaw) Read(b []byte) (int, error) {
 	if rc.paused.Load() {
@@ -60,10 +60,10 @@ func (rc *tlsRaw) Read(b []byte) (int, error) {
 		return rc.TCPConn.Read(b)
 	}
 	w := &rc.in
-	if w.hdrN < recordHeaderLen {
-		n, err := rc.TCPConn.Read(b[:min(len(b), recordHeaderLen-int(w.hdrN))])
+	if w.hdrN < RecordHeaderLen {
+		n, err := rc.TCPConn.Read(b[:min(len(b), RecordHeaderLen-int(w.hdrN))])
 		w.hdrN += uint8(copy(w.hdr[w.hdrN:], b[:n]))
-		if w.hdrN == recordHeaderLen && !rc.header(w) {
+		if w.hdrN == RecordHeaderLen && !rc.header(w) {
 			rc.giveUp()
 		}
 		return n, err
@@ -105,11 +105,11 @@ func (rc *tlsRaw) Write(b []byte) (int, error) {
 	// failed write) ends the watch.
 	w := &rc.out
 	for p := b[:n]; len(p) > 0; {
-		if w.hdrN < recordHeaderLen {
+		if w.hdrN < RecordHeaderLen {
 			k := copy(w.hdr[w.hdrN:], p)
 			w.hdrN += uint8(k)
 			p = p[k:]
-			if w.hdrN == recordHeaderLen && !rc.header(w) {
+			if w.hdrN == RecordHeaderLen && !rc.header(w) {
 				rc.giveUp()
 				break
 			}
@@ -138,7 +138,7 @@ func (w *recordWatch) drop() {
 // impossible. A record without a body ends at once.
 func (rc *tlsRaw) header(w *recordWatch) bool {
 	n := int(w.hdr[3])<<8 | int(w.hdr[4])
-	if n > maxCiphertext13+2048 {
+	if n > MaxCiphertext+2048 {
 		return false
 	}
 	w.body = uint16(n)
@@ -160,7 +160,7 @@ func (rc *tlsRaw) endRecord(w *recordWatch, body []byte) {
 
 // record looks at one whole record; false: the hand-off is impossible.
 func (rc *tlsRaw) record(w *recordWatch, hdr, body []byte) bool {
-	if hdr[0] != recordTypeAppl {
+	if hdr[0] != RecordTypeData {
 		// Plaintext handshake records, change_cipher_spec: before the
 		// application keys, or a TLS 1.2 connection.
 		return !w.found
@@ -171,7 +171,7 @@ func (rc *tlsRaw) record(w *recordWatch, hdr, body []byte) bool {
 			return true // under the handshake keys
 		}
 		for _, suite := range suitesForSecret(len(s)) {
-			k, err := newTrafficKeys(suite, s, 0)
+			k, err := newKeys(suite, s, 0)
 			if err != nil {
 				return false
 			}
@@ -198,15 +198,15 @@ func (rc *tlsRaw) record(w *recordWatch, hdr, body []byte) bool {
 		// Edge's session tickets come first under its application key
 		// (to a client that offers resumption); anything else but data
 		// (a KeyUpdate, an alert) leaves the connection to crypto/tls.
-		ticket := w.dir == 1 && typ == recordTypeHShake && first == msgNewSessionTicket
-		if typ != recordTypeAppl && !ticket {
+		ticket := w.dir == 1 && typ == RecordTypeHandshake && first == MsgNewSessionTicket
+		if typ != RecordTypeData && !ticket {
 			return false
 		}
 		w.useless++
 		if first >= 0 {
 			w.useless = 0
 		}
-		w.keys, w.found = []*trafficKeys{k}, true
+		w.keys, w.found = []*Keys{k}, true
 		w.seq++
 		return w.seq <= watchRecords
 	}
@@ -222,8 +222,8 @@ func (rc *tlsRaw) record(w *recordWatch, hdr, body []byte) bool {
 // content type and its first content byte (-1: no content). body is left
 // as it is (it is crypto/tls's, still to be read): the plaintext goes to a
 // shared scratch buffer, wiped after.
-func (k *trafficKeys) peek(hdr, body []byte) (typ byte, first int, ok bool) {
-	if len(body) > maxCiphertext13 {
+func (k *Keys) peek(hdr, body []byte) (typ byte, first int, ok bool) {
+	if len(body) > MaxCiphertext {
 		return 0, -1, false
 	}
 	bp := watchScratch.Get().(*[]byte)

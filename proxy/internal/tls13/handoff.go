@@ -1,4 +1,4 @@
-package proxy
+package tls13
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 
 // How a TLS media socket reaches the epoll relay. crypto/tls does the
 // handshake and serves the HTTP upgrade; once the socket is relayed, its
-// records are the loop's (tlsrecord.go). To take them over, edge needs the
+// records are the loop's (record.go). To take them over, edge needs the
 // connection's TLS 1.3 application traffic secrets and the sequence number
 // of each direction at that moment, and every byte crypto/tls read but
 // did not hand on:
@@ -24,7 +24,7 @@ import (
 //     the ones under the application keys (the server's session tickets,
 //     sent only to a client that offers resumption, and the 101 going
 //     out; the client's upgrade request coming in), without keeping a
-//     copy of any (tlswatch.go);
+//     copy of any (watch.go);
 //   - bytes held: after the hijack, the tls.Conn is read until it would
 //     need the network (the raw connection then answers "not now"): what
 //     it returns is plaintext for the pod, and what stays in it is at most
@@ -35,11 +35,11 @@ import (
 // crypto/tls on the goroutine relay. From the hand-off on, crypto/tls
 // writes nothing on the connection.
 
-// TLSListener serves TLS on inner with cfg, as tls.NewListener does, and
-// lets the media proxy take over the records of the sockets it relays on
-// its event loops (epoll or uring). Connections other than TCP are served as by
+// Listener serves TLS on inner with cfg, as tls.NewListener does, and lets
+// the media proxy take over the records of the sockets it relays on its
+// event loops (Take). Connections other than TCP are served as by
 // tls.NewListener.
-func TLSListener(inner net.Listener, cfg *tls.Config) net.Listener {
+func Listener(inner net.Listener, cfg *tls.Config) net.Listener {
 	base := cfg.Clone()
 	c := cfg.Clone()
 	c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
@@ -84,9 +84,9 @@ func (l *tlsListener) Accept() (net.Conn, error) {
 	return tls.Server(c, l.cfg), nil
 }
 
-// tlsRaw is the TCP connection under a tls.Conn of TLSListener: it keeps
+// tlsRaw is the TCP connection under a tls.Conn of Listener: it keeps
 // the connection's traffic secrets from the key log and watches its
-// records (tlswatch.go).
+// records (watch.go).
 type tlsRaw struct {
 	*net.TCPConn
 	mu sync.Mutex
@@ -180,36 +180,36 @@ func (rc *tlsRaw) giveUp() {
 	rc.mu.Unlock()
 }
 
-// stopTLSWatch ends the record watch of a connection that crypto/tls
+// StopWatch ends the record watch of a connection that crypto/tls
 // keeps (the goroutine relay carries it).
-func stopTLSWatch(tc *tls.Conn) {
+func StopWatch(tc *tls.Conn) {
 	if rc, ok := tc.NetConn().(*tlsRaw); ok {
 		rc.giveUp()
 	}
 }
 
-// tlsTakeover is a TLS media socket's state taken from crypto/tls: its TCP
+// Takeover is a TLS media socket's state taken from crypto/tls: its TCP
 // connection and the record layer to drive it with.
-type tlsTakeover struct {
+type Takeover struct {
 	conn *net.TCPConn
-	rec  *tlsRecords
+	rec  *Records
 	raw  *tlsRaw
 }
 
 // giveBack returns a takeover the loops could not carry to crypto/tls,
 // whose state is as the hand-off left it: the goroutine relay serves the
 // connection, and crypto/tls may write again.
-func (t *tlsTakeover) giveBack() {
-	t.rec.wipe()
+func (t *Takeover) GiveBack() {
+	t.rec.Wipe()
 	t.raw.handedOff.Store(false)
 }
 
-// takeTLS takes over tc's records after the hijack, and returns the
+// Take takes over tc's records after the hijack, and returns the
 // plaintext that tc held (for the pod, after the hijack's own buffered
 // bytes). A nil takeover leaves tc usable, with the returned plaintext
 // read from it: the goroutine relay serves it. From a takeover on,
 // crypto/tls writes nothing on the connection (giveBack undoes it).
-func takeTLS(tc *tls.Conn) (*tlsTakeover, []byte) {
+func Take(tc *tls.Conn) (*Takeover, []byte) {
 	rc, ok := tc.NetConn().(*tlsRaw)
 	if !ok || rc.gaveUp.Load() {
 		return nil, nil
@@ -247,8 +247,8 @@ func takeTLS(tc *tls.Conn) (*tlsTakeover, []byte) {
 		rc.giveUp()
 		return nil, held
 	}
-	inKeys, err1 := newTrafficKeys(suite, rc.secret(0), uint64(in.seq))
-	outKeys, err2 := newTrafficKeys(suite, rc.secret(1), uint64(out.seq))
+	inKeys, err1 := newKeys(suite, rc.secret(0), uint64(in.seq))
+	outKeys, err2 := newKeys(suite, rc.secret(1), uint64(out.seq))
 	if err1 != nil || err2 != nil {
 		rc.giveUp()
 		return nil, held
@@ -256,7 +256,7 @@ func takeTLS(tc *tls.Conn) (*tlsTakeover, []byte) {
 	// What crypto/tls read of the next record is its header at most (the
 	// watch reads a body whole, or gives up): the watch's copy of it
 	// starts the loop's first read.
-	t := &tlsTakeover{conn: rc.TCPConn, raw: rc, rec: &tlsRecords{in: inKeys, out: outKeys, useless: int(in.useless)}}
+	t := &Takeover{conn: rc.TCPConn, raw: rc, rec: &Records{in: inKeys, out: outKeys, useless: int(in.useless)}}
 	if in.hdrN > 0 {
 		t.rec.part = append([]byte(nil), in.hdr[:in.hdrN]...)
 	}
