@@ -15,6 +15,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/edge-voice/edge/internal/mediacontract"
 	"github.com/edge-voice/edge/proxy/internal/tls13"
 	"github.com/edge-voice/edge/proxy/internal/wsproto"
 	"github.com/edge-voice/edge/proxy/mediaurl"
@@ -117,9 +118,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	claimed, err := p.claim(ctx, &callID, t.Pod, holder)
 	if err != nil {
 		switch {
-		case errors.Is(err, ErrNoAllocation):
+		case errors.Is(err, mediacontract.ErrNoAllocation):
 			p.refuse(w, http.StatusForbidden, "no_allocation", err, "pod", t.Pod, "call_sid", callID)
-		case errors.Is(err, ErrClaimed):
+		case errors.Is(err, mediacontract.ErrClaimed):
 			p.refuse(w, http.StatusConflict, "duplicate", err, "pod", t.Pod, "call_sid", callID)
 		default:
 			p.refuse(w, http.StatusServiceUnavailable, "redis_error", err, "pod", t.Pod, "call_sid", callID)
@@ -148,11 +149,11 @@ func (p *Proxy) draining() bool {
 // claim confirms that *callID holds pod (or held it before a failover)
 // and claims its media for holder, finding the call first when the socket
 // came without a token. It returns the pod the call is on.
-func (p *Proxy) claim(ctx context.Context, callID *string, pod, holder string) (Claimed, error) {
+func (p *Proxy) claim(ctx context.Context, callID *string, pod, holder string) (mediacontract.Claimed, error) {
 	if *callID == "" {
 		id, err := p.leases.PodCall(ctx, pod)
 		if err != nil {
-			return Claimed{}, err
+			return mediacontract.Claimed{}, err
 		}
 		*callID = id
 	}
@@ -164,7 +165,7 @@ func (p *Proxy) claim(ctx context.Context, callID *string, pod, holder string) (
 	// same holder asks, so a claim that did land counts as this one.
 	for {
 		c, err := p.leases.Claim(ctx, *callID, pod, holder)
-		if err == nil || errors.Is(err, ErrNoAllocation) || errors.Is(err, ErrClaimed) {
+		if err == nil || errors.Is(err, mediacontract.ErrNoAllocation) || errors.Is(err, mediacontract.ErrClaimed) {
 			return c, err
 		}
 		t := time.NewTimer(claimRetryEvery)
@@ -228,7 +229,7 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 		conn.Close()
 		up.conn.Close()
 		endRefusedSpan(span, pod, "client_gone")
-		p.release(s, SocketEnd{Ended: "socket_close", ClosedBy: "client", CloseCode: "none", Closed: time.Now()})
+		p.release(s, mediacontract.SocketEnd{Ended: "socket_close", ClosedBy: "client", CloseCode: "none", Closed: time.Now()})
 		p.forget(s)
 		p.handlers.Done()
 		return
@@ -244,7 +245,7 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 	p.log.Info("media socket opened", append(s.attrs(), "failovers", call.failovers)...)
 	// Either way this handler, and net/http's connection goroutine with its
 	// grown stack and buffers, return now.
-	if p.cfg().Relay != RelayGoroutines && p.loops.running() {
+	if p.cfg().Relay != relayGoroutines && p.loops.running() {
 		var t *tls13.Takeover
 		if tc, ok := conn.(*tls.Conn); ok {
 			// A TLS client's records go to the loop when crypto/tls
@@ -266,7 +267,7 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 		// crypto/tls keeps this socket: its record watch ends.
 		tls13.StopWatch(tc)
 	}
-	p.countRelayed(RelayGoroutines, isTLS)
+	p.countRelayed(relayGoroutines, isTLS)
 	s.setInterrupt(func() {
 		// A write blocked on a peer that does not read would never see
 		// the read deadlines: bound it, as the loops' close grace does.
@@ -284,12 +285,12 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 // the kernel, epoll off Linux).
 func (p *Proxy) runningRelay() Relay {
 	switch {
-	case p.cfg().Relay == RelayGoroutines || !p.loops.running():
-		return RelayGoroutines
+	case p.cfg().Relay == relayGoroutines || !p.loops.running():
+		return relayGoroutines
 	case p.loops.uringRunning():
-		return RelayUring
+		return relayUring
 	}
-	return RelayEpoll
+	return relayEpoll
 }
 
 // countRelayed counts a socket by the relay that carries it and whether its

@@ -1,6 +1,10 @@
 package proxy
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/edge-voice/edge/internal/mediacontract"
+)
 
 // callMeta is what a socket's log lines say of its call beside its id and
 // pod (every line about a call carries call_sid, merchant_id, provider
@@ -19,7 +23,7 @@ type callMeta struct {
 // callOf reads the call's metadata off its claim. The provider is known
 // for calls a provider's webhook created ("provider:<name>"); a token's
 // name is not logged.
-func callOf(c Claimed) callMeta {
+func callOf(c mediacontract.Claimed) callMeta {
 	provider, _ := strings.CutPrefix(c.Creator, "provider:")
 	if provider == c.Creator {
 		provider = ""

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/coder/websocket"
+
+	"github.com/edge-voice/edge/internal/mediacontract"
 )
 
 // flakyClaims answers the first fails claims as a Redis in failover does
@@ -16,9 +18,9 @@ type flakyClaims struct {
 	fails atomic.Int32
 }
 
-func (f *flakyClaims) Claim(ctx context.Context, callID, pod, holder string) (Claimed, error) {
+func (f *flakyClaims) Claim(ctx context.Context, callID, pod, holder string) (mediacontract.Claimed, error) {
 	if f.fails.Add(-1) >= 0 {
-		return Claimed{}, errors.New("redis script claim: redis unavailable: connection refused")
+		return mediacontract.Claimed{}, errors.New("redis script claim: redis unavailable: connection refused")
 	}
 	return f.Leases.Claim(ctx, callID, pod, holder)
 }

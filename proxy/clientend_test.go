@@ -172,12 +172,12 @@ func (e *env) checkTransportCarried(t *testing.T, relay Relay, transport string)
 	t.Helper()
 	switch {
 	case transport == "tls12":
-		e.checkCarried(t, RelayGoroutines, 0)
+		e.checkCarried(t, relayGoroutines, 0)
 	default:
 		e.checkCarried(t, relay, 1)
 	}
 	want := int64(0)
-	if transport == "tls13" && relay != RelayGoroutines {
+	if transport == "tls13" && relay != relayGoroutines {
 		want = 1
 	}
 	if got := e.px.loops.carriedTLS.Load(); got != want {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/edge-voice/edge/internal/confcheck"
+	"github.com/edge-voice/edge/internal/mediacontract"
 	"github.com/edge-voice/edge/proxy/mediaurl"
 )
 
@@ -106,8 +107,8 @@ type Config struct {
 }
 
 // ejection is the pod health part of c, as the allocator takes it.
-func (c *Config) ejection() Ejection {
-	return Ejection{Backoff: c.EjectBackoff, MaxBackoff: c.EjectMaxBackoff, MaxPercent: c.MaxEjectionPercent}
+func (c *Config) ejection() mediacontract.Ejection {
+	return mediacontract.Ejection{Backoff: c.EjectBackoff, MaxBackoff: c.EjectMaxBackoff, MaxPercent: c.MaxEjectionPercent}
 }
 
 // maxUringBatch bounds Config.UringBatch: a media frame every 20 ms
@@ -136,7 +137,7 @@ func DefaultConfig() Config {
 		DrainTimeout:       time.Hour,
 		MaxSockets:         10000,
 		MaxMessageBytes:    1 << 20,
-		Relay:              RelayEpoll,
+		Relay:              relayEpoll,
 	}
 }
 
@@ -154,7 +155,7 @@ func (c Config) Validate() error {
 		confcheck.Positive("proxy.probe_interval", c.ProbeInterval),
 	}
 	switch c.Relay {
-	case "", RelayEpoll, RelayUring, RelayGoroutines:
+	case "", relayEpoll, relayUring, relayGoroutines:
 	default:
 		errs = append(errs, confcheck.Invalid("proxy.relay", string(c.Relay), "must be epoll, uring or goroutines"))
 	}

@@ -312,7 +312,7 @@ func TestWebSocketConformanceThroughTheHop(t *testing.T) {
 			variants := []struct {
 				relay Relay
 				tls   bool
-			}{{RelayEpoll, false}, {RelayGoroutines, false}, {RelayEpoll, true}}
+			}{{relayEpoll, false}, {relayGoroutines, false}, {relayEpoll, true}}
 			for _, v := range variants {
 				label := string(v.relay)
 				if v.tls {

@@ -16,7 +16,7 @@ import (
 	"github.com/edge-voice/edge/proxy/internal/tls13"
 )
 
-// The epoll relay (RelayEpoll). After admission and the pod's 101,
+// The epoll relay (relayEpoll). After admission and the pod's 101,
 // both TCP connections leave Go's netpoller and join one of a few event
 // loops (loopCount), each an epoll set and one goroutine. A goroutine pair
 // per socket cost a netpoller wake-up, a goroutine switch and the syscall
@@ -60,7 +60,7 @@ type loops struct {
 }
 
 func (ls *loops) start(p *Proxy) error {
-	if p.cfg().Relay == RelayUring {
+	if p.cfg().Relay == relayUring {
 		// The epoll loops start too, idle beside working uring loops (a
 		// goroutine each, parked): they carry every socket where io_uring
 		// is refused.
@@ -143,7 +143,7 @@ func (ls *loops) add(s *socket, up *upstream, early []byte, t *tls13.Takeover) b
 	// Counted before the loop can relay a byte or end the socket, so that
 	// whoever sees the socket's traffic or its end sees it counted.
 	ls.carried.Add(1)
-	l.p.countRelayed(RelayEpoll, t != nil)
+	l.p.countRelayed(relayEpoll, t != nil)
 	if !l.send(ecmd{e: e, add: true}) {
 		// The loops stopped under us (cannot happen while the socket is
 		// admitted, as Run stops them after every socket ended); do not

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edge-voice/edge/internal/mediacontract"
 	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
@@ -63,7 +64,7 @@ func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, 
 			p.ejected(pod, addr, reason)
 		}
 		switch {
-		case errors.Is(merr, ErrNoOtherPod):
+		case errors.Is(merr, mediacontract.ErrNoOtherPod):
 			p.metrics.failovers.WithLabelValues("no_pod").Inc()
 			p.giveUp(callID, pod, holder, call)
 			return nil, pod, errors.Join(err, merr)
@@ -137,7 +138,7 @@ func (p *Proxy) giveUp(callID, pod, holder string, call *callMeta) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	switch err := p.leases.UnclaimFailed(ctx, callID, holder); {
-	case errors.Is(err, ErrNoAllocation):
+	case errors.Is(err, mediacontract.ErrNoAllocation):
 		// The call ended or another socket holds it: not this socket's.
 		p.log.Info("media socket reached no pod; its call is no longer its own", "call_sid", callID,
 			"merchant_id", call.merchant, "provider", call.provider, "pod", pod, "err", err)
@@ -157,9 +158,9 @@ func (p *Proxy) giveUp(callID, pod, holder string, call *callMeta) {
 func (p *Proxy) endCall(callID, pod string, call *callMeta) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	outcome, err := p.leases.Release(ctx, callID, SocketEnd{Ended: "failover", ClosedBy: "edge", Closed: time.Now()})
+	outcome, err := p.leases.Release(ctx, callID, mediacontract.SocketEnd{Ended: "failover", ClosedBy: "edge", Closed: time.Now()})
 	if err != nil {
-		if errors.Is(err, ErrNoAllocation) {
+		if errors.Is(err, mediacontract.ErrNoAllocation) {
 			outcome = "not_found"
 		} else {
 			outcome = "error"

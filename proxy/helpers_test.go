@@ -123,7 +123,7 @@ func newEnv(t testing.TB, o envOpt) *env {
 	e.cancel = stop
 	e.runErr = make(chan error, 1)
 	go func() { e.runErr <- e.px.Run(runCtx) }()
-	if cfg.Relay != RelayGoroutines && runtime.GOOS == "linux" {
+	if cfg.Relay != relayGoroutines && runtime.GOOS == "linux" {
 		// A socket admitted before Run started the loops takes the
 		// goroutine relay; tests of a relay wait for its loops (the uring
 		// ones start first). Run offers no event for it: poll.
@@ -147,9 +147,9 @@ func newEnv(t testing.TB, o envOpt) *env {
 // eachRelay runs f once per relay mechanism: each must keep the proxy's
 // contract.
 func eachRelay(t *testing.T, f func(t *testing.T, relay Relay)) {
-	for _, r := range []Relay{RelayEpoll, RelayGoroutines, RelayUring} {
+	for _, r := range []Relay{relayEpoll, relayGoroutines, relayUring} {
 		t.Run(string(r), func(t *testing.T) {
-			if r == RelayUring {
+			if r == relayUring {
 				// The uring relay needs io_uring (a container's seccomp
 				// profile or kernel.io_uring_disabled may refuse it).
 				if err := iouring.Probe(); err != nil {
@@ -165,7 +165,7 @@ func eachRelay(t *testing.T, f func(t *testing.T, relay Relay)) {
 // clients' records themselves: epoll, and uring where io_uring runs.
 func eachLoop(t *testing.T, f func(t *testing.T, relay Relay)) {
 	eachRelay(t, func(t *testing.T, relay Relay) {
-		if relay == RelayGoroutines {
+		if relay == relayGoroutines {
 			t.Skip("crypto/tls carries the goroutine relay's TLS clients")
 		}
 		f(t, relay)

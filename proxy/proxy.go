@@ -15,35 +15,12 @@ import (
 	"github.com/edge-voice/edge/proxy/mediaurl"
 )
 
-// Lease names a call, the pod it holds and the socket holding its media
-// claim (shared with the allocator's adapter through mediacontract).
-type Lease = mediacontract.Lease
-
-// Ejection is how pods whose dials fail leave allocation (Config's
-// eject_* keys); EjectedPod is one of them (see mediacontract).
-type (
-	Ejection   = mediacontract.Ejection
-	EjectedPod = mediacontract.EjectedPod
-)
-
-// Claimed is an admitted socket's call (Leases.Claim); SocketEnd what its
-// end tells the call's release (Leases.Release), for the call's timeline.
-type (
-	Claimed   = mediacontract.Claimed
-	SocketEnd = mediacontract.SocketEnd
-)
-
-// Outcomes Leases implementations wrap (see mediacontract).
-var (
-	ErrNoAllocation = mediacontract.ErrNoAllocation
-	ErrClaimed      = mediacontract.ErrClaimed
-	ErrNoOtherPod   = mediacontract.ErrNoOtherPod
-)
-
 // Signer mints and verifies the per-call media tokens (see mediaurl).
 type Signer = mediaurl.Signer
 
-// Leases is what the proxy needs of the allocator.
+// Leases is what the proxy needs of the allocator. Its types and errors
+// are package mediacontract's, shared with the allocator's adapter
+// (allocator.MediaLeases); the errors below are mediacontract's.
 type Leases interface {
 	// Claim admits the socket holder for the call's media on pod, across
 	// every replica, in one Redis round trip, and returns the pod the call
@@ -53,7 +30,7 @@ type Leases interface {
 	// another socket holds it. The claim ends with the call (Release).
 	// The call's merchant, creator and earlier moves come with it, for the
 	// socket's log lines.
-	Claim(ctx context.Context, callID, pod, holder string) (Claimed, error)
+	Claim(ctx context.Context, callID, pod, holder string) (mediacontract.Claimed, error)
 	// MoveCall moves the call off pod, which holder's socket could not
 	// reach for reason, to another pod of its chain in one Redis script
 	// (the pod's failure recorded and the pod ejected under ej, the
@@ -61,13 +38,13 @@ type Leases interface {
 	// new pod and whether pod was ejected. ErrNoOtherPod when the chain
 	// has none (the failure is recorded all the same), ErrNoAllocation when
 	// the call is not on pod, ErrClaimed when holder lost the claim.
-	MoveCall(ctx context.Context, callID, pod, holder, reason string, ej Ejection) (newPod string, ejected bool, err error)
+	MoveCall(ctx context.Context, callID, pod, holder, reason string, ej mediacontract.Ejection) (newPod string, ejected bool, err error)
 	// PodFailed records a failed dial, a pod lost mid-call or a failed
 	// probe, ejecting the pod under ej; it reports whether the pod is
 	// ejected.
-	PodFailed(ctx context.Context, pod, reason string, ej Ejection) (bool, error)
+	PodFailed(ctx context.Context, pod, reason string, ej mediacontract.Ejection) (bool, error)
 	// Ejected lists the ejected pods with their next probe time.
-	Ejected(ctx context.Context) ([]EjectedPod, error)
+	Ejected(ctx context.Context) ([]mediacontract.EjectedPod, error)
 	// Reinstate takes a pod whose probe succeeded back into allocation; it
 	// reports whether the pod was ejected.
 	Reinstate(ctx context.Context, pod string) (bool, error)
@@ -89,12 +66,12 @@ type Leases interface {
 	// Renew extends a batch of leases in one round trip, each only while
 	// its Holder holds the call's claim; held[i] false means leases[i]'s
 	// call lost its pod or the socket its claim.
-	Renew(ctx context.Context, leases []Lease) (held []bool, err error)
+	Renew(ctx context.Context, leases []mediacontract.Lease) (held []bool, err error)
 	// Release ends the call's allocation (fenced, idempotent) and returns an
 	// outcome label for metrics ("released", "not_found", "stale"). end is
 	// how the socket ended and what it carried, kept in the call's record
 	// (written once, at the end: nothing per message).
-	Release(ctx context.Context, callID string, end SocketEnd) (outcome string, err error)
+	Release(ctx context.Context, callID string, end mediacontract.SocketEnd) (outcome string, err error)
 }
 
 // Deps is what a proxy works with, given to New and never changed after.
@@ -177,7 +154,7 @@ func New(cfg Config, d Deps) *Proxy {
 func (p *Proxy) Relays() (configured, running Relay) {
 	configured = p.cfg().Relay
 	if configured == "" {
-		configured = RelayEpoll
+		configured = relayEpoll
 	}
 	return configured, p.runningRelay()
 }
@@ -214,7 +191,7 @@ func (p *Proxy) Apply(cfg Config) {
 		cfg.ProbeInterval = def.ProbeInterval
 	}
 	if cfg.Relay == "" {
-		cfg.Relay = RelayEpoll
+		cfg.Relay = relayEpoll
 	}
 	p.conf.Store(&cfg)
 	p.metrics.maxSockets.Set(float64(max(cfg.MaxSockets, 0)))

@@ -9,7 +9,7 @@ import (
 )
 
 // bridge runs both directions of s on Go's netpoller, in goroutines of their
-// own (RelayGoroutines), until the socket ends, then releases the call.
+// own (relayGoroutines), until the socket ends, then releases the call.
 // What is relayed, counted and refused is the policy's; this file only
 // moves bytes and turns the policy's clock into read deadlines.
 func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/edge-voice/edge/internal/mediacontract"
 )
 
 var (
@@ -23,25 +25,25 @@ var (
 type Relay string
 
 const (
-	// RelayEpoll serves every relayed pair from a few event loops, one
+	// relayEpoll serves every relayed pair from a few event loops, one
 	// epoll set each, outside Go's netpoller (eloop_linux.go,
 	// esock_linux.go): no goroutine wake-up per message. It carries plain
 	// TCP clients and the TLS 1.3 clients of edge's own listener, whose
 	// records the loop opens and seals (package tls13). The default on
 	// Linux, measured in docs/bench-media.md.
-	RelayEpoll Relay = "epoll"
-	// RelayGoroutines runs two copy goroutines per socket on Go's netpoller
+	relayEpoll Relay = "epoll"
+	// relayGoroutines runs two copy goroutines per socket on Go's netpoller
 	// (pump.go). Used where epoll cannot be: other systems, a TLS client
 	// whose records the loops cannot take over (TLS 1.2, or a state
 	// package tls13 cannot account for), another kind of client connection,
 	// or Run not started.
-	RelayGoroutines Relay = "goroutines"
-	// RelayUring serves what RelayEpoll does from loops that submit their
+	relayGoroutines Relay = "goroutines"
+	// relayUring serves what relayEpoll does from loops that submit their
 	// receives and sends through io_uring, batched across sockets
 	// (uloop_linux.go); where io_uring is refused the epoll loops take
 	// every socket. Opt-in: it needs io_uring, and trades a batch window's
 	// latency for CPU (docs/bench-media.md).
-	RelayUring Relay = "uring"
+	relayUring Relay = "uring"
 )
 
 // bufSize is one goroutine-relay buffer: a Twilio media frame is ~300
@@ -136,7 +138,7 @@ func (p *Proxy) finish(s *socket, pol *policy) {
 	p.metrics.duration.Observe(now.Sub(s.started).Seconds())
 	initiator, code := closeOrigin(s)
 	p.metrics.closes.WithLabelValues(initiator, code).Inc()
-	end := SocketEnd{Ended: s.endedHow(), ClosedBy: initiator, CloseCode: code, Closed: now}
+	end := mediacontract.SocketEnd{Ended: s.endedHow(), ClosedBy: initiator, CloseCode: code, Closed: now}
 	if pol != nil {
 		end.BytesIn, end.BytesOut = pol.dirs[0].bytes, pol.dirs[1].bytes
 		end.MessagesIn, end.MessagesOut = pol.dirs[0].sc.Messages, pol.dirs[1].sc.Messages
@@ -196,12 +198,12 @@ func sideName(side int32) string {
 
 // release ends the call: the socket is gone, so is the call's media. It
 // returns the release's outcome.
-func (p *Proxy) release(s *socket, end SocketEnd) string {
+func (p *Proxy) release(s *socket, end mediacontract.SocketEnd) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	outcome, err := p.leases.Release(ctx, s.callID, end)
 	if err != nil {
-		if errors.Is(err, ErrNoAllocation) {
+		if errors.Is(err, mediacontract.ErrNoAllocation) {
 			outcome = "not_found"
 		} else {
 			outcome = "error"

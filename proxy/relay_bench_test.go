@@ -20,11 +20,11 @@ import (
 func BenchmarkRelayEcho(b *testing.B) {
 	msg := []byte(`{"event":"media","sequenceNumber":"1","media":{"track":"inbound","chunk":"1","timestamp":"20","payload":"` +
 		string(make([]byte, 0)) + `fn9+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+"},"streamSid":"MZ0"}`)
-	for _, path := range []string{"direct", string(RelayEpoll), string(RelayGoroutines)} {
+	for _, path := range []string{"direct", string(relayEpoll), string(relayGoroutines)} {
 		b.Run(path, func(b *testing.B) {
 			relay := Relay(path)
 			if path == "direct" {
-				relay = RelayEpoll
+				relay = relayEpoll
 			}
 			e := newEnv(b, envOpt{relay: relay})
 			pod, url := e.allocate("CA-bench", "acme")

@@ -26,7 +26,7 @@ import (
 // with no more than a log line).
 func (e *env) checkCarried(t *testing.T, relay Relay, want int64) {
 	t.Helper()
-	if relay == RelayGoroutines {
+	if relay == relayGoroutines {
 		want = 0
 	}
 	// The client's dial returns once the 101 is written; the socket goes to
@@ -39,7 +39,7 @@ func (e *env) checkCarried(t *testing.T, relay Relay, want int64) {
 	if got != want {
 		t.Errorf("sockets on the loops = %d, want %d", got, want)
 	}
-	if relay != RelayUring {
+	if relay != relayUring {
 		want = 0
 	}
 	if got := e.px.loops.carriedUring.Load(); got != want {

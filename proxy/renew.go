@@ -3,6 +3,8 @@ package proxy
 import (
 	"context"
 	"time"
+
+	"github.com/edge-voice/edge/internal/mediacontract"
 )
 
 // renewLoop renews the leases of every open socket once per interval, in
@@ -28,9 +30,9 @@ func (p *Proxy) renewOnce(ctx context.Context) {
 	if len(open) == 0 {
 		return
 	}
-	leases := make([]Lease, len(open))
+	leases := make([]mediacontract.Lease, len(open))
 	for i, s := range open {
-		leases[i] = Lease{CallID: s.callID, Pod: s.pod, Holder: s.holder}
+		leases[i] = mediacontract.Lease{CallID: s.callID, Pod: s.pod, Holder: s.holder}
 	}
 	rctx, cancel := context.WithTimeout(ctx, p.cfg().RenewInterval)
 	defer cancel()

@@ -14,7 +14,7 @@ import (
 	"github.com/edge-voice/edge/proxy/internal/tls13"
 )
 
-// The io_uring relay (RelayUring, proxy.relay: uring). The epoll loops
+// The io_uring relay (relayUring, proxy.relay: uring). The epoll loops
 // make one read and one write system call per message, and with a frame
 // per 20 ms per stream nothing batches within a socket. Here the batch is
 // across sockets: each socket-direction keeps one recv in the kernel; its
@@ -214,7 +214,7 @@ func (ls *loops) addUring(set []*uloop, s *socket, cc, pc *net.TCPConn, early []
 	s.client, s.podConn = nil, nil
 	ls.carried.Add(1)
 	ls.carriedUring.Add(1)
-	l.p.countRelayed(RelayUring, t != nil)
+	l.p.countRelayed(relayUring, t != nil)
 	if !l.send(ucmd{e: e, add: true}) {
 		unix.Close(cfd)
 		if pfd >= 0 {

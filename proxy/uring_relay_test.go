@@ -26,13 +26,13 @@ func needUring(t *testing.T) {
 // each socket and whether its client spoke TLS.
 func TestUringRelayCarriesTLS(t *testing.T) {
 	needUring(t)
-	e := newEnv(t, envOpt{relay: RelayUring})
+	e := newEnv(t, envOpt{relay: relayUring})
 	f := e.serveTLS(t)
 
 	_, plainURL := e.allocate("CA-plain", "")
 	plain := e.mustDial(plainURL)
 	echo(t, plain, "plain")
-	e.checkCarried(t, RelayUring, 1)
+	e.checkCarried(t, relayUring, 1)
 
 	_, url := e.allocate("CA-tls", "")
 	c := f.dial(t, f.wss(e, url), nil, nil)
@@ -66,11 +66,11 @@ func TestUringRefusedFallsBackToTheEpollLoops(t *testing.T) {
 
 	sink := &lockedBuf{}
 	log := slog.New(slog.NewJSONHandler(sink, nil))
-	e := newEnv(t, envOpt{relay: RelayUring, log: log})
+	e := newEnv(t, envOpt{relay: relayUring, log: log})
 	_, url := e.allocate("CA1", "")
 	c := e.mustDial(url)
 	echo(t, c, "hello")
-	e.checkCarried(t, RelayEpoll, 1)
+	e.checkCarried(t, relayEpoll, 1)
 	if got := value(e.px.metrics.relayed.WithLabelValues("epoll", "tcp")); got != 1 {
 		t.Errorf("sockets counted on the epoll relay = %v, want 1", got)
 	}
@@ -78,7 +78,7 @@ func TestUringRefusedFallsBackToTheEpollLoops(t *testing.T) {
 		t.Errorf("GOMAXPROCS %d, want %d unchanged with no uring loop", got, procs)
 	}
 	// The fallback shows on /metrics (the EdgeUringRelayUnavailable alert).
-	if c, r := e.px.metrics.relayInfo.relays(); c != RelayUring || r != RelayEpoll {
+	if c, r := e.px.metrics.relayInfo.relays(); c != relayUring || r != relayEpoll {
 		t.Errorf(`edge_proxy_relay_info{configured=%q,running=%q}, want configured="uring",running="epoll"`, c, r)
 	}
 	found := false
@@ -98,11 +98,11 @@ func TestUringLoopsAddTheirPs(t *testing.T) {
 	needUring(t)
 	procs := runtime.GOMAXPROCS(0)
 	t.Run("running", func(t *testing.T) {
-		e := newEnv(t, envOpt{relay: RelayUring})
+		e := newEnv(t, envOpt{relay: relayUring})
 		_, url := e.allocate("CA1", "")
 		echo(t, e.mustDial(url), "hello")
-		e.checkCarried(t, RelayUring, 1)
-		if c, r := e.px.metrics.relayInfo.relays(); c != RelayUring || r != RelayUring {
+		e.checkCarried(t, relayUring, 1)
+		if c, r := e.px.metrics.relayInfo.relays(); c != relayUring || r != relayUring {
 			t.Errorf(`edge_proxy_relay_info{configured=%q,running=%q}, want both "uring"`, c, r)
 		}
 		if got, want := runtime.GOMAXPROCS(0), procs+loopCount(procs); got != want {
@@ -118,13 +118,13 @@ func TestUringLoopsAddTheirPs(t *testing.T) {
 // kernel can (min_wait); messages still go both ways, in order.
 func TestUringBatchWindowRelays(t *testing.T) {
 	needUring(t)
-	e := newEnv(t, envOpt{relay: RelayUring, cfg: func(c *Config) { c.UringBatch = 300 * time.Microsecond }})
+	e := newEnv(t, envOpt{relay: relayUring, cfg: func(c *Config) { c.UringBatch = 300 * time.Microsecond }})
 	_, url := e.allocate("CA1", "")
 	c := e.mustDial(url)
 	for i := range 50 {
 		echo(t, c, strings.Repeat("m", i*40))
 	}
-	e.checkCarried(t, RelayUring, 1)
+	e.checkCarried(t, relayUring, 1)
 	r, err := newUringRing()
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +179,7 @@ func TestUringEmptyBufferRingFallsBackToOwnBuffers(t *testing.T) {
 	ringBufs := uringBufs
 	uringBufs = 2
 	t.Cleanup(func() { uringBufs = ringBufs })
-	e := newEnv(t, envOpt{relay: RelayUring, cfg: func(c *Config) { c.IdleTimeout = 5 * time.Minute }})
+	e := newEnv(t, envOpt{relay: relayUring, cfg: func(c *Config) { c.IdleTimeout = 5 * time.Minute }})
 	_, urlA := e.allocate("CA-stalled", "")
 	a := e.mustDial(urlA)
 	f := floodUntilStalled(t, a)
@@ -198,7 +198,7 @@ func TestUringEmptyBufferRingFallsBackToOwnBuffers(t *testing.T) {
 	f.readAll(t)
 	echo(t, a, "after the flood")
 	echo(t, b, "still flowing")
-	e.checkCarried(t, RelayUring, 2)
+	e.checkCarried(t, relayUring, 2)
 }
 
 // Every ring buffer comes back: a socket echoing far more messages than
@@ -208,13 +208,13 @@ func TestUringBuffersComeBack(t *testing.T) {
 	ringBufs := uringBufs
 	uringBufs = 4
 	t.Cleanup(func() { uringBufs = ringBufs })
-	e := newEnv(t, envOpt{relay: RelayUring})
+	e := newEnv(t, envOpt{relay: relayUring})
 	_, url := e.allocate("CA1", "")
 	c := e.mustDial(url)
 	for i := range 200 {
 		echo(t, c, strings.Repeat("x", 1+i*37%3000))
 	}
-	e.checkCarried(t, RelayUring, 1)
+	e.checkCarried(t, relayUring, 1)
 	if n := value(e.px.metrics.uringOwnBufs); n != 0 {
 		t.Errorf("%v receives found the ring empty: buffers were not given back", n)
 	}
