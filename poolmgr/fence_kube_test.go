@@ -17,6 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // A leader elected through the Kubernetes Lease is fenced like the Redis
@@ -70,8 +71,8 @@ func TestKubeLeaderChangeMidSweepIsFenced(t *testing.T) {
 	bSweep.Store(int64(time.Hour))
 	mb.SweepInterval = func() time.Duration { return time.Duration(bSweep.Load()) }
 	run(t, mb)
-	eventually(t, "B leads", mb.IsLeader)
-	eventually(t, "B records its fence", func() bool {
+	testwait.Until(t, 10*time.Second, "B leads", mb.IsLeader)
+	testwait.Until(t, 10*time.Second, "B records its fence", func() bool {
 		return strings.HasPrefix(rdb.Get(ctx, k.LeaseFence()).Val(), "lease/edge-b/")
 	})
 	t.Logf("fence %s -> %s", fenceA, rdb.Get(ctx, k.LeaseFence()).Val())
@@ -91,7 +92,7 @@ func TestKubeLeaderChangeMidSweepIsFenced(t *testing.T) {
 		t.Errorf("A's rebalance after B took over: %v, want ErrFenced", err)
 	}
 	bSweep.Store(int64(20 * time.Millisecond))
-	eventually(t, "B recovers the zombie", func() bool { return rdb.SIsMember(ctx, k.PoolAvailable("gold"), "g0").Val() })
+	testwait.Until(t, 10*time.Second, "B recovers the zombie", func() bool { return rdb.SIsMember(ctx, k.PoolAvailable("gold"), "g0").Val() })
 }
 
 // The fence only grows: a leader whose start runs late cannot take it back
@@ -160,7 +161,7 @@ func TestKubeRecreatedLeaseLeaderIsNotRefused(t *testing.T) {
 	ma := newManager(t, a, reg, nil)
 	ma.Elector = elector("edge-a", ma.Metrics)
 	stopA := run(t, ma)
-	eventually(t, "A leads and records its fence", func() bool {
+	testwait.Until(t, 10*time.Second, "A leads and records its fence", func() bool {
 		return strings.HasPrefix(rdb.Get(ctx, k.LeaseFence()).Val(), "lease/edge-a/")
 	})
 	fenceA := rdb.Get(ctx, k.LeaseFence()).Val()
@@ -168,7 +169,7 @@ func TestKubeRecreatedLeaseLeaderIsNotRefused(t *testing.T) {
 		t.Fatalf("A's fence %q: want the old object's leaseTransitions 6", fenceA)
 	}
 	stopA()
-	eventually(t, "A stops leading", func() bool { return !ma.IsLeader() })
+	testwait.Until(t, 10*time.Second, "A stops leading", func() bool { return !ma.IsLeader() })
 	if err := client.CoordinationV1().Leases(ns).Delete(ctx, "edge-leader", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ func TestKubeRecreatedLeaseLeaderIsNotRefused(t *testing.T) {
 	mb := newManager(t, a, reg, nil)
 	mb.Elector = elector("edge-b", mb.Metrics)
 	run(t, mb)
-	eventually(t, "B leads on the recreated Lease and records its fence", func() bool {
+	testwait.Until(t, 10*time.Second, "B leads on the recreated Lease and records its fence", func() bool {
 		return mb.IsLeader() && strings.HasPrefix(rdb.Get(ctx, k.LeaseFence()).Val(), "lease/edge-b/")
 	})
 	fenceB := rdb.Get(ctx, k.LeaseFence()).Val()
@@ -190,7 +191,7 @@ func TestKubeRecreatedLeaseLeaderIsNotRefused(t *testing.T) {
 		t.Fatalf("B's fence %q: want the recreated object's leaseTransitions 0", fenceB)
 	}
 	// B's loops write (its reconcile registers g0); A's term is refused.
-	eventually(t, "B registers g0", func() bool { return rdb.SIsMember(ctx, k.PoolAvailable("gold"), "g0").Val() })
+	testwait.Until(t, 10*time.Second, "B registers g0", func() bool { return rdb.SIsMember(ctx, k.PoolAvailable("gold"), "g0").Val() })
 	if _, err := a.SyncPods(ctx, fenceA, reg.Snapshot()); !errors.Is(err, allocator.ErrFenced) {
 		t.Errorf("A's sync after the Lease was recreated: %v, want ErrFenced", err)
 	}

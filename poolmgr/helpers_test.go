@@ -71,19 +71,6 @@ func run(t *testing.T, c interface{ Run(context.Context) error }) context.Cancel
 	return cancel
 }
 
-// eventually waits for cond, polling Redis state that the loops change
-// asynchronously (there is no event to await in another process's data).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func startRedis(t *testing.T) (*testredis.Server, *redis.Client) {
 	s := testredis.Start(t)
 	return s, s.Client()

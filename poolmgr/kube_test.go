@@ -12,6 +12,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 const ns = "voice"
@@ -59,7 +60,7 @@ func TestKubePodLifecycle(t *testing.T) {
 	if _, err := pods.Create(ctx, pod("other", true, "something-else"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pending pod in the registry", func() bool { _, ok := reg.Get("agent-0"); return ok })
+	testwait.Until(t, 10*time.Second, "pending pod in the registry", func() bool { _, ok := reg.Get("agent-0"); return ok })
 	if _, ok := reg.Lookup("other"); ok {
 		t.Fatal("a pod outside the label selector was registered")
 	}
@@ -68,7 +69,7 @@ func TestKubePodLifecycle(t *testing.T) {
 	if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "ready pod available in gold", func() bool { return rdb.SIsMember(ctx, k.PoolAvailable("gold"), "agent-0").Val() })
+	testwait.Until(t, 10*time.Second, "ready pod available in gold", func() bool { return rdb.SIsMember(ctx, k.PoolAvailable("gold"), "agent-0").Val() })
 	if addr, _ := reg.Lookup("agent-0"); addr != "10.0.0.7:8000" {
 		t.Fatalf("address = %q", addr)
 	}
@@ -81,7 +82,7 @@ func TestKubePodLifecycle(t *testing.T) {
 	if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "unready flag", func() bool { return rdb.HGet(ctx, k.PodInfo("agent-0"), "unready").Val() == "1" })
+	testwait.Until(t, 10*time.Second, "unready flag", func() bool { return rdb.HGet(ctx, k.PodInfo("agent-0"), "unready").Val() == "1" })
 	if _, err := a.Call(ctx, "CA1"); err != nil {
 		t.Fatalf("the call died with a readiness flap: %v", err)
 	}
@@ -95,7 +96,7 @@ func TestKubePodLifecycle(t *testing.T) {
 	if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "ready again", func() bool { return rdb.HGet(ctx, k.PodInfo("agent-0"), "unready").Val() == "" })
+	testwait.Until(t, 10*time.Second, "ready again", func() bool { return rdb.HGet(ctx, k.PodInfo("agent-0"), "unready").Val() == "" })
 
 	// Terminating: out of the pool at once, still known.
 	if _, err := a.Allocate(ctx, allocator.Request{CallID: "CA2"}); err != nil {
@@ -106,7 +107,7 @@ func TestKubePodLifecycle(t *testing.T) {
 	if _, err := pods.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "terminating pod marked unready", func() bool { return rdb.HGet(ctx, k.PodInfo("agent-0"), "unready").Val() == "1" })
+	testwait.Until(t, 10*time.Second, "terminating pod marked unready", func() bool { return rdb.HGet(ctx, k.PodInfo("agent-0"), "unready").Val() == "1" })
 	if _, err := a.Call(ctx, "CA2"); err != nil {
 		t.Fatalf("terminating pod's call ended early: %v", err)
 	}
@@ -115,7 +116,7 @@ func TestKubePodLifecycle(t *testing.T) {
 	if err := pods.Delete(ctx, "agent-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "deleted pod unregistered", func() bool { return rdb.Exists(ctx, k.PodTier("agent-0")).Val() == 0 })
+	testwait.Until(t, 10*time.Second, "deleted pod unregistered", func() bool { return rdb.Exists(ctx, k.PodTier("agent-0")).Val() == 0 })
 	if _, err := a.Call(ctx, "CA2"); err == nil {
 		t.Fatal("deleted pod's call still live")
 	}
@@ -142,7 +143,7 @@ func TestReconcilerWaitsForSync(t *testing.T) {
 	run(t, m)
 	// The leader's loops run (sweeps happen) but no reconcile does until
 	// the source has synced.
-	eventually(t, "a sweep", func() bool { return testutilCount(m, "sweep") > 1 })
+	testwait.Until(t, 10*time.Second, "a sweep", func() bool { return testutilCount(m, "sweep") > 1 })
 	if n := testutilCount(m, "reconcile"); n != 0 {
 		t.Fatalf("reconcile ran %d times before the source synced", n)
 	}
@@ -151,7 +152,7 @@ func TestReconcilerWaitsForSync(t *testing.T) {
 	}
 	src := &KubeSource{Pods: fakePods{client.CoreV1().Pods(ns)}, Namespace: ns, LabelSelector: "app=voice-agent", Port: 8000, Registry: reg, Log: quietLog()}
 	run(t, src)
-	eventually(t, "a reconcile after the sync", func() bool { return testutilCount(m, "reconcile") > 0 })
+	testwait.Until(t, 10*time.Second, "a reconcile after the sync", func() bool { return testutilCount(m, "reconcile") > 0 })
 	if rdb.Exists(ctx, a.Keys().PodTier("agent-0")).Val() != 1 {
 		t.Fatal("a live pod was removed as a ghost")
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // The leader's loops have stopped before the Lease is released (client-go's
@@ -128,7 +129,7 @@ func TestRedisLeaderChangeMidSweep(t *testing.T) {
 	bSweep.Store(int64(time.Hour))
 	mb.SweepInterval = func() time.Duration { return time.Duration(bSweep.Load()) }
 	run(t, mb)
-	eventually(t, "B leads", mb.IsLeader)
+	testwait.Until(t, 10*time.Second, "B leads", mb.IsLeader)
 	close(blk.release)
 	if err := <-blk.err; !errors.Is(err, allocator.ErrFenced) {
 		t.Fatalf("A's in-flight sweep after losing the lock: err = %v, want ErrFenced", err)
@@ -136,14 +137,14 @@ func TestRedisLeaderChangeMidSweep(t *testing.T) {
 	if value(ma.Metrics.Zombies) != 0 {
 		t.Fatal("the fenced leader recovered the zombie")
 	}
-	eventually(t, "A steps down", func() bool { return !ma.IsLeader() && value(ma.Metrics.Leader) == 0 })
+	testwait.Until(t, 10*time.Second, "A steps down", func() bool { return !ma.IsLeader() && value(ma.Metrics.Leader) == 0 })
 	if !mb.IsLeader() {
 		t.Fatal("B lost leadership to A")
 	}
 
 	// B makes it available again (its reconcile or its sweep).
 	bSweep.Store(int64(20 * time.Millisecond))
-	eventually(t, "B recovers the zombie", func() bool { return rdb.SIsMember(ctx, k.PoolAvailable("gold"), "g0").Val() })
+	testwait.Until(t, 10*time.Second, "B recovers the zombie", func() bool { return rdb.SIsMember(ctx, k.PoolAvailable("gold"), "g0").Val() })
 }
 
 // hangingLock's acquisitions hang until their context ends, as on a

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 func staticPods(names ...string) []allocator.PodState {
@@ -31,7 +32,7 @@ func TestTierChangeAtRuntime(t *testing.T) {
 	(&StaticSource{Registry: reg}).Set(staticPods("p0", "p1", "p2", "p3"))
 	m := newManager(t, a, reg, &alwaysLeader{})
 	run(t, m)
-	eventually(t, "gold 1, basic 3", func() bool {
+	testwait.Until(t, 10*time.Second, "gold 1, basic 3", func() bool {
 		return rdb.SCard(ctx, k.PoolAssigned("gold")).Val() == 1 && rdb.SCard(ctx, k.PoolAssigned("basic")).Val() == 3
 	})
 	metrics := m.Metrics
@@ -55,7 +56,7 @@ func TestTierChangeAtRuntime(t *testing.T) {
 	if got := a.Config().Tiers.Tiers["gold"].Target; got != 3 {
 		t.Fatalf("gold target after refresh = %d", got)
 	}
-	eventually(t, "rebalanced to gold 3, basic 1", func() bool {
+	testwait.Until(t, 10*time.Second, "rebalanced to gold 3, basic 1", func() bool {
 		return rdb.SCard(ctx, k.PoolAssigned("gold")).Val() == 3 && rdb.SCard(ctx, k.PoolAssigned("basic")).Val() == 1
 	})
 
@@ -83,16 +84,16 @@ func TestRedisOutageUnderRunningLoops(t *testing.T) {
 	(&StaticSource{Registry: reg}).Set(staticPods("p0", "p1"))
 	m := newManager(t, a, reg, &alwaysLeader{})
 	run(t, m)
-	eventually(t, "pods registered", func() bool { return rdb.SCard(ctx, k.PoolAssigned("basic")).Val() == 1 })
+	testwait.Until(t, 10*time.Second, "pods registered", func() bool { return rdb.SCard(ctx, k.PoolAssigned("basic")).Val() == 1 })
 
 	srv.Stop()
 	sweepErrs := func() float64 { return value(m.Metrics.LoopErrors.WithLabelValues("sweep")) }
-	eventually(t, "a failed sweep", func() bool { return sweepErrs() > 0 })
+	testwait.Until(t, 10*time.Second, "a failed sweep", func() bool { return sweepErrs() > 0 })
 	if z := value(m.Metrics.Zombies); z != 0 {
 		t.Fatalf("zombies recovered while Redis was down: %v", z)
 	}
 	srv.Restart()
-	eventually(t, "pools rebuilt after the restart", func() bool {
+	testwait.Until(t, 10*time.Second, "pools rebuilt after the restart", func() bool {
 		return rdb.SIsMember(ctx, k.PoolAvailable("gold"), "p0").Val() && rdb.ZCard(ctx, k.PoolAvailable("basic")).Val() == 1
 	})
 }

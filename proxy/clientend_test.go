@@ -180,7 +180,7 @@ func (e *env) checkTransportCarried(t *testing.T, relay Relay, transport string)
 	if transport == "tls13" && relay != relayGoroutines {
 		want = 1
 	}
-	if got := e.px.loops.carriedTLS.Load(); got != want {
+	if got := e.relayedSockets("", "tls"); got != want {
 		t.Errorf("TLS sockets on the loops = %d, want %d", got, want)
 	}
 }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/coder/websocket"
 	gorilla "github.com/gorilla/websocket"
+
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // WebSocket conformance through the hop: two independent
@@ -360,7 +362,7 @@ func TestWebSocketConformanceThroughTheHop(t *testing.T) {
 						t.Error("the ping between fragments got no pong")
 					}
 					c.close(4001, "agent done")
-					waitFor(t, "the pod's close", func() bool { return rec.last() != "" })
+					testwait.Until(t, 10*time.Second, "the pod's close", func() bool { return rec.last() != "" })
 					if got := rec.last(); got != "4001 agent done" {
 						t.Errorf("pod saw close %q, want 4001 agent done", got)
 					}
@@ -388,13 +390,13 @@ func TestWebSocketConformanceThroughTheHop(t *testing.T) {
 					if _, err := c.read(); !errors.As(err, new(closeErr)) || err.(closeErr).code != closeTooBig {
 						t.Errorf("oversized message: provider got %v, want close 1009", err)
 					}
-					waitFor(t, "the pod's close", func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return len(rec.closes) > before })
+					testwait.Until(t, 10*time.Second, "the pod's close", func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return len(rec.closes) > before })
 					if got := rec.last(); !strings.HasPrefix(got, "1009 ") {
 						t.Errorf("oversized message: pod saw %q, want 1009", got)
 					}
 					e.waitSockets(0)
-					if v.tls && e.px.loops.carriedTLS.Load() != 3 {
-						t.Errorf("TLS sockets on the epoll loops = %d, want 3", e.px.loops.carriedTLS.Load())
+					if v.tls && e.relayedSockets("", "tls") != 3 {
+						t.Errorf("TLS sockets on the epoll loops = %d, want 3", e.relayedSockets("", "tls"))
 					}
 				})
 			}

@@ -52,11 +52,6 @@ type loops struct {
 	// (uloop_linux.go); uprocs is what its start added to GOMAXPROCS.
 	uset   atomic.Pointer[[]*uloop]
 	uprocs int
-	// carried counts the sockets handed to the loops (tests check that
-	// the loops, not the goroutine fallback, carried a socket), carriedTLS
-	// those of them whose client speaks TLS, carriedUring those on the
-	// uring loops.
-	carried, carriedTLS, carriedUring atomic.Int64
 }
 
 func (ls *loops) start(p *Proxy) error {
@@ -135,14 +130,12 @@ func (ls *loops) add(s *socket, up *upstream, early []byte, t *tls13.Takeover) b
 	e := &esock{s: s, fds: [2]int{cfd, pfd}}
 	if t != nil {
 		e.tls = t.Records()
-		ls.carriedTLS.Add(1)
 	}
 	e.dirs[0] = edir{src: 0, pend: early}
 	e.dirs[1] = edir{src: 1, pend: up.early}
 	s.client, s.podConn = nil, nil
 	// Counted before the loop can relay a byte or end the socket, so that
 	// whoever sees the socket's traffic or its end sees it counted.
-	ls.carried.Add(1)
 	l.p.countRelayed(relayEpoll, t != nil)
 	if !l.send(ecmd{e: e, add: true}) {
 		// The loops stopped under us (cannot happen while the socket is

@@ -4,14 +4,13 @@ package proxy
 
 import (
 	"errors"
-	"sync/atomic"
 
 	"github.com/edge-voice/edge/proxy/internal/tls13"
 )
 
 // loops: the epoll relay exists on Linux only; elsewhere every socket takes
 // the goroutine relay.
-type loops struct{ carried, carriedTLS, carriedUring atomic.Int64 }
+type loops struct{}
 
 func (*loops) start(*Proxy) error { return errors.New("epoll relay: Linux only") }
 func (*loops) stop()              {}

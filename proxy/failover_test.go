@@ -13,6 +13,7 @@ import (
 
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/internal/fakeagent"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // brokenPod starts a pod that fails the way kind says and returns its
@@ -224,12 +225,12 @@ func TestEjectedPodReturnsAfterItHeals(t *testing.T) {
 	_, url := e.callOn("pod-x")
 	echo(t, e.mustDial(url), "moved")
 	ctx := context.Background()
-	waitFor(t, "two failed probes", func() bool {
+	testwait.Until(t, 10*time.Second, "two failed probes", func() bool {
 		pi, _ := e.alloc.PodInfo(ctx, "pod-x")
 		return pi.Ejection != nil && pi.Ejection.Failures >= 3
 	})
 	h.healed.Store(true)
-	waitFor(t, "the pod back", func() bool {
+	testwait.Until(t, 10*time.Second, "the pod back", func() bool {
 		pi, _ := e.alloc.PodInfo(ctx, "pod-x")
 		return pi.Ejection == nil
 	})
@@ -238,17 +239,5 @@ func TestEjectedPodReturnsAfterItHeals(t *testing.T) {
 	}
 	if al, err := e.alloc.Allocate(ctx, allocator.Request{CallID: "CA9"}); err != nil || al.PodName != "pod-x" {
 		t.Errorf("new call = %+v, %v; want the healed pod (the only free gold pod)", al, err)
-	}
-}
-
-// waitFor polls cond (Redis state has no event to wait on) for 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -281,6 +281,27 @@ func (e *env) podOwner(pod string) string {
 
 // value reads a counter or gauge (prometheus/testutil would pull a module
 // edge does not otherwise need).
+// relayedSockets reads edge_proxy_relayed_sockets_total: the sockets relay
+// took whose client's transport is client ("tcp", "tls"; "": either).
+// relay "" sums the event loops' (epoll and uring).
+func (e *env) relayedSockets(relay Relay, client string) int64 {
+	var n float64
+	for _, r := range []Relay{relayEpoll, relayUring} {
+		if relay != "" {
+			r = relay
+		}
+		for _, c := range []string{"tcp", "tls"} {
+			if client == "" || c == client {
+				n += value(e.px.metrics.relayed.WithLabelValues(string(r), c))
+			}
+		}
+		if relay != "" {
+			break
+		}
+	}
+	return int64(n)
+}
+
 func value(m prometheus.Metric) float64 {
 	var d dto.Metric
 	if err := m.Write(&d); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/edge-voice/edge/internal/testwait"
 	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
@@ -97,7 +98,7 @@ func TestPodLostMidCall(t *testing.T) {
 				if tl, err := e.alloc.Timeline(context.Background(), callID); err != nil || tl.SocketEnd != "pod_lost" {
 					t.Errorf("timeline = %+v, %v; want pod_lost", tl, err)
 				}
-				waitFor(t, "the pod ejected", func() bool {
+				testwait.Until(t, 10*time.Second, "the pod ejected", func() bool {
 					pi, _ := e.alloc.PodInfo(context.Background(), "pod-x")
 					return pi.Ejection != nil && pi.Ejection.Reason == "lost"
 				})

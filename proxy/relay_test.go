@@ -18,6 +18,7 @@ import (
 
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/internal/fakeagent"
+	"github.com/edge-voice/edge/internal/testwait"
 	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
@@ -32,17 +33,14 @@ func (e *env) checkCarried(t *testing.T, relay Relay, want int64) {
 	// The client's dial returns once the 101 is written; the socket goes to
 	// a loop just after. The hand-over has no event to await, so this polls
 	// briefly (an epoll relay that fell back never gets there).
-	got := e.px.loops.carried.Load()
-	for deadline := time.Now().Add(5 * time.Second); got < want && time.Now().Before(deadline); got = e.px.loops.carried.Load() {
-		time.Sleep(time.Millisecond)
-	}
-	if got != want {
+	testwait.Until(t, 5*time.Second, fmt.Sprintf("%d sockets on the loops", want), func() bool { return e.relayedSockets("", "") >= want })
+	if got := e.relayedSockets("", ""); got != want {
 		t.Errorf("sockets on the loops = %d, want %d", got, want)
 	}
 	if relay != relayUring {
 		want = 0
 	}
-	if got := e.px.loops.carriedUring.Load(); got != want {
+	if got := e.relayedSockets(relayUring, ""); got != want {
 		t.Errorf("sockets on the uring loops = %d, want %d", got, want)
 	}
 }

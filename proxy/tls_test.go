@@ -150,10 +150,10 @@ func TestTLSClientTakesTheLoops(t *testing.T) {
 		if _, got, err := c.Read(ctx); err != nil || !bytes.Equal(got, big) {
 			t.Fatalf("40 KiB echo over TLS: %d bytes, %v", len(got), err)
 		}
-		if got := e.px.loops.carried.Load(); got != 2 {
+		if got := e.relayedSockets("", ""); got != 2 {
 			t.Errorf("sockets on the loops = %d, want 2 (plain and TLS)", got)
 		}
-		if got := e.px.loops.carriedTLS.Load(); got != 1 {
+		if got := e.relayedSockets("", "tls"); got != 1 {
 			t.Errorf("TLS sockets on the loops = %d, want 1", got)
 		}
 		echo(t, plain, "plain still flows")
@@ -180,7 +180,7 @@ func TestTLS12ClientTakesTheGoroutineRelay(t *testing.T) {
 		for i := range 5 {
 			echo(t, c, strings.Repeat("y", 10+i*3000))
 		}
-		if got := e.px.loops.carried.Load(); got != 0 {
+		if got := e.relayedSockets("", ""); got != 0 {
 			t.Errorf("sockets on the loops = %d, want 0 (TLS 1.2 stays with crypto/tls)", got)
 		}
 		c.Close(websocket.StatusNormalClosure, "")
@@ -206,7 +206,7 @@ func TestTLSEdgeKeyUpdateReadByCryptoTLS(t *testing.T) {
 		for i := range 30 {
 			echo(t, c, strings.Repeat("z", 10+i*700))
 		}
-		if got := e.px.loops.carriedTLS.Load(); got != 1 {
+		if got := e.relayedSockets("", "tls"); got != 1 {
 			t.Fatalf("TLS sockets on the loops = %d, want 1", got)
 		}
 		// 30 echoes of one record each, one KeyUpdate per 3 records.
@@ -234,7 +234,7 @@ func TestTLSResumingClientTakesTheLoops(t *testing.T) {
 			c.Close(websocket.StatusNormalClosure, "")
 			e.waitSockets(0)
 		}
-		if got := e.px.loops.carriedTLS.Load(); got != 2 {
+		if got := e.relayedSockets("", "tls"); got != 2 {
 			t.Errorf("TLS sockets on the loops = %d, want 2", got)
 		}
 	})
@@ -257,7 +257,7 @@ func TestTLSIdleClientClosed4000(t *testing.T) {
 		if owner := e.podOwner(pod); owner != "" {
 			t.Errorf("pod %s still leased to %q", pod, owner)
 		}
-		if got := e.px.loops.carriedTLS.Load(); got != 1 {
+		if got := e.relayedSockets("", "tls"); got != 1 {
 			t.Errorf("TLS sockets on the loops = %d, want 1", got)
 		}
 	})
@@ -315,7 +315,7 @@ func TestTLSSlowReaderBackpressure(t *testing.T) {
 		fl := floodUntilStalled(t, c)
 		fl.readAll(t)
 		echo(t, c, "after the flood")
-		if got := e.px.loops.carriedTLS.Load(); got != 1 {
+		if got := e.relayedSockets("", "tls"); got != 1 {
 			t.Errorf("TLS sockets on the loops = %d, want 1", got)
 		}
 		if got := rec.count(5 + 5 + 1 + tls13.TagLen); got < 100 {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edge-voice/edge/internal/testwait"
 	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
@@ -82,14 +83,14 @@ func TestTLSSuitesAgainstOpenSSL(t *testing.T) {
 					}
 				}
 				echoFrame("0123456789abcdef")
-				if got := e.px.loops.carriedTLS.Load(); got != 1 {
+				if got := e.relayedSockets("", "tls"); got != 1 {
 					t.Fatalf("TLS sockets on the loops = %d, want 1", got)
 				}
 				echoFrame(strings.Repeat("0123456789abcdef", 40<<10/16))
 				for _, cmdLetter := range []string{"K", "k", "K"} {
 					before := strings.Count(stderr.String(), "KEYUPDATE")
 					io.WriteString(stdin, cmdLetter+"\n")
-					waitFor(t, "openssl's KeyUpdate", func() bool { return strings.Count(stderr.String(), "KEYUPDATE") > before })
+					testwait.Until(t, 10*time.Second, "openssl's KeyUpdate", func() bool { return strings.Count(stderr.String(), "KEYUPDATE") > before })
 					echoFrame(strings.Repeat("abcdef", 100))
 				}
 				stdin.Write(wsproto.CloseFrame(1000, "", zero))

@@ -188,7 +188,7 @@ func TestTLSClientKeyUpdate(t *testing.T) {
 		_, url := e.allocate("CA-cku", "")
 		c := f.rawClient(t, e, url)
 		c.echo("before the key update")
-		if got := e.px.loops.carriedTLS.Load(); got != 1 {
+		if got := e.relayedSockets("", "tls"); got != 1 {
 			t.Fatalf("TLS sockets on the loops = %d, want 1", got)
 		}
 		for _, requested := range []byte{1, 0, 1} {

@@ -208,12 +208,11 @@ func (ls *loops) addUring(set []*uloop, s *socket, cc, pc *net.TCPConn, early []
 	e := &usock{s: s, fds: [2]int{cfd, pfd}}
 	if t != nil {
 		e.tls = t.Records()
-		ls.carriedTLS.Add(1)
 	}
 	e.dirs[0].out, e.dirs[1].out = early, up.early
 	s.client, s.podConn = nil, nil
-	ls.carried.Add(1)
-	ls.carriedUring.Add(1)
+	// Counted before the loop can relay a byte or end the socket, as on
+	// the epoll loops.
 	l.p.countRelayed(relayUring, t != nil)
 	if !l.send(ucmd{e: e, add: true}) {
 		unix.Close(cfd)

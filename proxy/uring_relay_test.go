@@ -39,10 +39,10 @@ func TestUringRelayCarriesTLS(t *testing.T) {
 	echo(t, c, "over tls")
 	echo(t, plain, "plain still flows")
 
-	if got := e.px.loops.carriedTLS.Load(); got != 1 {
+	if got := e.relayedSockets("", "tls"); got != 1 {
 		t.Errorf("TLS sockets on the loops = %d, want 1", got)
 	}
-	if got := e.px.loops.carriedUring.Load(); got != 2 {
+	if got := e.relayedSockets(relayUring, ""); got != 2 {
 		t.Errorf("sockets on the uring loops = %d, want 2 (plain and TLS)", got)
 	}
 	for _, m := range []struct {

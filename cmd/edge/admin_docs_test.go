@@ -17,6 +17,7 @@ import (
 
 	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // docAdmin is one `edge admin ...` the docs name: the command (its first
@@ -160,7 +161,7 @@ pods:
 		}
 		return m
 	}
-	waitFor(t, 20*time.Second, "the pods registered", func() bool { return len(podStates()) == 3 })
+	testwait.Until(t, 20*time.Second, "the pods registered", func() bool { return len(podStates()) == 3 })
 
 	// A live call on an exclusive pod, allocated as a provider's would be.
 	allocate := func(id string) string {
@@ -406,15 +407,4 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// waitFor polls cond until it holds (no event tells a test that the
-// leader's first pod sync has run).
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,7 +14,7 @@ import (
 
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/internal/fakeagent"
-	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // TestBrokenPodsEndToEnd runs broken pods against two real edge
@@ -30,8 +29,7 @@ func TestBrokenPodsEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs edge processes")
 	}
-	bin := mediaBuildEdge(t)
-	rs := testredis.Start(t, testredis.TCP())
+	f := newE2E(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -49,32 +47,26 @@ func TestBrokenPodsEndToEnd(t *testing.T) {
 		"x-status":   e2eBroken(t, "status", healable),
 		"x-reset":    e2eBroken(t, "reset", nil),
 	}
-	var static strings.Builder
+	var static []string
 	for name, addr := range pods {
-		fmt.Fprintf(&static, "    - {name: %s, address: %q, tier: gold}\n", name, addr)
+		static = append(static, name, addr)
 	}
 	// Five of six pods fail here: max_ejection_percent 100 lets each be
 	// ejected (the bound itself is tested in allocator and proxy). Every
 	// call is allocated first and its socket opened subtests later: the
 	// lease must outlive that wait on a loaded machine (1s did not: a call
 	// was swept before its socket came).
-	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
-listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
-log: {format: json, level: debug}
-redis: {url: %q}
+	cfg := f.config("edge.yaml", `
 allocator: {lease_ttl: 15s, renew_interval: 5s, call_info_ttl: 1h}
 tiers: {gold: {type: exclusive, target: 6}}
 default_chain: [gold]
-pods:
-  static:
-%s
-proxy: {token_secret: %q, idle_timeout: 5s, dial_timeout: 300ms, connect_budget: 2s, eject_backoff: 300ms, eject_max_backoff: 1s, probe_interval: 100ms, max_ejection_percent: 100, health_path: /health}
+proxy: {idle_timeout: 5s, dial_timeout: 300ms, connect_budget: 2s, eject_backoff: 300ms, eject_max_backoff: 1s, probe_interval: 100ms, max_ejection_percent: 100, health_path: /health}
 pool: {zombie_sweep_interval: 300ms}
 leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
-`+apiTokenYAML, rs.URL(), static.String(), strings.Repeat("s", 32)))
-	a := mediaStartReplica(t, bin, "edge-a", cfg)
-	b := mediaStartReplica(t, bin, "edge-b", cfg)
-	mediaEventually(t, 10*time.Second, "all six pods registered", func() bool {
+`+podsYAML("gold", static...))
+	a := f.start("edge-a", cfg)
+	b := f.start("edge-b", cfg)
+	testwait.Until(t, 10*time.Second, "all six pods registered", func() bool {
 		for pod := range pods {
 			if mediaPod(t, a.admin, pod).Status == "" {
 				return false
@@ -110,7 +102,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 				}
 			}
 			c.Close(websocket.StatusNormalClosure, "")
-			mediaEventually(t, 5*time.Second, "pod-ok free", func() bool { return mediaPod(t, a.admin, "pod-ok").Lease == "" })
+			testwait.Until(t, 5*time.Second, "pod-ok free", func() bool { return mediaPod(t, a.admin, "pod-ok").Lease == "" })
 		})
 	}
 
@@ -129,7 +121,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 		if _, _, err := c.Read(rctx); websocket.CloseStatus(err) != 1014 {
 			t.Errorf("provider read %v, want close 1014", err)
 		}
-		mediaEventually(t, 5*time.Second, "pod-killed released", func() bool { return mediaPod(t, b.admin, "pod-killed").Lease == "" })
+		testwait.Until(t, 5*time.Second, "pod-killed released", func() bool { return mediaPod(t, b.admin, "pod-killed").Lease == "" })
 		if ej := e2eEjection(t, a.admin, "pod-killed"); ej == nil || ej.Reason != "lost" {
 			t.Errorf("pod-killed ejection %+v, want lost", ej)
 		}
@@ -138,7 +130,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 	t.Run("the healed pod returns on both replicas", func(t *testing.T) {
 		healable.healed.Store(true)
 		for _, r := range []*mediaReplica{a, b} {
-			mediaEventually(t, 10*time.Second, "x-status back on "+r.name, func() bool { return e2eEjection(t, r.admin, "x-status") == nil })
+			testwait.Until(t, 10*time.Second, "x-status back on "+r.name, func() bool { return e2eEjection(t, r.admin, "x-status") == nil })
 		}
 		if e2eEjection(t, a.admin, "x-closed") == nil {
 			t.Error("x-closed came back while still broken")
@@ -146,7 +138,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 	})
 
 	t.Run("invariants", func(t *testing.T) {
-		rdb := rs.Client()
+		rdb := f.redis.Client()
 		k := allocator.NewKeys("")
 		for _, pattern := range []string{k.Call("*"), k.Lease("*"), k.PodCalls("*")} {
 			if keys := rdb.Keys(ctx, pattern).Val(); len(keys) > 0 {

@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/fakeagent"
 	"github.com/edge-voice/edge/internal/testredis"
 )
@@ -91,7 +92,7 @@ type faultRig struct {
 }
 
 func newFaultRig(t *testing.T) *faultRig {
-	s := &faultRig{bin: mediaBuildEdge(t), redis: testredis.Start(t, testredis.TCP()), pods: 12}
+	s := &faultRig{bin: edgetest.Binary(t), redis: testredis.Start(t, testredis.TCP()), pods: 12}
 	s.rdb = s.redis.Client()
 	var pods strings.Builder
 	for i := range s.pods {

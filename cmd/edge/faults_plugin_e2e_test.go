@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // faultTwilioToken signs the fault suite's Twilio webhooks (the rig's
@@ -137,7 +139,7 @@ func (s *faultRig) killPluginUnderFlood(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	provWaitFor(t, "twilio plugin restarted", func() bool {
+	testwait.Until(t, 60*time.Second, "twilio plugin restarted", func() bool {
 		np, ok := provFindChild(r.cmd.Process.Pid, "plugin twilio")
 		return ok && np != pid
 	})

@@ -2,16 +2,14 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
-	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // On SIGTERM the leader gives its lock up before the slow shutdown steps,
@@ -24,25 +22,17 @@ func TestLeaderReleasesBeforeTheDrainOnSIGTERM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs an edge process")
 	}
-	bin := mediaBuildEdge(t)
-	rs := testredis.Start(t, testredis.TCP())
+	f := newE2E(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ag := mediaAgent(t)
-	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
-listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
-log: {format: json, level: debug}
-redis: {url: %q}
+	e := f.start("edge", f.config("edge.yaml", `
 tiers: {gold: {type: exclusive, target: 1}}
 default_chain: [gold]
-pods:
-  static:
-    - {name: pod-a, address: %q, tier: gold}
-proxy: {token_secret: %q, idle_timeout: 30s, drain_timeout: 60s}
+proxy: {idle_timeout: 30s, drain_timeout: 60s}
 leader: {lease_duration: 15s, renew_deadline: 10s, retry_period: 2s}
-`+apiTokenYAML, rs.URL(), ag.Addr(), strings.Repeat("s", 32)))
-	e := mediaStartReplica(t, bin, "edge", cfg)
-	mediaEventually(t, 10*time.Second, "leading with pod-a registered", func() bool {
+`+podsYAML("gold", "pod-a", ag.Addr())))
+	testwait.Until(t, 10*time.Second, "leading with pod-a registered", func() bool {
 		var st struct {
 			IsLeader bool `json:"is_leader"`
 		}
@@ -56,7 +46,7 @@ leader: {lease_duration: 15s, renew_deadline: 10s, retry_period: 2s}
 	c := mediaDial(t, url)
 	mediaStream(t, c, "CA-sigterm-1", 3)
 
-	sub := rs.Client().Subscribe(ctx, "voice:leader:lock")
+	sub := f.redis.Client().Subscribe(ctx, "voice:leader:lock")
 	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil { // the subscription is confirmed
 		t.Fatal(err)
@@ -74,7 +64,7 @@ leader: {lease_duration: 15s, renew_deadline: 10s, retry_period: 2s}
 		t.Fatal("edge exited before the lock release was seen: the release did not come first")
 	default:
 	}
-	if got := rs.Client().Exists(ctx, "voice:leader:lock").Val(); got != 0 {
+	if got := f.redis.Client().Exists(ctx, "voice:leader:lock").Val(); got != 0 {
 		t.Error("the lock still exists after its release was published")
 	}
 	// The drain still holds the live call: it keeps relaying after the release.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // The README's run command with no configuration: embedded Redis, built-in
@@ -138,11 +139,11 @@ func postJSON(t *testing.T, url, body string) (int, map[string]any) {
 // connection still routed to the old pod.
 func TestShutdownDelayKeepsServingWhileNotReady(t *testing.T) {
 	edge := edgetest.Start(t, []string{"--set", "http.shutdown_delay=5s"})
-	provWaitFor(t, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
+	testwait.Until(t, 60*time.Second, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
 	if err := syscall.Kill(edge.Pid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	provWaitFor(t, "readiness false after SIGTERM", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 503 })
+	testwait.Until(t, 60*time.Second, "readiness false after SIGTERM", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 503 })
 
 	status, body := postJSON(t, edge.PublicURL+"/api/v1/allocate", `{"call_sid":"CA-after-sigterm","merchant_id":"demo"}`)
 	if status != 200 {

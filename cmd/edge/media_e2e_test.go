@@ -14,7 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/edge-voice/edge/internal/fakeagent"
-	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 const mediaLeaseTTL = time.Second
@@ -27,33 +27,25 @@ func TestMediaPathEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs edge processes")
 	}
-	bin := mediaBuildEdge(t)
-	rs := testredis.Start(t, testredis.TCP())
-	var pods strings.Builder
+	f := newE2E(t)
 	agents := map[string]*fakeagent.Agent{}
+	var pods []string
 	for _, name := range []string{"pod-a", "pod-b"} {
 		ag := mediaAgent(t)
 		agents[name] = ag
-		fmt.Fprintf(&pods, "    - {name: %s, address: %q, tier: gold}\n", name, ag.Addr())
+		pods = append(pods, name, ag.Addr())
 	}
-	yaml := fmt.Sprintf(`
-listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
-log: {format: json, level: debug}
-redis: {url: %q}
+	cfg := f.config("edge.yaml", fmt.Sprintf(`
 allocator: {lease_ttl: %s, renew_interval: 300ms, call_info_ttl: 1h}
 tiers: {gold: {type: exclusive, target: 2}}
 default_chain: [gold]
-pods:
-  static:
-%s
-proxy: {token_secret: %q, idle_timeout: 5s}
+proxy: {idle_timeout: 5s}
 pool: {zombie_sweep_interval: 300ms}
 leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
-`+apiTokenYAML, rs.URL(), mediaLeaseTTL, pods.String(), strings.Repeat("s", 32))
+`, mediaLeaseTTL)+podsYAML("gold", pods...))
 	// B, which holds the sockets, relays them through io_uring.
-	a := mediaStartReplica(t, bin, "edge-a", mediaWriteFile(t, "edge-a.yaml", yaml))
-	b := mediaStartReplica(t, bin, "edge-b", mediaWriteFile(t, "edge-b.yaml",
-		strings.Replace(yaml, "idle_timeout: 5s}", "idle_timeout: 5s, relay: uring, uring_batch: 200us}", 1)))
+	a := f.start("edge-a", cfg)
+	b := f.start("edge-b", cfg, "EDGE_PROXY__RELAY=uring", "EDGE_PROXY__URING_BATCH=200us")
 
 	// allocate on A; the media URL is rewritten to reach B.
 	allocate := func(t *testing.T, callID string) (pod, wsURL string, status int) {
@@ -69,7 +61,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 		c := mediaDial(t, url)
 		mediaStream(t, c, "CA-e2e-1", 50) // one second at 50 frames/s
 		c.Close(websocket.StatusNormalClosure, "stop")
-		mediaEventually(t, 5*time.Second, pod+" back in its pool", func() bool {
+		testwait.Until(t, 5*time.Second, pod+" back in its pool", func() bool {
 			p := mediaPod(t, a.admin, pod)
 			return p.Status == "available" && p.Lease == ""
 		})
@@ -108,7 +100,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 			}
 		}
 		c.Close(websocket.StatusNormalClosure, "")
-		mediaEventually(t, 5*time.Second, pod+" released", func() bool { return mediaPod(t, a.admin, pod).Status == "available" })
+		testwait.Until(t, 5*time.Second, pod+" released", func() bool { return mediaPod(t, a.admin, pod).Status == "available" })
 	})
 
 	t.Run("kill -9 of the replica holding the socket: the pod comes back after lease expiry and a sweep", func(t *testing.T) {
@@ -130,9 +122,9 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 		if p := mediaPod(t, a.admin, pod); p.Status == "available" {
 			t.Fatalf("%s available at once after the kill (%+v): the lease should hold it until it expires", pod, p)
 		}
-		mediaEventually(t, 3*mediaLeaseTTL, "lease of "+pod+" expired", func() bool { return mediaPod(t, a.admin, pod).Lease == "" })
+		testwait.Until(t, 3*mediaLeaseTTL, "lease of "+pod+" expired", func() bool { return mediaPod(t, a.admin, pod).Lease == "" })
 		expired := time.Since(killed)
-		mediaEventually(t, 10*time.Second, pod+" back in its pool", func() bool {
+		testwait.Until(t, 10*time.Second, pod+" back in its pool", func() bool {
 			p := mediaPod(t, a.admin, pod)
 			return p.Status == "available" && p.CallID == ""
 		})
@@ -155,7 +147,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 		}
 		for i, c := range conns {
 			c.Close(websocket.StatusNormalClosure, "")
-			mediaEventually(t, 5*time.Second, got[i]+" released", func() bool { return mediaPod(t, a.admin, got[i]).Status == "available" })
+			testwait.Until(t, 5*time.Second, got[i]+" released", func() bool { return mediaPod(t, a.admin, got[i]).Status == "available" })
 		}
 	})
 
@@ -164,7 +156,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 		url = mediaOn(a, url)
 		c := mediaDial(t, url)
 		a.cmd.Process.Signal(syscall.SIGTERM)
-		mediaEventually(t, 5*time.Second, "readiness false after SIGTERM", func() bool {
+		testwait.Until(t, 5*time.Second, "readiness false after SIGTERM", func() bool {
 			resp, err := http.Get(a.admin + "/readyz")
 			if err != nil {
 				return true // the admin listener closed: shutdown is under way

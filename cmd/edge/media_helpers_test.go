@@ -19,18 +19,6 @@ import (
 	"github.com/edge-voice/edge/internal/fakeagent"
 )
 
-// mediaBuildEdge builds the edge binary into the test's temp dir: the
-// end-to-end tests run real processes.
-func mediaBuildEdge(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "edge")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // mediaReplica is one running edge process.
 type mediaReplica struct {
 	name          string
@@ -41,12 +29,16 @@ type mediaReplica struct {
 	log           bytes.Buffer
 }
 
-// mediaStartReplica runs bin with the config file and waits until both
-// listeners are bound (read from its JSON log).
-func mediaStartReplica(t *testing.T, bin, name, configFile string) *mediaReplica {
+// mediaStartReplica runs bin with the config file (and env beside the
+// test process's own) and waits until both listeners are bound (read from
+// its JSON log).
+func mediaStartReplica(t *testing.T, bin, name, configFile string, env ...string) *mediaReplica {
 	t.Helper()
 	r := &mediaReplica{name: name, done: make(chan struct{})}
 	r.cmd = exec.Command(bin, "--config", configFile)
+	if len(env) > 0 {
+		r.cmd.Env = append(os.Environ(), env...)
+	}
 	stderr, err := r.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -167,21 +159,6 @@ func mediaPod(t *testing.T, admin, pod string) mediaPodInfo {
 		t.Fatal(err)
 	}
 	return body.Pod
-}
-
-// mediaEventually polls another process's state (no event crosses the
-// process boundary) until cond holds.
-func mediaEventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("not within %v: %s", within, what)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 func mediaWriteFile(t *testing.T, name, text string) string {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"os/exec"
@@ -15,8 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/edge-voice/edge/internal/edgetest"
-	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // TestExotelSampleRateEndToEnd runs the edge binary with its built-in
@@ -29,26 +27,17 @@ func TestExotelSampleRateEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs an edge process")
 	}
-	bin := edgetest.Binary(t)
-	rs := testredis.Start(t, testredis.TCP())
+	f := newE2E(t)
 	agent := mediaAgent(t)
-	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
-listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
-log: {format: json, level: debug}
-redis: {url: %q}
+	e := f.start("edge", f.config("edge.yaml", `
 tiers: {gold: {type: exclusive, target: 1}}
 default_chain: [gold]
-pods:
-  static:
-    - {name: agent-0, address: %q, tier: gold}
-proxy: {token_secret: %q}
 providers:
   plugins:
     exotel:
       settings: {sample_rate: "16000", sample_rate_by_merchant: "hd=24000"}
-`, rs.URL(), agent.Addr(), strings.Repeat("s", 32)))
-	e := mediaStartReplica(t, bin, "edge", cfg)
-	mediaEventually(t, 30*time.Second, "edge ready with its plugins", func() bool { return provGet(t, e.admin+"/readyz") == 200 })
+`+podsYAML("gold", "agent-0", agent.Addr())))
+	testwait.Until(t, 30*time.Second, "edge ready with its plugins", func() bool { return provGet(t, e.admin+"/readyz") == 200 })
 
 	resp, err := http.Post(e.public+"/api/v1/exotel/allocate?merchant_id=hd", "application/json",
 		strings.NewReader(`{"CallSid":"ex-rate-1","CallFrom":"09999999999","CallTo":"08047491899"}`))
@@ -101,12 +90,12 @@ providers:
 		t.Errorf("the pod's Edge-Media-Params = %q, want [sample-rate=24000]", got)
 	}
 	c.Close(websocket.StatusNormalClosure, "")
-	mediaEventually(t, 5*time.Second, "agent-0 free", func() bool { return mediaPod(t, e.admin, "agent-0").Lease == "" })
+	testwait.Until(t, 5*time.Second, "agent-0 free", func() bool { return mediaPod(t, e.admin, "agent-0").Lease == "" })
 
 	// A rate Exotel does not stream at is refused before serving.
 	bad := mediaWriteFile(t, "bad.yaml", "providers:\n  plugins:\n    exotel: {settings: {sample_rate_by_merchant: 'hd=44100'}}\n")
 	var stderr bytes.Buffer
-	cmd := exec.Command(bin, "check-config", "--config", bad)
+	cmd := exec.Command(f.bin, "check-config", "--config", bad)
 	cmd.Stderr = &stderr
 	var exit *exec.ExitError
 	if err := cmd.Run(); !errors.As(err, &exit) || exit.ExitCode() == 0 {

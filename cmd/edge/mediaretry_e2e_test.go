@@ -3,20 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"html"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
-	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // TestProviderMediaRetryIsAdmitted runs a real edge with its built-in
@@ -30,26 +28,18 @@ func TestProviderMediaRetryIsAdmitted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs edge processes")
 	}
-	bin := mediaBuildEdge(t)
-	rs := testredis.Start(t, testredis.TCP())
+	f := newE2E(t)
 	closed := e2eBroken(t, "closed", nil)
-	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
-listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
-log: {format: json, level: debug}
-redis: {url: %q}
+	e := f.start("edge", f.config("edge.yaml", `
 allocator: {lease_ttl: 15s, renew_interval: 5s, call_info_ttl: 1h}
 tiers: {gold: {type: exclusive, target: 1}}
 default_chain: [gold]
-pods:
-  static:
-    - {name: x-closed, address: %q, tier: gold}
-proxy: {token_secret: %q, dial_timeout: 300ms, connect_budget: 2s, max_ejection_percent: 50}
-`, rs.URL(), closed, strings.Repeat("s", 32)))
-	e := mediaStartReplica(t, bin, "edge", cfg)
-	mediaEventually(t, 30*time.Second, "edge ready with its plugins", func() bool { return provGet(t, e.admin+"/readyz") == 200 })
+proxy: {dial_timeout: 300ms, connect_budget: 2s, max_ejection_percent: 50}
+`+podsYAML("gold", "x-closed", closed)))
+	testwait.Until(t, 30*time.Second, "edge ready with its plugins", func() bool { return provGet(t, e.admin+"/readyz") == 200 })
 	podFree := func(t *testing.T) {
 		t.Helper()
-		mediaEventually(t, 5*time.Second, "x-closed free", func() bool { return mediaPod(t, e.admin, "x-closed").Lease == "" })
+		testwait.Until(t, 5*time.Second, "x-closed free", func() bool { return mediaPod(t, e.admin, "x-closed").Lease == "" })
 	}
 
 	t.Run("twilio: no retry declared, the call ends on the first 502", func(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // TestOutsideSuite is the fault suite as edge's users see it
@@ -113,7 +115,7 @@ var outsideScenarios = []outsideScenario{
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		provWaitFor(t, "twilio plugin restarted", func() bool {
+		testwait.Until(t, 60*time.Second, "twilio plugin restarted", func() bool {
 			np, ok := provFindChild(rp.cmd.Process.Pid, "plugin twilio")
 			return ok && np != pid
 		})

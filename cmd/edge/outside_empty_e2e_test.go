@@ -11,6 +11,7 @@ import (
 
 	"github.com/edge-voice/edge/internal/fakeagent"
 	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // Redis restarted empty under live calls must not hand a busy exclusive
@@ -45,7 +46,7 @@ pods:
 proxy: {token_secret: %q}
 `+apiTokenYAML, rs.URL(), pods.String(), strings.Repeat("s", 32)))
 	e := mediaStartReplica(t, bin, "edge", cfg)
-	mediaEventually(t, 30*time.Second, "4 pods available", func() bool {
+	testwait.Until(t, 30*time.Second, "4 pods available", func() bool {
 		for i := range 4 {
 			if mediaPod(t, e.admin, fmt.Sprintf("pod-%d", i)).Status != "available" {
 				return false

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/edge-voice/edge/internal/balancer"
+	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/fakeagent"
 	"github.com/edge-voice/edge/internal/testredis"
 )
@@ -171,12 +172,10 @@ providers: {webhook_base_url: %q, plugins: {twilio: {auth_tokens: %q}}}
 }
 
 // outsideEdgeBinary is EDGE_BINARY when set (to measure another build of
-// edge, e.g. a commit before a fix, with this suite) or a fresh build.
+// edge, e.g. a commit before a fix, with this suite) or the build of this
+// tree (edgetest.Binary).
 func outsideEdgeBinary(t *testing.T) string {
-	if bin := os.Getenv("EDGE_BINARY"); bin != "" {
-		return bin
-	}
-	return mediaBuildEdge(t)
+	return edgetest.Binary(t)
 }
 
 // outsideAgent is a recording agent that serves until the test's end.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/edge-voice/edge/internal/edgetest"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // TestBuiltinProvidersAsPluginProcesses runs the real edge binary with no
@@ -32,7 +33,7 @@ func TestBuiltinProvidersAsPluginProcesses(t *testing.T) {
 	edge := edgetest.Start(t, nil,
 		"EDGE_PROVIDERS__PLUGINS__TWILIO__AUTH_TOKENS="+token,
 		"EDGE_PROVIDERS__WEBHOOK_BASE_URL=https://edge.example.com")
-	provWaitFor(t, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
+	testwait.Until(t, 60*time.Second, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
 	if strings.Contains(edge.Log(), token) {
 		t.Error("the auth token is in edge's log")
 	}
@@ -62,7 +63,7 @@ func TestBuiltinProvidersAsPluginProcesses(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	provWaitFor(t, "twilio plugin restarted", func() bool {
+	testwait.Until(t, 60*time.Second, "twilio plugin restarted", func() bool {
 		np, ok := provFindChild(edge.Pid(), "plugin twilio")
 		return ok && np != pid && provGet(t, edge.AdminURL+"/readyz") == 200
 	})
@@ -99,22 +100,10 @@ func provGet(t *testing.T, u string) int {
 	return resp.StatusCode
 }
 
-// provWaitFor polls cond: the state of another process offers no event to wait on.
-func provWaitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func provChildPID(t *testing.T, parent int, cmdline string) int {
 	t.Helper()
 	var pid int
-	provWaitFor(t, cmdline+" process", func() bool {
+	testwait.Until(t, 60*time.Second, cmdline+" process", func() bool {
 		var ok bool
 		pid, ok = provFindChild(parent, cmdline)
 		return ok

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // A blip of the shared Redis shorter than http.readiness_redis_grace does
@@ -25,16 +25,9 @@ func TestReadinessRidesOutARedisBlip(t *testing.T) {
 		t.Skip("builds and runs an edge process")
 	}
 	const grace = 3 * time.Second
-	bin := mediaBuildEdge(t)
-	rs := testredis.Start(t, testredis.TCP())
-	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
-listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: ""}
-log: {format: json, level: debug}
-redis: {url: %q}
-http: {readiness_redis_grace: %s}
-proxy: {token_secret: %q}
-`+apiTokenYAML, rs.URL(), grace, strings.Repeat("s", 32)))
-	e := mediaStartReplica(t, bin, "edge", cfg)
+	f := newE2E(t)
+	rs := f.redis
+	e := f.start("edge", f.config("edge.yaml", fmt.Sprintf("http: {readiness_redis_grace: %s}\n", grace)), "EDGE_LISTEN__INTERNAL=")
 
 	p := startReadyzPoller(t, map[string]string{"admin": e.admin + "/readyz", "public": e.public + "/readyz"}, 100*time.Millisecond)
 	p.await(t, 30*time.Second, "both listeners ready", time.Time{}, func(a []readyzAnswer) bool {
@@ -86,7 +79,7 @@ proxy: {token_secret: %q}
 	}
 
 	// edge's log lines leave in batches (logwriter.go): awaited.
-	mediaEventually(t, 5*time.Second, "a log line saying the grace ran out", func() bool {
+	testwait.Until(t, 5*time.Second, "a log line saying the grace ran out", func() bool {
 		return strings.Contains(e.logText(), "failing for longer than its grace: this replica is not ready")
 	})
 

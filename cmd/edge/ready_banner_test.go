@@ -10,12 +10,13 @@ import (
 
 	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // waitLog waits for text in edge's log.
 func waitLog(t *testing.T, edge *edgetest.Process, text string) string {
 	t.Helper()
-	mediaEventually(t, 30*time.Second, "log line "+text, func() bool { return strings.Contains(edge.Log(), text) })
+	testwait.Until(t, 30*time.Second, "log line "+text, func() bool { return strings.Contains(edge.Log(), text) })
 	return edge.Log()
 }
 

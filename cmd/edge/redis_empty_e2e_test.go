@@ -13,7 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/edge-voice/edge/internal/fakeagent"
-	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // Redis restarted empty under a running edge (kill redis-server, start an
@@ -28,31 +28,25 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs an edge process")
 	}
-	bin := mediaBuildEdge(t)
-	rs := testredis.Start(t, testredis.TCP())
+	f := newE2E(t)
+	rs := f.redis
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var pods strings.Builder
 	agents := map[string]*fakeagent.Agent{}
+	var pods []string
 	for _, name := range []string{"pod-a", "pod-b"} {
 		ag := mediaAgent(t)
 		agents[name] = ag
-		fmt.Fprintf(&pods, "    - {name: %s, address: %q, tier: gold}\n", name, ag.Addr())
+		pods = append(pods, name, ag.Addr())
 	}
-	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
-listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
-log: {format: json, level: debug}
-redis: {url: %q}
+	cfg := f.config("edge.yaml", `
 allocator: {lease_ttl: 1s, renew_interval: 300ms, call_info_ttl: 1h}
 tiers: {gold: {type: exclusive, target: 2}}
 default_chain: [gold]
-pods:
-  static:
-%s
-proxy: {token_secret: %q, idle_timeout: 1m}
+proxy: {idle_timeout: 1m}
 pool: {zombie_sweep_interval: 300ms, tier_config_refresh: 1m}
 leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
-`+apiTokenYAML, rs.URL(), pods.String(), strings.Repeat("s", 32)))
+`+podsYAML("gold", pods...))
 	// Merchant config and a merchant pool target live only in Redis; the
 	// replica reads its copy at start (the next refresh is a minute away,
 	// so what comes back after the restart can only be that copy, written
@@ -60,11 +54,11 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 	before := rs.Client()
 	before.HSet(ctx, "voice:merchant:config", "acme", `{"fallback":["gold"],"max_calls":5}`)
 	before.HSet(ctx, "voice:merchant:targets", "acme-pool", 0) // a target of 0 moves no pod
-	e := mediaStartReplica(t, bin, "edge", cfg)
-	mediaEventually(t, 10*time.Second, "pods registered", func() bool {
+	e := f.start("edge", cfg)
+	testwait.Until(t, 10*time.Second, "pods registered", func() bool {
 		return mediaPod(t, e.admin, "pod-a").Status == "available" && mediaPod(t, e.admin, "pod-b").Status == "available"
 	})
-	mediaEventually(t, 10*time.Second, "the tier refresh at start", func() bool { return refreshPasses(t, e) > 0 })
+	testwait.Until(t, 10*time.Second, "the tier refresh at start", func() bool { return refreshPasses(t, e) > 0 })
 
 	livePod, url, status := allocateOn(t, e, "CA-empty-1")
 	if status != http.StatusOK {
@@ -78,7 +72,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 	client := rs.Client()
 
 	// The replica writes its live call back (its heartbeat, about a second).
-	mediaEventually(t, 10*time.Second, "the live call written back", func() bool {
+	testwait.Until(t, 10*time.Second, "the live call written back", func() bool {
 		return seccompMetric(t, e.admin, `edge_calls_reasserted_total{result="reasserted"}`) == 1
 	})
 	t.Logf("live call written back %s after the restart", time.Since(restarted).Round(time.Millisecond))
@@ -119,10 +113,10 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 		t.Fatalf("%s accepted %d sockets, want only the live call's", livePod, n)
 	}
 	c.Close(websocket.StatusNormalClosure, "")
-	mediaEventually(t, 10*time.Second, "the live call's pod free again", func() bool {
+	testwait.Until(t, 10*time.Second, "the live call's pod free again", func() bool {
 		return mediaPod(t, e.admin, livePod).Status == "available"
 	})
-	mediaEventually(t, 5*time.Second, "a log line saying the calls were written back", func() bool {
+	testwait.Until(t, 5*time.Second, "a log line saying the calls were written back", func() bool {
 		return strings.Contains(e.logText(), "redis lost its data")
 	})
 }

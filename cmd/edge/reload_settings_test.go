@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // End to end: a config file edit with a setting the exotel
@@ -38,7 +40,7 @@ func TestProviderReloadRefusesABadPluginSetting(t *testing.T) {
 	}
 	write("127.0.0.1")
 	edge := edgetest.Start(t, []string{"--config", path})
-	provWaitFor(t, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
+	testwait.Until(t, 60*time.Second, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
 	voicebot := func(call string) int {
 		return provGet(t, edge.PublicURL+"/providers/exotel/voicebot?merchant_id=m&CallSid="+call)
 	}
@@ -47,7 +49,7 @@ func TestProviderReloadRefusesABadPluginSetting(t *testing.T) {
 	}
 
 	write("not-an-ip")
-	provWaitFor(t, "the refusal logged", func() bool {
+	testwait.Until(t, 60*time.Second, "the refusal logged", func() bool {
 		return strings.Contains(edge.Log(), "provider plugin refused new settings") && strings.Contains(edge.Log(), "not-an-ip")
 	})
 	if got := voicebot("ex-2"); got != 200 {
@@ -62,7 +64,7 @@ func TestProviderReloadRefusesABadPluginSetting(t *testing.T) {
 
 	// 127.0.0.1 is outside the new list: the valid edit applied.
 	write("192.0.2.0/24")
-	provWaitFor(t, "the valid edit applied", func() bool { return voicebot("ex-3") == 403 })
+	testwait.Until(t, 60*time.Second, "the valid edit applied", func() bool { return voicebot("ex-3") == 403 })
 }
 
 func provBody(t *testing.T, u string) string {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // A replica stopped gracefully (SIGTERM, its sockets drained) leaves the
@@ -24,25 +24,18 @@ func TestGracefulStopIsNoDeath(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs two edge processes")
 	}
-	bin := mediaBuildEdge(t)
-	rs := testredis.Start(t, testredis.TCP())
+	f := newE2E(t)
 	ag := mediaAgent(t)
-	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
-listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
-log: {format: json, level: debug}
-redis: {url: %q}
+	cfg := f.config("edge.yaml", `
 allocator: {heartbeat_interval: 200ms, replica_ttl: 1s}
 tiers: {gold: {type: exclusive, target: 1}}
 default_chain: [gold]
-pods:
-  static:
-    - {name: pod-a, address: %q, tier: gold}
-proxy: {token_secret: %q, idle_timeout: 30s, drain_timeout: 60s}
-`+apiTokenYAML, rs.URL(), ag.Addr(), strings.Repeat("s", 32)))
-	a := mediaStartReplica(t, bin, "edge-a", cfg)
-	b := mediaStartReplica(t, bin, "edge-b", cfg)
-	rdb := rs.Client()
-	mediaEventually(t, 10*time.Second, "both replicas beating, pod-a available", func() bool {
+proxy: {idle_timeout: 30s, drain_timeout: 60s}
+`+podsYAML("gold", "pod-a", ag.Addr()))
+	a := f.start("edge-a", cfg)
+	b := f.start("edge-b", cfg)
+	rdb := f.redis.Client()
+	testwait.Until(t, 10*time.Second, "both replicas beating, pod-a available", func() bool {
 		return rdb.ZCard(t.Context(), "voice:replicas").Val() == 2 && mediaPod(t, a.admin, "pod-a").Status == "available"
 	})
 	// A call answered and relayed by a, ended by its caller.
@@ -70,7 +63,7 @@ proxy: {token_secret: %q, idle_timeout: 30s, drain_timeout: 60s}
 	const checks = `edge_poolmgr_loop_duration_seconds_count{loop="dead_replicas"}`
 	var from int
 	fmt.Sscan(adminMetric(t, b.admin, checks), &from)
-	mediaEventually(t, 30*time.Second, "ten more dead-replica checks on edge-b", func() bool {
+	testwait.Until(t, 30*time.Second, "ten more dead-replica checks on edge-b", func() bool {
 		var n int
 		fmt.Sscan(adminMetric(t, b.admin, checks), &n)
 		return n >= from+10

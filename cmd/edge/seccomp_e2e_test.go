@@ -20,6 +20,7 @@ import (
 	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/seccomptest"
 	"github.com/edge-voice/edge/internal/testpki"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // The seccomp profile deploy/components/uring ships for proxy.relay: uring
@@ -56,13 +57,13 @@ func TestUringRelayUnderTheShippedSeccompProfile(t *testing.T) {
 				t.Fatalf("public listener %s does not terminate TLS", edge.PublicURL)
 			}
 
-			provWaitFor(t, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
+			testwait.Until(t, 60*time.Second, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
 			// The relay starts with the proxy's Run, beside the listeners.
 			info := `edge_proxy_relay_info{configured="uring",running="` + tc.relay + `"}`
-			provWaitFor(t, "the "+tc.relay+" relay running", func() bool { return seccompMetric(t, edge.AdminURL, info) == 1 })
+			testwait.Until(t, 60*time.Second, "the "+tc.relay+" relay running", func() bool { return seccompMetric(t, edge.AdminURL, info) == 1 })
 			if tc.relay == "epoll" {
 				// Log lines leave in batches (2 ms): wait for it.
-				provWaitFor(t, "a warning that io_uring was refused", func() bool {
+				testwait.Until(t, 60*time.Second, "a warning that io_uring was refused", func() bool {
 					return strings.Contains(edge.Log(), "uring relay unavailable")
 				})
 			}
@@ -93,7 +94,7 @@ func TestUringRelayUnderTheShippedSeccompProfile(t *testing.T) {
 			if err := syscall.Kill(plugin, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			provWaitFor(t, "twilio plugin restarted", func() bool {
+			testwait.Until(t, 60*time.Second, "twilio plugin restarted", func() bool {
 				return seccompMetric(t, edge.AdminURL, `edge_plugin_restarts_total{plugin="twilio"}`) >= 1 &&
 					provGet(t, edge.AdminURL+"/readyz") == 200
 			})

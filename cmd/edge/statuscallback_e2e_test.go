@@ -14,7 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 var statusStreamURL = regexp.MustCompile(`<Stream url="([^"]+)"`)
@@ -111,7 +111,7 @@ func TestTwilioCallbackWithSocketOpenEndsAtTheNextRenewal(t *testing.T) {
 		}
 	}
 	t.Logf("edge closed the socket %v after the callback", time.Since(start))
-	mediaEventually(t, 5*time.Second, "pod-a back in its pool", func() bool { return mediaPod(t, r.admin, "pod-a").Status == "available" })
+	testwait.Until(t, 5*time.Second, "pod-a back in its pool", func() bool { return mediaPod(t, r.admin, "pod-a").Status == "available" })
 	call := mediaTimeline(t, r.admin, sid)
 	if call["state"] != "ended" || call["released_by"] != "socket" || call["ended_by"] != "provider:completed" || call["socket_end"] != "lease_lost" {
 		t.Errorf("timeline after the socket's end = %v", call)
@@ -138,27 +138,18 @@ func mediaTimeline(t *testing.T, admin, callID string) map[string]any {
 // until the plugin answers, and returns the replica and a signed poster.
 func statusEdge(t *testing.T, extraYAML string) (*mediaReplica, func(path string, form url.Values) (int, string)) {
 	t.Helper()
-	bin := mediaBuildEdge(t)
-	rs := testredis.Start(t, testredis.TCP())
+	f := newE2E(t)
 	ag := mediaAgent(t)
-	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
-listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
-log: {format: json, level: info}
-redis: {url: %q}
+	r := f.start("edge-s", f.config("edge.yaml", fmt.Sprintf(`
 tiers: {gold: {type: exclusive, target: 1}}
 default_chain: [gold]
-pods:
-  static:
-    - {name: pod-a, address: %q, tier: gold}
-proxy: {token_secret: %q}
 leader: {identity: edge-s}
 providers:
   webhook_base_url: https://edge.example.com
   plugins:
     twilio: {auth_tokens: %q}
-`, rs.URL(), ag.Addr(), strings.Repeat("s", 32), statusToken)+extraYAML)
-	r := mediaStartReplica(t, bin, "edge-s", cfg)
-	mediaEventually(t, 10*time.Second, "pod-a registered", func() bool { return mediaPod(t, r.admin, "pod-a").Status == "available" })
+`, statusToken)+podsYAML("gold", "pod-a", ag.Addr())+extraYAML))
+	testwait.Until(t, 10*time.Second, "pod-a registered", func() bool { return mediaPod(t, r.admin, "pod-a").Status == "available" })
 	post := func(path string, form url.Values) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, r.public+path, strings.NewReader(form.Encode()))
@@ -175,7 +166,7 @@ providers:
 	// The plugin process may still be starting: a call to probe it, ended
 	// the same way so that pod-a is free again.
 	const probe = "CA0000000000000000000000000000a5e0"
-	mediaEventually(t, 30*time.Second, "the twilio plugin answering", func() bool {
+	testwait.Until(t, 30*time.Second, "the twilio plugin answering", func() bool {
 		st, _ := post("/api/v1/twilio/allocate", url.Values{"CallSid": {probe}})
 		return st == http.StatusOK
 	})

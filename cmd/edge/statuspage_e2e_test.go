@@ -18,6 +18,7 @@ import (
 
 	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // The status page at the admin listener's root, loaded in a real headless
@@ -55,7 +56,7 @@ pods:
 		}
 		return out.String()
 	}
-	waitFor(t, 20*time.Second, "the pods registered", func() bool { return strings.Count(admin("pods"), "\npod-") == 3 })
+	testwait.Until(t, 20*time.Second, "the pods registered", func() bool { return strings.Count(admin("pods"), "\npod-") == 3 })
 	resp, err := http.Post(edge.PublicURL+"/api/v1/allocate", "application/json", strings.NewReader(`{"call_sid":"CApage0001","merchant_id":"m-page"}`))
 	if err != nil {
 		t.Fatal(err)

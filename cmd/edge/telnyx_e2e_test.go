@@ -17,7 +17,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // TestTelnyxEndToEnd runs the real edge binary, its built-in telnyx plugin
@@ -34,28 +34,19 @@ func TestTelnyxEndToEnd(t *testing.T) {
 	}
 	key := ed25519.NewKeyFromSeed([]byte("telnyx-e2e-account-key-seed-32b!"))
 	forger := ed25519.NewKeyFromSeed([]byte("telnyx-e2e-forger-key-seed-32by!"))
-	bin := mediaBuildEdge(t)
-	rs := testredis.Start(t, testredis.TCP())
+	f := newE2E(t)
 	agent := mediaAgent(t)
-	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
-listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
-log: {format: json, level: debug}
-redis: {url: %q}
+	e := f.start("edge", f.config("edge.yaml", fmt.Sprintf(`
 allocator: {lease_ttl: 15s, renew_interval: 5s, call_info_ttl: 1h}
 tiers: {gold: {type: exclusive, target: 1}}
 default_chain: [gold]
-pods:
-  static:
-    - {name: t-pod, address: %q, tier: gold}
-proxy: {token_secret: %q}
 providers:
   webhook_base_url: https://edge.example.com
   plugins:
     telnyx:
       auth_tokens: [%s]
-`, rs.URL(), agent.Addr(), strings.Repeat("s", 32), base64.StdEncoding.EncodeToString(key.Public().(ed25519.PublicKey))))
-	e := mediaStartReplica(t, bin, "edge", cfg)
-	mediaEventually(t, 30*time.Second, "edge ready with its plugins", func() bool { return provGet(t, e.admin+"/readyz") == 200 })
+`, base64.StdEncoding.EncodeToString(key.Public().(ed25519.PublicKey)))+podsYAML("gold", "t-pod", agent.Addr())))
+	testwait.Until(t, 30*time.Second, "edge ready with its plugins", func() bool { return provGet(t, e.admin+"/readyz") == 200 })
 
 	const sid = "v3:e2eTelnyxCallControlId_0123456789-abcdefghijklmnopq"
 	const callID = "v3.e2eTelnyxCallControlId_0123456789-abcdefghijklmnopq"
@@ -87,7 +78,7 @@ providers:
 	c := mediaDial(t, mediaOn(e, html.UnescapeString(m[1])))
 	telnyxStream(t, c, sid, 25)
 	c.Close(websocket.StatusNormalClosure, "")
-	mediaEventually(t, 5*time.Second, "t-pod free after the socket closed", func() bool { return mediaPod(t, e.admin, "t-pod").Lease == "" })
+	testwait.Until(t, 5*time.Second, "t-pod free after the socket closed", func() bool { return mediaPod(t, e.admin, "t-pod").Lease == "" })
 	if got := agent.Paths(); len(got) != 1 {
 		t.Errorf("the pod saw sockets %q, want one", got)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // A whole call through the binary leaves its thread: at info,
@@ -25,23 +25,14 @@ func TestCallTimelineEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs edge processes")
 	}
-	bin := mediaBuildEdge(t)
-	rs := testredis.Start(t, testredis.TCP())
+	f := newE2E(t)
 	ag := mediaAgent(t)
-	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
-listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
-log: {format: json, level: info}
-redis: {url: %q}
+	r := f.start("edge-t", f.config("edge.yaml", `
 allocator: {call_info_ttl: 1h}
 tiers: {gold: {type: exclusive, target: 1}}
 default_chain: [gold]
-pods:
-  static:
-    - {name: pod-a, address: %q, tier: gold}
-proxy: {token_secret: %q}
 leader: {identity: edge-t}
-`+apiTokenYAML, rs.URL(), ag.Addr(), strings.Repeat("s", 32)))
-	r := mediaStartReplica(t, bin, "edge-t", cfg)
+`+podsYAML("gold", "pod-a", ag.Addr())))
 	admin := func(args ...string) (map[string]any, string, error) {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), append([]string{"admin", "--url", r.admin, "-o", "json"}, args...), nil, &out, &errOut)
@@ -54,7 +45,7 @@ leader: {identity: edge-t}
 		PodName string `json:"pod_name"`
 		WSURL   string `json:"ws_url"`
 	}
-	mediaEventually(t, 10*time.Second, "pod-a registered", func() bool { return mediaPod(t, r.admin, "pod-a").Status != "" })
+	testwait.Until(t, 10*time.Second, "pod-a registered", func() bool { return mediaPod(t, r.admin, "pod-a").Status != "" })
 	if st := mediaPost(t, r.public+"/api/v1/allocate", `{"call_sid":"CA-tl","merchant_id":"m1"}`, &ans); st != http.StatusOK {
 		t.Fatalf("allocate: %d", st)
 	}
@@ -76,7 +67,7 @@ leader: {identity: edge-t}
 	}
 
 	c.Close(websocket.StatusNormalClosure, "bye")
-	mediaEventually(t, 5*time.Second, "pod-a back in its pool", func() bool {
+	testwait.Until(t, 5*time.Second, "pod-a back in its pool", func() bool {
 		return mediaPod(t, r.admin, "pod-a").Status == "available"
 	})
 	ended, text, err := admin("call", "CA-tl")
@@ -118,7 +109,7 @@ leader: {identity: edge-t}
 
 	// The log thread at info: one line at the socket's open, one at its
 	// close, each naming the call, merchant, pod and replica.
-	mediaEventually(t, 5*time.Second, "the socket's close logged", func() bool {
+	testwait.Until(t, 5*time.Second, "the socket's close logged", func() bool {
 		return strings.Contains(r.logText(), `"msg":"media socket closed"`)
 	})
 	var opened, closed int

@@ -20,6 +20,7 @@ import (
 
 	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testpki"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // TestEdgeTerminatesTLS runs the real edge binary with tls.* pointing at a
@@ -54,7 +55,7 @@ tls:
 	}
 	addr := strings.TrimPrefix(edge.PublicURL, "https://")
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientConfig("")}}
-	provWaitFor(t, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
+	testwait.Until(t, 60*time.Second, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
 
 	// The webhook, signed over the https:// URL Twilio was given.
 	path := "/api/v1/twilio/allocate?merchant_id=demo"
@@ -109,12 +110,12 @@ tls:
 	// files, so new handshakes are polled for the new certificate.
 	second := ca.Valid(t, "127.0.0.1", "edge.test")
 	sec.Swap(t, second)
-	provWaitFor(t, "the rotated certificate served", func() bool { return served("edge.test").Cmp(second.Serial) == 0 })
+	testwait.Until(t, 60*time.Second, "the rotated certificate served", func() bool { return served("edge.test").Cmp(second.Serial) == 0 })
 	mediaStream(t, c, "CA-tls-1", 25) // the socket opened before keeps flowing
 
 	// A pair that does not match: logged, counted, the last good one stays.
 	sec.Swap(t, testpki.Pair{CertPEM: ca.Valid(t, "127.0.0.1", "edge.test").CertPEM, KeyPEM: first.KeyPEM})
-	provWaitFor(t, "the bad pair logged", func() bool {
+	testwait.Until(t, 60*time.Second, "the bad pair logged", func() bool {
 		return strings.Contains(edge.Log(), "TLS certificate reload failed")
 	})
 	if got := served("edge.test"); got.Cmp(second.Serial) != 0 {

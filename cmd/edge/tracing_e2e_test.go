@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/edge-voice/edge/internal/edgetest"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // otlpReceiver is a tiny OTLP/HTTP collector on loopback: it decodes
@@ -129,7 +130,7 @@ func TestTracesExportedToAnOTLPReceiver(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL,
 		"OTEL_SERVICE_NAME=edge-e2e",
 		"OTEL_BSP_SCHEDULE_DELAY=50")
-	provWaitFor(t, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
+	testwait.Until(t, 60*time.Second, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
 
 	path := "/api/v1/twilio/allocate?merchant_id=demo"
 	form := url.Values{"CallSid": {"CA000000000000000000000000000000e1"}, "From": {"+15550100"}}

@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // Waiting for capacity as a user meets it: edge with one pod and
@@ -21,24 +20,15 @@ func TestWaitForCapacityEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs an edge process")
 	}
-	bin := mediaBuildEdge(t)
-	rs := testredis.Start(t, testredis.TCP())
+	f := newE2E(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ag := mediaAgent(t)
-	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
-listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0"}
-log: {format: json, level: info}
-redis: {url: %q}
+	e := f.start("edge", f.config("edge.yaml", `
 tiers: {gold: {type: exclusive, target: 1}}
 default_chain: [gold]
-pods:
-  static:
-    - {name: pod-a, address: %q, tier: gold}
-proxy: {token_secret: %q}
-`+apiTokenYAML, rs.URL(), ag.Addr(), strings.Repeat("s", 32)))
-	e := mediaStartReplica(t, bin, "edge", cfg)
-	mediaEventually(t, 10*time.Second, "pod registered", func() bool { return mediaPod(t, e.admin, "pod-a").Status == "available" })
+`+podsYAML("gold", "pod-a", ag.Addr())))
+	testwait.Until(t, 10*time.Second, "pod registered", func() bool { return mediaPod(t, e.admin, "pod-a").Status == "available" })
 
 	if pod, _, status := allocateOn(t, e, "CA-wait-1"); status != http.StatusOK || pod != "pod-a" {
 		t.Fatalf("first call: %d %s", status, pod)
@@ -54,8 +44,8 @@ proxy: {token_secret: %q}
 		pod, _, status := allocateOn(t, e, "CA-wait-2")
 		second <- result{pod, status, time.Since(start)}
 	}()
-	rdb := rs.Client()
-	mediaEventually(t, 5*time.Second, "the second call waiting", func() bool { return rdb.ZCard(ctx, "voice:wait:deadline").Val() == 1 })
+	rdb := f.redis.Client()
+	testwait.Until(t, 5*time.Second, "the second call waiting", func() bool { return rdb.ZCard(ctx, "voice:wait:deadline").Val() == 1 })
 	released := time.Now()
 	if status := mediaPost(t, e.admin+"/api/v1/release", `{"call_sid":"CA-wait-1"}`, nil); status != http.StatusOK {
 		t.Fatalf("release: %d", status)
@@ -83,7 +73,7 @@ proxy: {token_secret: %q}
 		resp.Body.Close()
 		t.Fatalf("the hurried caller got an answer (%d) while the pod was busy", resp.StatusCode)
 	}
-	mediaEventually(t, 5*time.Second, "the hurried caller's wait ended", func() bool { return rdb.ZCard(ctx, "voice:wait:deadline").Val() == 0 })
+	testwait.Until(t, 5*time.Second, "the hurried caller's wait ended", func() bool { return rdb.ZCard(ctx, "voice:wait:deadline").Val() == 0 })
 	if status := mediaPost(t, e.admin+"/api/v1/release", `{"call_sid":"CA-wait-2"}`, nil); status != http.StatusOK {
 		t.Fatalf("release: %d", status)
 	}

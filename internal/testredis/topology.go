@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // Args passes more arguments to redis-server (after edge's own).
@@ -26,7 +28,7 @@ func StartReplica(tb testing.TB, primary *Server) *Server {
 	host, port := "127.0.0.1", strconv.Itoa(primary.port)
 	r := Start(tb, TCP(), Args("--replicaof", host, port))
 	c := r.Client()
-	waitFor(tb, 20*time.Second, "replica in sync with "+primary.Addr(), func() bool {
+	testwait.Until(tb, 20*time.Second, "replica in sync with "+primary.Addr(), func() bool {
 		info, err := c.Info(context.Background(), "replication").Result()
 		return err == nil && strings.Contains(info, "master_link_status:up")
 	})
@@ -71,7 +73,7 @@ func StartSentinels(tb testing.TB, master string, primary *Server, n, replicas i
 	}
 	for _, s := range set.procs {
 		c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr()})
-		waitFor(tb, 30*time.Second, "sentinel "+s.Addr()+" sees its peers and replicas", func() bool {
+		testwait.Until(tb, 30*time.Second, "sentinel "+s.Addr()+" sees its peers and replicas", func() bool {
 			m, err := c.Master(context.Background(), master).Result()
 			return err == nil && m["num-other-sentinels"] == strconv.Itoa(n-1) && m["num-slaves"] == strconv.Itoa(replicas)
 		})
@@ -131,7 +133,7 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 	}
 	for _, s := range cl.Nodes {
 		c := s.Client()
-		waitFor(tb, 30*time.Second, "cluster_state:ok on "+s.Addr(), func() bool {
+		testwait.Until(tb, 30*time.Second, "cluster_state:ok on "+s.Addr(), func() bool {
 			info, err := c.ClusterInfo(context.Background()).Result()
 			return err == nil && strings.Contains(info, "cluster_state:ok")
 		})
@@ -153,17 +155,4 @@ func (c *Cluster) Client(tb testing.TB) *redis.ClusterClient {
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
 	tb.Cleanup(func() { cc.Close() })
 	return cc
-}
-
-// waitFor polls cond (state kept by other processes, which announce it
-// nowhere a test could subscribe to) until it holds or the timeout passes.
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 	"github.com/edge-voice/edge/poolmgr"
 )
 
@@ -100,17 +101,6 @@ func markReady(t *testing.T, c kubernetes.Interface, ns, name, ip string, ready 
 	}
 }
 
-func eventually(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond) // state in other processes: polled
-	}
-}
-
 // The informer with its label selector against a real API server (the fake
 // ignores selectors), the status subresource, graceful deletion, and RBAC
 // exactly as deploy/ grants it.
@@ -160,7 +150,7 @@ func TestInformerPodLifecycle(t *testing.T) {
 	}
 	markReady(t, admin, ns, "other-0", "10.1.0.9", true)
 	markReady(t, admin, ns, "agent-0", "10.1.0.7", true)
-	eventually(t, "agent-0 available", 20*time.Second, func() bool { return rdb.SIsMember(ctx, k.PoolAvailable("gold"), "agent-0").Val() })
+	testwait.Until(t, 20*time.Second, "agent-0 available", func() bool { return rdb.SIsMember(ctx, k.PoolAvailable("gold"), "agent-0").Val() })
 	if addr, _ := reg.Lookup("agent-0"); addr != "10.1.0.7:8000" {
 		t.Fatalf("address = %q", addr)
 	}
@@ -177,7 +167,7 @@ func TestInformerPodLifecycle(t *testing.T) {
 	if err := pods.Delete(ctx, "agent-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "terminating pod marked unready", 20*time.Second, func() bool { return rdb.HGet(ctx, k.PodInfo("agent-0"), "unready").Val() == "1" })
+	testwait.Until(t, 20*time.Second, "terminating pod marked unready", func() bool { return rdb.HGet(ctx, k.PodInfo("agent-0"), "unready").Val() == "1" })
 	if _, err := a.Call(ctx, "CA1"); err != nil {
 		t.Fatalf("terminating pod's call ended: %v", err)
 	}
@@ -186,7 +176,7 @@ func TestInformerPodLifecycle(t *testing.T) {
 	if err := pods.Delete(ctx, "agent-0", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "deleted pod unregistered", 20*time.Second, func() bool { return rdb.Exists(ctx, k.PodTier("agent-0")).Val() == 0 })
+	testwait.Until(t, 20*time.Second, "deleted pod unregistered", func() bool { return rdb.Exists(ctx, k.PodTier("agent-0")).Val() == 0 })
 	if _, err := a.Call(ctx, "CA1"); err == nil {
 		t.Fatal("deleted pod's call still live")
 	}
@@ -236,7 +226,7 @@ pool: {reconcile_interval: 1s, zombie_sweep_interval: 1s}
 	}
 	start("edge-a")
 	start("edge-b")
-	eventually(t, "a leader", 30*time.Second, func() bool { return leaseHolder(admin, ns) != "" })
+	testwait.Until(t, 30*time.Second, "a leader", func() bool { return leaseHolder(admin, ns) != "" })
 
 	var killTimes []time.Duration
 	next := 'c'
@@ -246,11 +236,11 @@ pool: {reconcile_interval: 1s, zombie_sweep_interval: 1s}
 		if p == nil {
 			t.Fatalf("lease held by unknown %q", leader)
 		}
-		eventually(t, leader+" reports leadership", 10*time.Second, func() bool { return isLeader(p) })
+		testwait.Until(t, 10*time.Second, leader+" reports leadership", func() bool { return isLeader(p) })
 		t0 := time.Now()
 		p.Kill() // SIGKILL: no release
 		delete(procs, leader)
-		eventually(t, "takeover after kill -9", 60*time.Second, func() bool {
+		testwait.Until(t, 60*time.Second, "takeover after kill -9", func() bool {
 			h := leaseHolder(admin, ns)
 			return h != "" && h != leader
 		})
@@ -258,7 +248,7 @@ pool: {reconcile_interval: 1s, zombie_sweep_interval: 1s}
 		killTimes = append(killTimes, d)
 		newLeader := leaseHolder(admin, ns)
 		t.Logf("round %d: kill -9 %s -> %s leads after %v", round, leader, newLeader, d.Round(10*time.Millisecond))
-		eventually(t, newLeader+" reports leadership", 10*time.Second, func() bool { return isLeader(procs[newLeader]) })
+		testwait.Until(t, 10*time.Second, newLeader+" reports leadership", func() bool { return isLeader(procs[newLeader]) })
 
 		// The new leader keeps Redis true to the API server.
 		name := fmt.Sprintf("agent-%d", round)
@@ -266,7 +256,7 @@ pool: {reconcile_interval: 1s, zombie_sweep_interval: 1s}
 			t.Fatal(err)
 		}
 		markReady(t, admin, ns, name, "10.2.0."+fmt.Sprint(round+1), true)
-		eventually(t, name+" registered by the new leader", 20*time.Second, func() bool {
+		testwait.Until(t, 20*time.Second, name+" registered by the new leader", func() bool {
 			return rdb.Exists(context.Background(), allocator.NewKeys("").PodTier(name)).Val() == 1
 		})
 		start(fmt.Sprintf("edge-%c", next))
@@ -277,7 +267,7 @@ pool: {reconcile_interval: 1s, zombie_sweep_interval: 1s}
 	leader := leaseHolder(admin, ns)
 	t0 := time.Now()
 	procs[leader].Stop(30 * time.Second)
-	eventually(t, "takeover after SIGTERM", 60*time.Second, func() bool {
+	testwait.Until(t, 60*time.Second, "takeover after SIGTERM", func() bool {
 		h := leaseHolder(admin, ns)
 		return h != "" && h != leader
 	})

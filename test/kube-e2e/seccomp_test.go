@@ -15,6 +15,7 @@ import (
 	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/seccomptest"
 	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // deploy/components/uring's seccomp profile, enforced by the kernel, on the
@@ -39,13 +40,13 @@ proxy: {relay: uring, uring_batch: 1ms}
 	env = append(env, "EDGE_LEADER__IDENTITY=edge-sc", "TMPDIR="+t.TempDir())
 	edge := edgetest.StartBinary(t, launcher, []string{"--config", cfgPath}, env...)
 
-	eventually(t, "edge leads", 30*time.Second, func() bool { return leaseHolder(admin, ns) == "edge-sc" && isLeader(edge) })
+	testwait.Until(t, 30*time.Second, "edge leads", func() bool { return leaseHolder(admin, ns) == "edge-sc" && isLeader(edge) })
 	if _, err := admin.CoreV1().Pods(ns).Create(context.Background(), newPod(ns, "agent-sc", "voice-agent"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	markReady(t, admin, ns, "agent-sc", "10.3.0.1", true)
 	rdb := redisSrv.Client()
-	eventually(t, "the pod registered from the watch", 20*time.Second, func() bool {
+	testwait.Until(t, 20*time.Second, "the pod registered from the watch", func() bool {
 		return rdb.Exists(context.Background(), allocator.NewKeys("").PodTier("agent-sc")).Val() == 1
 	})
 	if !edge.Stop(30 * time.Second) {

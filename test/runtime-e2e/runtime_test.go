@@ -30,6 +30,7 @@ import (
 
 	"github.com/edge-voice/edge/internal/fakeagent"
 	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // edge's image under runc with what deploy/ gives its pod, once per shipped
@@ -103,7 +104,7 @@ func runDeployed(t *testing.T, image string, r rendered, relay string, fallback 
 
 	checkConfined(t, c.pid(), ctr, r)
 
-	waitFor(t, "edge ready", func() bool { return admin.status("/readyz") == http.StatusOK })
+	testwait.Until(t, 60*time.Second, "edge ready", func() bool { return admin.status("/readyz") == http.StatusOK })
 	configured := "epoll"
 	for _, e := range r.dep.Spec.Template.Spec.Containers[0].Env {
 		if e.Name == "EDGE_PROXY__RELAY" {
@@ -111,10 +112,10 @@ func runDeployed(t *testing.T, image string, r rendered, relay string, fallback 
 		}
 	}
 	info := `edge_proxy_relay_info{configured="` + configured + `",running="` + relay + `"}`
-	waitFor(t, info, func() bool { return admin.metric(info) == 1 })
+	testwait.Until(t, 60*time.Second, info, func() bool { return admin.metric(info) == 1 })
 	if fallback {
 		// Log lines leave in batches: wait for it.
-		waitFor(t, "the warning that io_uring was refused", func() bool { return strings.Contains(c.Log(), "uring relay unavailable") })
+		testwait.Until(t, 60*time.Second, "the warning that io_uring was refused", func() bool { return strings.Contains(c.Log(), "uring relay unavailable") })
 	} else if strings.Contains(c.Log(), "uring relay unavailable") {
 		t.Errorf("edge fell back from io_uring under %q:\n%s", ctr.seccomp, c.Log())
 	}
@@ -133,7 +134,7 @@ func runDeployed(t *testing.T, image string, r rendered, relay string, fallback 
 	media := wh.stream("CA00000000000000000000000000000f02")
 	echo(t, c.public, media)
 	sockets := `edge_proxy_relayed_sockets_total{client="tcp",relay="` + relay + `"}`
-	waitFor(t, sockets+" 1", func() bool { return admin.metric(sockets) == 1 })
+	testwait.Until(t, 60*time.Second, sockets+" 1", func() bool { return admin.metric(sockets) == 1 })
 
 	// The twilio plugin killed: edge starts it again (fork and exec under
 	// the profile) and the next webhook is answered.
@@ -144,7 +145,7 @@ func runDeployed(t *testing.T, image string, r rendered, relay string, fallback 
 	if err := syscall.Kill(plugins[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the twilio plugin restarted", func() bool {
+	testwait.Until(t, 60*time.Second, "the twilio plugin restarted", func() bool {
 		again := children(c.pid(), "plugin twilio")
 		return len(again) == 1 && again[0] != plugins[0] &&
 			admin.metric(`edge_plugin_restarts_total{plugin="twilio"}`) >= 1 && admin.status("/readyz") == http.StatusOK
@@ -251,7 +252,7 @@ func TestImageStartsItsQuickStart(t *testing.T) {
 		"--ulimit", "nofile=" + hardLimit(t, syscall.RLIMIT_NOFILE, 0), "--ulimit", "nproc=" + hardLimit(t, 6, pidMax(t)),
 		image, "--listen-public", "127.0.0.1:0", "--listen-admin", "127.0.0.1:0", "--listen-internal", "127.0.0.1:0"})
 	admin := &client{t: t, base: c.admin}
-	waitFor(t, "edge ready", func() bool { return admin.status("/readyz") == http.StatusOK })
+	testwait.Until(t, 60*time.Second, "edge ready", func() bool { return admin.status("/readyz") == http.StatusOK })
 	for _, name := range []string{"twilio", "plivo", "exotel", "telnyx"} {
 		if len(children(c.pid(), "plugin "+name)) != 1 {
 			t.Errorf("no %s plugin process", name)
@@ -413,17 +414,4 @@ func echo(t *testing.T, public, path string) {
 		}
 	}
 	conn.Close(websocket.StatusNormalClosure, "done")
-}
-
-// waitFor polls cond: the state of a process in a container offers no
-// event to wait on.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
