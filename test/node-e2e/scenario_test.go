@@ -226,7 +226,24 @@ func (c *cluster) agentRollingUpdate(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	calls := l.finish()
 	checkCalls(t, calls)
-	time.Sleep(time.Second) // the agents' last events
+	// Each old pod's exit is its last event; judgeDrains names one missing.
+	exited := func() bool {
+		gone := map[instance]bool{}
+		for _, e := range c.rec.since(t0) {
+			if e.Kind == "exit" {
+				gone[e.instance()] = true
+			}
+		}
+		for in := range before {
+			if !gone[in] {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(10 * time.Second); !exited() && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
 	judgeDrains(t, c.rec.since(t0), calls, before)
 }
 
