@@ -12,9 +12,9 @@ import (
 	"time"
 )
 
-// TokenPrefix starts every token segment: /ws/pod/<pod>/c.<token>/<rest>.
+// tokenPrefix starts every token segment: /ws/pod/<pod>/c.<token>/<rest>.
 // A first path segment without it is not a token.
-const TokenPrefix = "c."
+const tokenPrefix = "c."
 
 // macLen is the HMAC-SHA256 truncated to 128 bits (RFC 2104 section 5
 // allows truncation to half the hash), which keeps the URL short.
@@ -63,7 +63,7 @@ func RandomSecret() []byte {
 	return b
 }
 
-// Mint returns the path segment for callID on pod, TokenPrefix included,
+// Mint returns the path segment for callID on pod, tokenPrefix included,
 // valid for the pod path that follows it in the URL.
 func (s *Signer) Mint(callID, pod, path string) string {
 	exp := s.now().Add(time.Duration(s.ttl.Load())).Unix()
@@ -72,14 +72,14 @@ func (s *Signer) Mint(callID, pod, path string) string {
 	raw = append(raw, callID...)
 	raw = binary.BigEndian.AppendUint64(raw, uint64(exp))
 	raw = append(raw, s.mac(callID, pod, path, exp)...)
-	return TokenPrefix + base64.RawURLEncoding.EncodeToString(raw)
+	return tokenPrefix + base64.RawURLEncoding.EncodeToString(raw)
 }
 
-// Verify checks segment (TokenPrefix included) for pod and the path after
+// Verify checks segment (tokenPrefix included) for pod and the path after
 // it, and returns its call id. The MAC is compared in constant time;
 // nothing else is secret.
 func (s *Signer) Verify(segment, pod, path string) (callID string, err error) {
-	enc, ok := strings.CutPrefix(segment, TokenPrefix)
+	enc, ok := strings.CutPrefix(segment, tokenPrefix)
 	if !ok || len(enc) > 512 {
 		return "", ErrBadToken
 	}

@@ -31,7 +31,7 @@ func TestTokens(t *testing.T) {
 		"other path":        {tok, "pod-a", "/q", now, "", ErrBadToken},
 		"longest call id":   {s.Mint(long, "pod-a", "/p"), "pod-a", "", now, long, nil},
 		"other secret":      {other.Mint("CA1", "pod-a", "/p"), "pod-a", "", now, "", ErrBadToken},
-		"no prefix":         {strings.TrimPrefix(tok, TokenPrefix), "pod-a", "", now, "", ErrBadToken},
+		"no prefix":         {strings.TrimPrefix(tok, tokenPrefix), "pod-a", "", now, "", ErrBadToken},
 		"truncated":         {tok[:len(tok)-1], "pod-a", "", now, "", ErrBadToken},
 		"bad base64":        {"c.***", "pod-a", "", now, "", ErrBadToken},
 		"empty":             {"c.", "pod-a", "", now, "", ErrBadToken},
@@ -72,11 +72,11 @@ func pushExpiry(t *testing.T, tok string) string {
 
 func decode(t *testing.T, tok string) []byte {
 	t.Helper()
-	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(tok, TokenPrefix))
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(tok, tokenPrefix))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return raw
 }
 
-func encode(raw []byte) string { return TokenPrefix + base64.RawURLEncoding.EncodeToString(raw) }
+func encode(raw []byte) string { return tokenPrefix + base64.RawURLEncoding.EncodeToString(raw) }

@@ -73,7 +73,7 @@ func ParseTarget(escapedPath, rawQuery string) (Target, error) {
 		return Target{}, ErrUnknownPod
 	}
 	t := Target{Pod: pod}
-	if first, after, _ := strings.Cut(rest, "/"); strings.HasPrefix(first, TokenPrefix) {
+	if first, after, _ := strings.Cut(rest, "/"); strings.HasPrefix(first, tokenPrefix) {
 		t.Token, rest = first, after
 	}
 	t.Path = "/" + rest
