@@ -229,18 +229,31 @@ func (a *Allocator) Tracked() int {
 	return len(a.tracked.calls)
 }
 
+// Beat is what one heartbeat found.
+type Beat struct {
+	// DataLost reports that Redis lost its data since the last beat (the
+	// epoch changed), so that the caller restores what else lived only in
+	// Redis (tier and merchant config); Reasserted counts the calls written
+	// back then, Lost those that could not be (their pod serves another
+	// call, or they ended meanwhile).
+	DataLost         bool
+	Reasserted, Lost int
+	// Stale are the replicas whose beat is older than ReplicaTTL, by
+	// Redis' clock: candidates for EndDeadReplicas, which asks Redis
+	// whether they still hold a connection.
+	Stale []string
+}
+
 // Heartbeat is one replica's presence beat (presence.lua): it records that
-// replica is alive (Keys.Replicas, for the leader's dead-replica check) and
-// reads the data set's epoch. When Redis lost its data since the last beat
-// (the epoch changed), it first writes back every call whose socket this
-// replica holds, then takes the new epoch as known: reasserted counts those
-// written back, lost those that could not be (their pod serves another
-// call, or they ended meanwhile). changed reports the loss, so that the
-// caller restores what else lived only in Redis (tier and merchant config).
-func (a *Allocator) Heartbeat(ctx context.Context, replica string) (changed bool, reasserted, lost int, err error) {
+// replica is alive (Keys.Replicas, for the dead-replica check), reads the
+// data set's epoch and lists the replicas whose beat is stale, in one
+// round trip. When Redis lost its data since the last beat (the epoch
+// changed), it first writes back every call whose socket this replica
+// holds, then takes the new epoch as known.
+func (a *Allocator) Heartbeat(ctx context.Context, replica string) (Beat, error) {
 	known := a.tracked.knownEpoch()
 	s := a.current.Load()
-	args := []any{replica, known, randomEpoch(), s.cfg.RecoveryHold.Milliseconds()}
+	args := []any{replica, known, randomEpoch(), s.cfg.RecoveryHold.Milliseconds(), s.cfg.ReplicaTTL.Milliseconds()}
 	// The calls answered here whose socket has not come here: those whose
 	// socket another replica admitted, or that ended, are forgotten, so
 	// that a loss of Redis data never writes back a call that is over.
@@ -249,10 +262,13 @@ func (a *Allocator) Heartbeat(ctx context.Context, replica string) (changed bool
 	}
 	r, err := a.run(ctx, "presence", []string{a.keys.Replicas()}, args...)
 	if err != nil {
-		return false, 0, 0, fmt.Errorf("heartbeat of %s: %w", replica, err)
+		return Beat{}, fmt.Errorf("heartbeat of %s: %w", replica, err)
 	}
-	epoch := reply(r).str(0)
-	a.tracked.settle(reply(r).strs(1))
+	rep := reply(r)
+	epoch, rest := rep.str(0), rep.strs(2)
+	settled := min(int(rep.int(1)), len(rest))
+	a.tracked.settle(rest[:settled])
+	stale := rest[settled:]
 	if known == "" || epoch == known {
 		a.tracked.adopt(known, epoch)
 	} else {
@@ -261,13 +277,13 @@ func (a *Allocator) Heartbeat(ctx context.Context, replica string) (changed bool
 		// Renew runs no script: there is nothing to write back).
 		leases := a.tracked.all()
 		if _, err := a.Renew(ctx, leases); err != nil {
-			return true, 0, 0, fmt.Errorf("re-assert %d calls after redis lost its data: %w", len(leases), err)
+			return Beat{DataLost: true, Stale: stale}, fmt.Errorf("re-assert %d calls after redis lost its data: %w", len(leases), err)
 		}
 		a.tracked.lost(known, epoch, 0, 0)
 	}
 	// A renewal may have seen it first and written the calls back.
 	loss := a.tracked.takeLoss()
-	return loss.seen, loss.back, loss.gone, nil
+	return Beat{DataLost: loss.seen, Reasserted: loss.back, Lost: loss.gone, Stale: stale}, nil
 }
 
 // randomEpoch is the random part of a new epoch; allocate.lua, renew.lua

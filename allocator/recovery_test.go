@@ -45,7 +45,7 @@ func TestRedisEmptiedNeverOffersABusyPod(t *testing.T) {
 		}
 	}
 	sync()
-	if _, _, _, err := a.Heartbeat(ctx, "edge-a"); err != nil {
+	if _, err := a.Heartbeat(ctx, "edge-a"); err != nil {
 		t.Fatal(err)
 	}
 	// Three live calls with sockets on this replica: two exclusive pods and
@@ -80,9 +80,9 @@ func TestRedisEmptiedNeverOffersABusyPod(t *testing.T) {
 		t.Fatalf("allocate right after the empty restart: %v, want ErrRecovering (an ErrUnavailable)", err)
 	}
 
-	changed, reasserted, lost, err := a.Heartbeat(ctx, "edge-a")
-	if err != nil || !changed || reasserted != len(live) || lost != 0 {
-		t.Fatalf("heartbeat after the restart: changed %v, reasserted %d, lost %d, err %v; want true, %d, 0", changed, reasserted, lost, err, len(live))
+	beat, err := a.Heartbeat(ctx, "edge-a")
+	if err != nil || !beat.DataLost || beat.Reasserted != len(live) || beat.Lost != 0 {
+		t.Fatalf("heartbeat after the restart: %+v, err %v; want lost data, %d reasserted, 0 lost", beat, err, len(live))
 	}
 
 	// New calls: each gets a pod no live call holds, or none.
@@ -133,8 +133,8 @@ func TestFreshDataSetIsNotHeld(t *testing.T) {
 	ctx := context.Background()
 	a := newAllocator(t, rdb, func(c *allocator.Config) { c.RecoveryHold = time.Minute })
 	register(t, a, "gold", "pod-0")
-	if changed, _, _, err := a.Heartbeat(ctx, "edge-a"); err != nil || changed {
-		t.Fatalf("first heartbeat: changed %v, err %v", changed, err)
+	if beat, err := a.Heartbeat(ctx, "edge-a"); err != nil || beat.DataLost {
+		t.Fatalf("first heartbeat: %+v, err %v", beat, err)
 	}
 	short, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -167,7 +167,7 @@ func TestDeadReplicaCallsEnd(t *testing.T) {
 		name string
 		call string
 	}{{dying, "edge-b", "CA-b"}, {slow, "edge-c", "CA-c"}} {
-		if _, _, _, err := r.a.Heartbeat(ctx, r.name); err != nil {
+		if _, err := r.a.Heartbeat(ctx, r.name); err != nil {
 			t.Fatal(err)
 		}
 		al := mustAllocate(t, r.a, r.call, "")
@@ -191,7 +191,7 @@ func TestDeadReplicaCallsEnd(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for len(res.Replicas) == 0 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond) // the TTL is the event: Redis' clock passing it
-		if _, _, _, err := leader.Heartbeat(ctx, "edge-a"); err != nil {
+		if _, err := leader.Heartbeat(ctx, "edge-a"); err != nil {
 			t.Fatal(err)
 		}
 		var err error
@@ -286,7 +286,7 @@ func TestAnsweredCallSurvivesRedisEmptied(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range []*allocator.Allocator{answering, other} {
-		if _, _, _, err := a.Heartbeat(ctx, "edge"); err != nil {
+		if _, err := a.Heartbeat(ctx, "edge"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -296,11 +296,11 @@ func TestAnsweredCallSurvivesRedisEmptied(t *testing.T) {
 	if _, err := answering.SyncPods(ctx, "", pods); err != nil {
 		t.Fatal(err)
 	}
-	changed, back, _, err := answering.Heartbeat(ctx, "edge-a")
-	if err != nil || !changed || back != 1 {
-		t.Fatalf("heartbeat of the answering replica: changed %v, written back %d, err %v", changed, back, err)
+	beat, err := answering.Heartbeat(ctx, "edge-a")
+	if err != nil || !beat.DataLost || beat.Reasserted != 1 {
+		t.Fatalf("heartbeat of the answering replica: %+v, err %v; want lost data, 1 written back", beat, err)
 	}
-	if _, _, _, err := other.Heartbeat(ctx, "edge-b"); err != nil {
+	if _, err := other.Heartbeat(ctx, "edge-b"); err != nil {
 		t.Fatal(err)
 	}
 	c, err := other.ClaimMediaOn(ctx, "CA-answered", al.PodName, "socket-1", "edge-b")
@@ -391,7 +391,7 @@ func TestEndedCallAnsweredElsewhereIsNotWrittenBack(t *testing.T) {
 	relaying := newAllocator(t, rs.Client(), opts)
 	register(t, answering, "gold", "pod-0")
 	for _, a := range []*allocator.Allocator{answering, relaying} {
-		if _, _, _, err := a.Heartbeat(ctx, "edge"); err != nil {
+		if _, err := a.Heartbeat(ctx, "edge"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -402,7 +402,7 @@ func TestEndedCallAnsweredElsewhereIsNotWrittenBack(t *testing.T) {
 	if _, err := (allocator.MediaLeases{Alloc: relaying}).Release(ctx, "CA-over", allocator.SocketEnd{Ended: "socket_close"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := answering.Heartbeat(ctx, "edge-a"); err != nil {
+	if _, err := answering.Heartbeat(ctx, "edge-a"); err != nil {
 		t.Fatal(err)
 	}
 	if n := answering.Tracked(); n != 0 {
@@ -410,8 +410,8 @@ func TestEndedCallAnsweredElsewhereIsNotWrittenBack(t *testing.T) {
 	}
 	rs.Restart()
 	register(t, answering, "gold", "pod-0")
-	if _, back, _, err := answering.Heartbeat(ctx, "edge-a"); err != nil || back != 0 {
-		t.Fatalf("after the loss: %d written back, %v; want none", back, err)
+	if beat, err := answering.Heartbeat(ctx, "edge-a"); err != nil || beat.Reasserted != 0 {
+		t.Fatalf("after the loss: %d written back, %v; want none", beat.Reasserted, err)
 	}
 }
 
@@ -472,7 +472,7 @@ func TestDeadReplicaAnsweredCallEnds(t *testing.T) {
 	dying := newAllocator(t, named("edge-b"), cfg)
 	dying.SetReplica("edge-b")
 	register(t, leader, "gold", "pod-0")
-	if _, _, _, err := dying.Heartbeat(ctx, "edge-b"); err != nil {
+	if _, err := dying.Heartbeat(ctx, "edge-b"); err != nil {
 		t.Fatal(err)
 	}
 	al := mustAllocate(t, dying, "CA-lost-answer", "")
@@ -514,7 +514,7 @@ func TestLeave(t *testing.T) {
 	a.SetReplica("edge-a")
 	register(t, a, "gold", "pod-0", "pod-1")
 	members := func() []string { return rs.Client().ZRange(ctx, a.Keys().Replicas(), 0, -1).Val() }
-	if _, _, _, err := a.Heartbeat(ctx, "edge-a"); err != nil {
+	if _, err := a.Heartbeat(ctx, "edge-a"); err != nil {
 		t.Fatal(err)
 	}
 	// Answered here, its socket not come.

@@ -59,6 +59,14 @@ func (a *Allocator) SweepDeadReplicas(ctx context.Context, fence string) (DeadRe
 	if err != nil {
 		return DeadReplicas{}, fmt.Errorf("dead replicas: %w", unavailable(err))
 	}
+	return a.EndDeadReplicas(ctx, fence, stale)
+}
+
+// EndDeadReplicas is SweepDeadReplicas from its second step, for a caller
+// that knows the stale replicas already (a Heartbeat's Beat.Stale): those
+// of them that hold no connection to Redis are dead and their calls end.
+// No stale replica, no round trip.
+func (a *Allocator) EndDeadReplicas(ctx context.Context, fence string, stale []string) (DeadReplicas, error) {
 	if len(stale) == 0 {
 		return DeadReplicas{}, nil
 	}
@@ -66,7 +74,7 @@ func (a *Allocator) SweepDeadReplicas(ctx context.Context, fence string) (DeadRe
 	if err != nil {
 		return DeadReplicas{}, fmt.Errorf("dead replicas: client list: %w", unavailable(err))
 	}
-	args := []any{fence, ttl.Milliseconds()}
+	args := []any{fence, a.current.Load().cfg.ReplicaTTL.Milliseconds()}
 	for _, name := range stale {
 		if !connected[ClientName(name)] {
 			args = append(args, name)

@@ -17,18 +17,20 @@ import (
 // replica.
 type Presence struct {
 	// Beat is allocator.Allocator.Heartbeat for this replica.
-	Beat func(ctx context.Context) (changed bool, reasserted, lost int, err error)
+	Beat func(ctx context.Context) (allocator.Beat, error)
 	// AfterDataLost runs after a beat found Redis emptied and wrote this
 	// replica's calls back (the tier refresher's Refresh); nil: nothing.
 	AfterDataLost func(ctx context.Context)
-	// DeadReplicas, when set, looks for dead replicas after every beat and
-	// ends their calls (allocator.Allocator.SweepDeadReplicas, unfenced):
+	// DeadReplicas, when set, is given the stale replicas every beat found
+	// and ends the calls of those that are dead
+	// (allocator.Allocator.EndDeadReplicas, unfenced; no stale replica, no
+	// round trip):
 	// on every replica, not only the leader, so that the leader's own
 	// death is noticed within the replica TTL rather than after a new
 	// leader is elected. The check is idempotent and rests on Redis' own
 	// evidence (a stale beat and no connection), so two replicas running
 	// it at once end each call once.
-	DeadReplicas func(ctx context.Context) (allocator.DeadReplicas, error)
+	DeadReplicas func(ctx context.Context, stale []string) (allocator.DeadReplicas, error)
 	Interval     func() time.Duration
 	Log          *slog.Logger
 	Metrics      *Metrics
@@ -39,7 +41,7 @@ func (p *Presence) Run(ctx context.Context) error {
 	failing := false
 	for {
 		start := time.Now()
-		changed, reasserted, lost, err := p.Beat(ctx)
+		beat, err := p.Beat(ctx)
 		p.Metrics.observe("heartbeat", start, err)
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -54,19 +56,19 @@ func (p *Presence) Run(ctx context.Context) error {
 			}
 			failing = false
 		}
-		if changed && err == nil {
+		if beat.DataLost && err == nil {
 			p.Metrics.DataLost.Inc()
-			p.Metrics.Reasserted.WithLabelValues("reasserted").Add(float64(reasserted))
-			p.Metrics.Reasserted.WithLabelValues("lost").Add(float64(lost))
+			p.Metrics.Reasserted.WithLabelValues("reasserted").Add(float64(beat.Reasserted))
+			p.Metrics.Reasserted.WithLabelValues("lost").Add(float64(beat.Lost))
 			p.Log.Warn("redis lost its data (restarted empty or flushed): wrote back the calls this replica relays",
-				"reasserted", reasserted, "lost", lost)
+				"reasserted", beat.Reasserted, "lost", beat.Lost)
 			if p.AfterDataLost != nil {
 				p.AfterDataLost(ctx)
 			}
 		}
-		if p.DeadReplicas != nil && err == nil {
+		if p.DeadReplicas != nil && err == nil && len(beat.Stale) > 0 {
 			start := time.Now()
-			res, derr := p.DeadReplicas(ctx)
+			res, derr := p.DeadReplicas(ctx, beat.Stale)
 			p.Metrics.observe("dead_replicas", start, derr)
 			reportDead(p.Log, p.Metrics, res)
 			if derr != nil && ctx.Err() == nil {

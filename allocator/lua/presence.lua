@@ -6,14 +6,19 @@
 -- ARGV[2] -> the epoch it knows ("" none yet)
 -- ARGV[3] -> the random part of a new epoch, stored if none is
 -- ARGV[4] -> recovery hold in ms
+-- ARGV[5] -> replica TTL in ms (0: no look at the other replicas)
 -- then    -> calls this replica answered whose socket it has not seen
 --
--- Returns {epoch, then the calls given that are settled}: the epoch stored
+-- Returns {epoch, n, then the n calls given that are settled, then the
+-- replicas whose beat is older than the TTL}: the epoch stored
 -- now (a replica that knew another one re-asserts its calls, renew.lua,
 -- before it takes this one as known), and those of the answered calls
 -- whose socket was admitted (on any replica) or that ended: not this
 -- replica's to write back any more. Nothing is settled when the epoch
 -- changed: a missing call is then one to write back, not one that ended.
+-- The stale replicas are the dead-replica check's first question (by
+-- Redis' clock), answered in the same round trip as the beat: most beats
+-- find none and the check then costs nothing more.
 
 local now = now_ms()
 local epoch = current_epoch(ARGV[2], ARGV[3], tonumber(ARGV[4]), now)
@@ -23,13 +28,20 @@ if not epoch then
   epoch = new_epoch(ARGV[3], now)
 end
 redis.call('ZADD', KEYS[1], now, ARGV[1])
-local out = {epoch}
+local out = {epoch, 0}
 if ARGV[2] == '' or epoch == ARGV[2] then
-  for i = 5, #ARGV do
+  for i = 6, #ARGV do
     local info = redis.call('HMGET', K.call(ARGV[i]), 'pod_name', 'media_claim')
     if not info[1] or info[2] then
       out[#out + 1] = ARGV[i]
     end
+  end
+end
+out[2] = #out - 2
+local ttl = tonumber(ARGV[5])
+if ttl > 0 then
+  for _, name in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now - ttl))) do
+    out[#out + 1] = name
   end
 end
 return out

@@ -105,14 +105,14 @@ func newPools(ctx context.Context, cfg *config.Config, current func() *config.Co
 		Log:       log.With("component", "tier-config"), Metrics: metrics,
 	}
 	p.presence = &poolmgr.Presence{
-		Beat: func(ctx context.Context) (bool, int, int, error) { return alloc.Heartbeat(ctx, instanceName(cfg)) },
+		Beat: func(ctx context.Context) (allocator.Beat, error) { return alloc.Heartbeat(ctx, instanceName(cfg)) },
 		// Policy that lived only in Redis comes back within the recovery
 		// hold, before the first allocation.
 		AfterDataLost: p.refresher.Refresh,
 		// Every replica looks for dead ones at the pace they beat, so the
 		// leader's own death needs no new election to be noticed.
-		DeadReplicas: func(ctx context.Context) (allocator.DeadReplicas, error) {
-			return alloc.SweepDeadReplicas(ctx, "")
+		DeadReplicas: func(ctx context.Context, stale []string) (allocator.DeadReplicas, error) {
+			return alloc.EndDeadReplicas(ctx, "", stale)
 		},
 		Interval: func() time.Duration { return current().Allocator.HeartbeatInterval },
 		Log:      log.With("component", "presence"), Metrics: metrics,

@@ -58,12 +58,13 @@ proxy: {idle_timeout: 30s, drain_timeout: 60s}
 	if got := rdb.ZCard(t.Context(), "voice:replicas").Val(); got != 1 {
 		t.Errorf("replicas after edge-a stopped gracefully: %d, want 1 (edge-b)", got)
 	}
-	// b's dead-replica checks, one per beat, until they cover the replica
-	// TTL past a's last beat twice over: nothing found dead.
-	const checks = `edge_poolmgr_loop_duration_seconds_count{loop="dead_replicas"}`
+	// b's beats (each asks for the stale replicas, the dead-replica
+	// check's first question), until they cover the replica TTL past a's
+	// last beat twice over: nothing found dead.
+	const checks = `edge_poolmgr_loop_duration_seconds_count{loop="heartbeat"}`
 	var from int
 	fmt.Sscan(adminMetric(t, b.admin, checks), &from)
-	testwait.Until(t, 30*time.Second, "ten more dead-replica checks on edge-b", func() bool {
+	testwait.Until(t, 30*time.Second, "ten more beats on edge-b", func() bool {
 		var n int
 		fmt.Sscan(adminMetric(t, b.admin, checks), &n)
 		return n >= from+10
