@@ -257,7 +257,7 @@ func newListeners(cfg *config.Config, current func() *config.Config, s *api.Surf
 	lc := listenerConfig(cfg, current, acc)
 	lc.TLS = serverConfig(certs.public, certs.acme)
 	// Media sockets arrive on the public listener: its TLS records can go
-	// to the proxy's epoll relay (proxy/tlshandoff.go).
+	// to the proxy's epoll relay (proxy/internal/tls13/handoff.go).
 	lc.TLSListener = proxy.TLSListener
 	pub, err = api.NewListener("public", cfg.Listen.Public, s.Public(), lc, log, reg)
 	if err != nil {

@@ -127,7 +127,7 @@ tls:
 		`edge_tls_reloads_total{listener="tls"} 1`,
 		`edge_tls_certificate_expiry_seconds{key="tls.certificates[0]",listener="tls",name="media.test"}`,
 		// The wss socket's TLS 1.3 records are the epoll loop's
-		// (proxy/tlshandoff.go), across the rotation too.
+		// (proxy/internal/tls13/handoff.go), across the rotation too.
 		`edge_proxy_relayed_sockets_total{client="tls",relay="epoll"} 1`,
 	} {
 		if !strings.Contains(metrics, want) {
