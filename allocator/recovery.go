@@ -59,6 +59,10 @@ type tracker struct {
 func (t *tracker) track(callID string, c trackedCall) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.trackLocked(callID, c)
+}
+
+func (t *tracker) trackLocked(callID string, c trackedCall) {
 	if t.calls == nil {
 		t.calls = map[string]trackedCall{}
 	}
@@ -81,16 +85,16 @@ func (t *tracker) track(callID string, c trackedCall) {
 
 // answered records a call this replica allocated, until its socket comes
 // (track with a holder replaces it) or its lease would have run out. A
-// call already held by a socket here keeps its entry.
+// call already held by a socket here keeps its entry: the check and the
+// write are one step, so a socket claimed in between is never forgotten.
 func (t *tracker) answered(callID string, c trackedCall, lease time.Duration) {
 	t.mu.Lock()
-	held := t.calls[callID].holder != ""
-	t.mu.Unlock()
-	if held {
+	defer t.mu.Unlock()
+	if t.calls[callID].holder != "" {
 		return
 	}
 	c.pendingUntil = time.Now().Add(lease)
-	t.track(callID, c)
+	t.trackLocked(callID, c)
 }
 
 // SetReplica names this replica on the calls it answers (answered_by), so
