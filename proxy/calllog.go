@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/edge-voice/edge/internal/mediacontract"
+	"github.com/edge-voice/edge/proxy/internal/relay"
 )
 
 // callMeta is what a socket's log lines say of its call beside its id and
@@ -40,14 +41,14 @@ func (s *socket) attrs() []any {
 // call's record: pod_lost (its pod died mid-call), lease_lost (the call
 // lost its pod: swept, unregistered or released elsewhere), drain (edge
 // shutting down), or socket_close (a side closed, or edge's policy did).
-func (s *socket) endedHow() string {
+func endedHow(r relay.Result) string {
 	switch {
-	case s.lost.Load():
+	case r.Lost:
 		return "pod_lost"
-	case s.stopCode.Load() == 0:
+	case r.By != relay.Edge:
 		return "socket_close"
 	}
-	switch s.reason() {
+	switch r.Reason {
 	case reasonCallReleased:
 		return "lease_lost"
 	case reasonShuttingDown:

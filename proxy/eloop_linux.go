@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/edge-voice/edge/proxy/internal/relay"
 	"github.com/edge-voice/edge/proxy/internal/tls13"
 )
 
@@ -214,7 +215,7 @@ type eloop struct {
 	ready int
 }
 
-// ecmd is a socket to add, or one whose stopCode was set.
+// ecmd is a socket to add, or one that edge stopped.
 type ecmd struct {
 	e   *esock
 	add bool
@@ -348,13 +349,13 @@ func (l *eloop) tick() {
 		}
 		switch {
 		case e.closing && l.now > e.closeBy:
-			l.teardown(e, 0)
+			l.teardown(e, relay.None)
 		case !e.closing && e.dirs[0].pend != nil && e.dirs[1].pend == nil &&
 			l.now-e.dirs[0].since > int64(l.p.cfg().PodWriteTimeout):
 			// The pod stopped reading while the client reads: it is hung
 			// (a client that does not read excuses it: backpressure).
 			e.dirs[0].pend, e.dirs[1].eof = nil, true
-			l.lost(e, errPodStalled)
+			l.lost(e, relay.Stalled, errPodStalled)
 		case !e.closing:
 			if _, v := e.pol.idleLeft(l.now); v.code != 0 && e.s.markStop(v.code, v.reason) {
 				l.beginClose(e)
@@ -368,7 +369,7 @@ func (l *eloop) tick() {
 func (l *eloop) closeAll() {
 	for fd, e := range l.socks {
 		if int(fd) == e.fds[0] {
-			l.teardown(e, 0)
+			l.teardown(e, relay.None)
 		}
 	}
 }

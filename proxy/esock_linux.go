@@ -5,6 +5,7 @@ package proxy
 import (
 	"golang.org/x/sys/unix"
 
+	"github.com/edge-voice/edge/proxy/internal/relay"
 	"github.com/edge-voice/edge/proxy/internal/tls13"
 )
 
@@ -51,11 +52,11 @@ type edir struct {
 	owed bool
 }
 
-func side(i int) int32 {
+func side(i int) relay.Side {
 	if i == 0 {
-		return sideClient
+		return relay.Client
 	}
-	return sidePod
+	return relay.Pod
 }
 
 // register puts a new socket on the loop: the early bytes (sent right
@@ -63,7 +64,7 @@ func side(i int) int32 {
 func (l *eloop) register(e *esock) {
 	e.pol.init(l.p.cfg(), l.p.metrics, l.now, e.s.ext)
 	if e.fds[1] < 0 {
-		l.teardown(e, 0)
+		l.teardown(e, relay.None)
 		return
 	}
 	for i := range e.dirs {
@@ -85,11 +86,11 @@ func (l *eloop) register(e *esock) {
 		l.socks[int32(fd)] = e
 		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: e.mask[i], Fd: int32(fd)}); err != nil {
 			l.p.log.Warn("epoll relay: cannot watch a media socket", "err", err, "call_sid", e.s.callID)
-			l.teardown(e, 0)
+			l.teardown(e, relay.None)
 			return
 		}
 	}
-	if e.s.stopCode.Load() != 0 {
+	if e.s.stopped.Load() {
 		l.beginClose(e)
 		return
 	}
@@ -209,7 +210,7 @@ func (l *eloop) read(e *esock, d *edir) bool {
 	case errno != 0:
 		if d.src == 1 {
 			d.eof = true
-			return l.lost(e, errno)
+			return l.lost(e, relay.Failed, errno)
 		}
 		l.teardown(e, side(d.src))
 		return false
@@ -235,7 +236,7 @@ func (l *eloop) read(e *esock, d *edir) bool {
 	if errno != 0 && !again(errno) {
 		if d.src == 0 {
 			e.dirs[1].eof = true
-			return l.lost(e, errno)
+			return l.lost(e, relay.Failed, errno)
 		}
 		l.teardown(e, side(1-d.src))
 		return false
@@ -257,11 +258,11 @@ func (l *eloop) read(e *esock, d *edir) bool {
 	return true
 }
 
-// lost ends the socket for its pod's death mid-call (a reset, a FIN without
-// a close frame): the client gets closeBadGateway, not a bare TCP close.
-func (l *eloop) lost(e *esock, cause error) bool {
-	e.s.ended(sidePod)
-	l.p.podLost(e.s, cause)
+// lost ends the socket for its pod's end, how, mid-call (a reset, a FIN
+// without a close frame, a stall): where that costs the pod
+// (relay.Closing) the client gets closeBadGateway, not a bare TCP close.
+func (l *eloop) lost(e *esock, how relay.End, cause error) bool {
+	l.p.podEnded(e.s, how, cause)
 	l.beginClose(e)
 	return !e.done
 }
@@ -274,9 +275,9 @@ func (l *eloop) lost(e *esock, cause error) bool {
 func (l *eloop) eof(e *esock, d *edir) bool {
 	d.eof = true
 	if d.src == 1 && !e.pol.dirs[1].closeSeen {
-		return l.lost(e, errPodEOF)
+		return l.lost(e, relay.EOF, errPodEOF)
 	}
-	e.s.ended(side(d.src))
+	e.s.ended(side(d.src), relay.EOF)
 	if !e.closing {
 		e.closing = true
 		e.closeBy = l.now + int64(closeGrace)
@@ -296,7 +297,7 @@ func (l *eloop) flush(e *esock, d *edir) bool {
 		}
 		if d.src == 0 {
 			e.dirs[1].eof = true
-			return l.lost(e, errno)
+			return l.lost(e, relay.Failed, errno)
 		}
 		l.teardown(e, side(1-d.src))
 		return false
@@ -367,7 +368,7 @@ func (l *eloop) settle(e *esock) bool {
 		e.closeBy = l.now + int64(lingerTime)
 	}
 	if e.dirs[0].eof && e.dirs[1].eof {
-		l.teardown(e, 0)
+		l.teardown(e, relay.None)
 		return false
 	}
 	l.update(e)
@@ -407,15 +408,13 @@ func (l *eloop) beginClose(e *esock) {
 
 // teardown closes both connections and hands the socket's end (metrics,
 // release, which waits on Redis) to a goroutine of its own, off the loop.
-// by is the side whose failure ended it (0: none or edge).
-func (l *eloop) teardown(e *esock, by int32) {
+// by is the side whose failure ended it (relay.None: none or edge).
+func (l *eloop) teardown(e *esock, by relay.Side) {
 	if e.done {
 		return
 	}
 	e.done = true
-	if by != 0 {
-		e.s.ended(by)
-	}
+	e.s.tornDown(by)
 	for _, fd := range e.fds {
 		if fd < 0 {
 			continue

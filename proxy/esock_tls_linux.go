@@ -2,7 +2,10 @@
 
 package proxy
 
-import "github.com/edge-voice/edge/proxy/internal/tls13"
+import (
+	"github.com/edge-voice/edge/proxy/internal/relay"
+	"github.com/edge-voice/edge/proxy/internal/tls13"
+)
 
 // The loop's side of a TLS client (esock.tls): what goes to it is sealed,
 // a KeyUpdate it asks for is answered at once, and a broken record ends
@@ -56,6 +59,6 @@ func (l *eloop) tlsFailed(e *esock, err error) bool {
 	if desc, ok := tls13.AlertOf(err); ok && e.dirs[1].pend == nil {
 		rawWrite(e.fds[0], e.tls.AlertRecord(desc))
 	}
-	l.teardown(e, sideClient)
+	l.teardown(e, relay.Client)
 	return false
 }

@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"testing"
@@ -16,7 +18,11 @@ import (
 
 // rawPod is a pod that completes the WebSocket upgrade by hand and then
 // misbehaves as kind says: "reset" resets the connection after the first
-// bytes from the client (killed mid-call), "hang" never reads again.
+// bytes from the client (killed mid-call), "hang" never reads again,
+// "close, then reset" sends a close frame (1000) and resets the connection
+// once the client's first bytes (its echo) come, "bare after the client's
+// close" ends its connection without a close frame once the client's
+// first bytes (its close frame) come.
 func rawPod(t *testing.T, kind string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -42,9 +48,18 @@ func rawPod(t *testing.T, kind string) string {
 				}
 				c.Write([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
 					wsproto.AcceptKey(req.Header.Get("Sec-WebSocket-Key")) + "\r\n\r\n"))
-				if kind == "reset" {
+				switch kind {
+				case "reset":
 					br.ReadByte()
 					c.(*net.TCPConn).SetLinger(0)
+					c.Close()
+				case "close, then reset":
+					c.Write(frame(true, 8, []byte{0x03, 0xe8}, nil))
+					br.ReadByte()
+					c.(*net.TCPConn).SetLinger(0)
+					c.Close()
+				case "bare after the client's close":
+					br.ReadByte()
 					c.Close()
 				}
 				// hang: neither read nor answer; closed at cleanup.
@@ -102,6 +117,45 @@ func TestPodLostMidCall(t *testing.T) {
 					pi, _ := e.alloc.PodInfo(context.Background(), "pod-x")
 					return pi.Ejection != nil && pi.Ejection.Reason == "lost"
 				})
+			})
+		}
+	})
+}
+
+// A pod whose connection ends as part of a close is not lost: after its
+// own close frame (it resets once the client answered it) or after the
+// client's close frame (it ends its stream without answering). On every
+// relay the call's record names the side that closed first, and the pod
+// is neither recorded as pod_lost nor ejected.
+func TestPodsEndWithinACloseIsNotLost(t *testing.T) {
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		for kind, want := range map[string]string{
+			"close, then reset":             "pod",
+			"bare after the client's close": "client",
+		} {
+			t.Run(kind, func(t *testing.T) {
+				e := newEnv(t, envOpt{relay: relay, cfg: failoverCfg})
+				e.addPod("pod-x", "gold", rawPod(t, kind))
+				callID, url := e.callOn("pod-x")
+				m := dialMedia(t, e, nil, "plain", url, nil)
+				podClose := frame(true, 8, []byte{0x03, 0xe8}, nil)
+				if want == "pod" {
+					got := make([]byte, len(podClose))
+					if _, err := io.ReadFull(m.br, got); err != nil || !bytes.Equal(got, podClose) {
+						t.Fatalf("client read % x, %v; want the pod's close % x", got, err, podClose)
+					}
+				}
+				if _, err := m.Write(frame(true, 8, []byte{0x03, 0xe8}, &[4]byte{1, 2, 3, 4})); err != nil {
+					t.Fatal(err)
+				}
+				m.drain()
+				m.Close()
+				e.waitSockets(0)
+				tl, err := e.alloc.Timeline(context.Background(), callID)
+				if err != nil || tl.ClosedBy != want || tl.CloseCode != "1000" {
+					t.Errorf("the call's record: closed by %q with %q (%s), %v; want %s with 1000", tl.ClosedBy, tl.CloseCode, tl.SocketEnd, err, want)
+				}
+				e.checkPodNotBlamed(t, callID, "pod-x")
 			})
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"time"
 
+	"github.com/edge-voice/edge/proxy/internal/relay"
 	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
@@ -21,16 +22,13 @@ const (
 	closeBadGateway = wsproto.CloseBadGateway
 )
 
-// closeGrace bounds how long a closing socket waits for its close frames
-// to be written before the TCP close: a peer that stopped reading must not
-// keep a socket, or a drain, alive.
-const closeGrace = time.Second
-
-// lingerTime bounds how long, after edge's close frame is out, edge drains
-// a peer that is still sending before closing the connection: long enough
-// for a peer to read the close and answer, short enough that a peer that
-// never stops cannot hold the socket.
-const lingerTime = 2 * time.Second
+// closeGrace and lingerTime bound a close's stages on every relay: the
+// close frames' writes, then the lingering close (relay.CloseGrace,
+// relay.LingerTime).
+const (
+	closeGrace = relay.CloseGrace
+	lingerTime = relay.LingerTime
+)
 
 // policy is what edge decides about one relayed socket, whichever relay
 // moves its bytes: the frame accounting of each direction, the message
@@ -58,8 +56,8 @@ type policy struct {
 // dirPolicy is one direction's share of a policy.
 type dirPolicy struct {
 	sc      wsproto.Scanner
-	limit   uint64 // proxy.max_message_bytes (0: none)
-	src     int32  // side whose bytes this direction reads
+	limit   uint64     // proxy.max_message_bytes (0: none)
+	src     relay.Side // side whose bytes this direction reads
 	counter *dirCounters
 	// bytes relayed, and the messages already added to the counter.
 	bytes, counted int64
@@ -84,9 +82,9 @@ type verdict struct {
 // to new sockets.
 func (p *policy) init(cfg *Config, m *metrics, now int64, ext bool) {
 	limit := uint64(max(cfg.MaxMessageBytes, 0))
-	p.dirs[0] = dirPolicy{limit: limit, src: sideClient, counter: m.dir["client_to_pod"]}
+	p.dirs[0] = dirPolicy{limit: limit, src: relay.Client, counter: m.dir["client_to_pod"]}
 	p.dirs[0].sc.Client, p.dirs[0].sc.Ext = true, ext
-	p.dirs[1] = dirPolicy{limit: limit, src: sidePod, counter: m.dir["pod_to_client"]}
+	p.dirs[1] = dirPolicy{limit: limit, src: relay.Pod, counter: m.dir["pod_to_client"]}
 	p.idle = int64(max(cfg.IdleTimeout, 0))
 	p.lastClient = now
 }
@@ -105,9 +103,7 @@ func (d *dirPolicy) relayed(s *socket, b []byte) (int, verdict) {
 	d.sc.Scan(b, d.limit)
 	if d.sc.CloseCode != 0 && !d.closeSeen {
 		d.closeSeen = true
-		if s.firstClose.CompareAndSwap(0, int32(d.sc.CloseCode)) {
-			s.firstCloser.Store(d.src)
-		}
+		s.closeFrame(d.src, d.sc.CloseCode)
 	}
 	n := len(b)
 	var v verdict
@@ -149,24 +145,29 @@ func (d *dirPolicy) atBoundary() bool {
 }
 
 // closeFrame is what edge writes into d's destination to end the socket
-// with its stop code, or nil where nothing may go: no stop code, or the
-// direction is inside a frame, where a close frame would corrupt the
+// with its stop code, or nil where nothing may go: edge owes the
+// destination no close (no stop code, its stream ended, or a close frame
+// went to it already, see relay.Closing.Owes), or the direction is inside
+// a frame, where a close frame would corrupt the
 // frame in flight (the relays first forward the rest of it, see
 // untilBoundary; a peer that never finishes it gets the TCP close). Toward the pod
 // edge is the client, and a client masks its frames (RFC 6455 5.3); the
 // mask only defeats cache poisoning by script-chosen payloads, and this
 // payload is edge's own, so any random mask does.
 func (d *dirPolicy) closeFrame(s *socket) []byte {
-	code := s.stopCode.Load()
-	if code == 0 || !d.atBoundary() {
+	if !d.atBoundary() {
+		return nil
+	}
+	code, reason := s.owes(d.src.Other())
+	if code == 0 {
 		return nil
 	}
 	var mask *[4]byte
-	if d.src == sideClient {
+	if d.src == relay.Client {
 		mask = new([4]byte)
 		rand.Read(mask[:])
 	}
-	return wsproto.CloseFrame(int(code), s.reason(), mask)
+	return wsproto.CloseFrame(code, reason, mask)
 }
 
 // clientSent notes bytes from the client at now, on the relay's clock.

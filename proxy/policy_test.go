@@ -57,7 +57,7 @@ func TestPolicyAccountsEachDirection(t *testing.T) {
 				t.Errorf("chunks of %d: dir %d bytes counter %v, want %d", chunk, i, got, p.dirs[i].bytes)
 			}
 		}
-		if initiator, code := closeOrigin(s); initiator != "pod" || code != "4100" {
+		if initiator, code := closeOrigin(s.result()); initiator != "pod" || code != "4100" {
 			t.Errorf("chunks of %d: close origin %s %s, want pod 4100", chunk, initiator, code)
 		}
 	}

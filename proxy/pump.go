@@ -3,9 +3,12 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"time"
+
+	"github.com/edge-voice/edge/proxy/internal/relay"
 )
 
 // bridge runs both directions of s on Go's netpoller, in goroutines of their
@@ -29,16 +32,14 @@ func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {
 		if errors.Is(err, errStopped) {
 			return // the pump wrote edge's close frame itself
 		}
-		if s.firstEnd.Load() == sidePod && !pol.dirs[1].closeSeen {
-			// The pod's side died (reset, FIN without a close frame)
-			// while the client was still there: the client hears it at
-			// once, as a close frame; with the code of a stop that came
-			// first, if one did (the other pump's read may have been
-			// cut by it while this one saw the reset). A read cut by
-			// the client's end (its pump closes the pod's connection)
-			// is the client's doing, whatever error it shows: only
-			// the pod's own end may cost the pod.
-			p.podLost(s, err)
+		if code, _ := s.owes(relay.Client); code != 0 {
+			// The pod's stream ended while the client was still there
+			// and edge owes the client a close: 1014 when that end cost
+			// the pod (relay.Closing decides, see pump's end), or the
+			// code of a stop that came first (the other pump's read may
+			// have been cut by it while this one saw the reset). A read
+			// cut by the client's end (its pump closes the pod's
+			// connection) is the client's doing and owes nothing.
 			p.injectClose(s, toClient)
 			closeWrite(conn)
 			return
@@ -48,7 +49,7 @@ func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {
 		conn.Close()
 	}()
 	err := p.pump(s, toPod, early)
-	if s.stopCode.Load() != 0 || errors.Is(err, errWrite) {
+	if s.stopped.Load() || errors.Is(err, errWrite) {
 		// Let the other pump write its close frame and drain its peer
 		// too. A write to the pod that failed (a reset pod) is heard by
 		// that pump as its read fails: closing the pod's conn now
@@ -92,13 +93,18 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) (err error) {
 		// the destination failed (a pod that reset shows first in the
 		// client pump's write to it). A cut of edge's own making (a
 		// connection edge closed, a stop's deadline) ends neither.
+		side, how := d.d.src, relay.Failed
 		switch {
-		case errors.Is(err, errWrite):
-			s.ended(sideClient + sidePod - d.d.src)
 		case errors.Is(err, net.ErrClosed), errors.Is(err, errStopped):
-		default:
-			s.ended(d.d.src)
+			return
+		case errors.Is(err, errPodStalled):
+			side, how = relay.Pod, relay.Stalled
+		case errors.Is(err, errWrite):
+			side = side.Other()
+		case errors.Is(err, io.EOF):
+			how = relay.EOF
 		}
+		p.sideEnded(s, side, how, err)
 	}()
 	wr := d.wr
 	forward := func(b []byte) error {
@@ -121,13 +127,13 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) (err error) {
 	// Only the client's silence is watched (policy.idle). Its deadline is
 	// armed once and, when it fires, moved by what the policy says is
 	// left: not a timer operation per message.
-	idle := d.d.src == sideClient && d.pol.idle > 0
+	idle := d.d.src == relay.Client && d.pol.idle > 0
 	if idle {
 		armRead(s, d.src, time.Now().Add(time.Duration(d.pol.idle)))
 	}
 	for {
 		b, err := rd.read()
-		if len(b) > 0 && s.stopCode.Load() != 0 {
+		if len(b) > 0 && s.stopped.Load() {
 			// A read that raced edge's stop: the poller may hand it data
 			// that came after the stop's deadline was set (measured:
 			// the pod's answer to edge's own close frame). It goes no
@@ -140,10 +146,9 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) (err error) {
 			}
 			werr := forward(b)
 			rd.release()
-			if errors.Is(werr, errPodStalled) && s.stopCode.Load() == 0 {
+			if errors.Is(werr, errPodStalled) && p.podEnded(s, relay.Stalled, werr) {
 				// The pod is hung: the client hears 1014 from the
 				// other pump, and is drained here meanwhile.
-				p.podLost(s, werr)
 				linger(d.src, rd)
 			}
 			if werr != nil {
@@ -156,7 +161,7 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) (err error) {
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
 		}
-		if s.stopCode.Load() != 0 {
+		if s.stopped.Load() {
 			return p.stopped(s, d, rd, nil)
 		}
 		until := noDeadline // a deadline this direction did not ask for
@@ -180,7 +185,7 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) (err error) {
 // comes after this deadline.
 func armRead(s *socket, c net.Conn, until time.Time) {
 	c.SetReadDeadline(until)
-	if s.stopCode.Load() != 0 {
+	if s.stopped.Load() {
 		c.SetReadDeadline(aLongTimeAgo)
 	}
 }

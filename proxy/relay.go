@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/edge-voice/edge/internal/mediacontract"
+	"github.com/edge-voice/edge/proxy/internal/relay"
 )
 
 var (
@@ -55,7 +56,8 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b 
 
 // socket is one relayed media stream: a hijacked client conn and its pod
 // conn, with the call it belongs to. The relay mechanism owns the
-// connections; what other goroutines (renewal, drain) touch is atomic.
+// connections; what other goroutines (renewal, drain) touch is atomic or
+// under mu.
 type socket struct {
 	callID, pod     string
 	holder          string // the socket's media claim (Leases.Claim)
@@ -67,25 +69,20 @@ type socket struct {
 	// reserved bits.
 	ext bool
 
-	// stopCode, when set, asks the relay to end with a close frame carrying
-	// it, at a frame boundary of each direction; interrupt tells the relay
-	// (set once the mechanism is chosen).
-	stopCode   atomic.Int32
-	stopReason atomic.Pointer[string]
-	interrupt  atomic.Pointer[func()]
-	// firstClose is the first close code seen in either direction and
-	// firstCloser its side; firstEnd is the side whose stream ended first.
-	firstClose, firstCloser, firstEnd atomic.Int32
-	// lost: the pod's side died mid-call (podLost); the failure counts
-	// toward the pod's ejection when the socket ends.
-	lost atomic.Bool
+	// closing is the socket's closing state machine (package relay): who
+	// ended it, with which code, what edge owes each side, whether the
+	// pod is to blame. Its events come from the relay's reads and writes
+	// and from edge's stops on other goroutines (renewal, drain), on
+	// close events only, never per message: mu serialises them.
+	mu      sync.Mutex
+	closing relay.Closing
+	// stopped mirrors closing.Stopped() for the relays' checks on their
+	// paths (a read that raced a stop) without the lock.
+	stopped atomic.Bool
+	// interrupt tells the relay that the socket has a stop code (set once
+	// the mechanism is chosen).
+	interrupt atomic.Pointer[func()]
 }
-
-// Sides of a socket, for closeOrigin.
-const (
-	sideClient int32 = 1
-	sidePod    int32 = 2
-)
 
 // stop asks the relay to close both sides with code, at a frame boundary.
 // The first code wins. Safe from any goroutine.
@@ -98,12 +95,15 @@ func (s *socket) stop(code int, reason string) {
 	}
 }
 
-// markStop records code unless another was recorded first.
+// markStop records edge's stop code unless another came first (or the
+// pod was lost): the relay's own verdicts, which it acts on at once.
 func (s *socket) markStop(code int, reason string) bool {
-	if !s.stopCode.CompareAndSwap(0, int32(code)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closing.Stop(code, reason) {
 		return false
 	}
-	s.stopReason.Store(&reason)
+	s.stopped.Store(true)
 	return true
 }
 
@@ -112,20 +112,53 @@ func (s *socket) markStop(code int, reason string) bool {
 // harmless for both relays.
 func (s *socket) setInterrupt(f func()) {
 	s.interrupt.Store(&f)
-	if s.stopCode.Load() != 0 {
+	if s.stopped.Load() {
 		f()
 	}
 }
 
-// ended records that side's stream ended (EOF or an error), unless the
-// other side's ended first.
-func (s *socket) ended(side int32) { s.firstEnd.CompareAndSwap(0, side) }
-
-func (s *socket) reason() string {
-	if r := s.stopReason.Load(); r != nil {
-		return *r
+// ended records that side's stream ended, how, and reports whether that
+// costs the pod (relay.Closing.Ended): the socket then has 1014 as its
+// stop code.
+func (s *socket) ended(side relay.Side, how relay.End) (lost bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lost = s.closing.Ended(side, how)
+	if lost {
+		s.stopped.Store(true)
 	}
-	return ""
+	return lost
+}
+
+// tornDown records that the relay closed both connections, by's failure
+// ending the socket (relay.None: none, or edge's): an end found then
+// costs no pod.
+func (s *socket) tornDown(by relay.Side) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closing.TornDown()
+	s.closing.Ended(by, relay.Failed)
+}
+
+// closeFrame records a close frame from side from, with code.
+func (s *socket) closeFrame(from relay.Side, code int) {
+	s.mu.Lock()
+	s.closing.CloseFrame(from, code)
+	s.mu.Unlock()
+}
+
+// owes is the close code, and its reason, edge owes side to (0: none).
+func (s *socket) owes(to relay.Side) (int, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing.Owes(to)
+}
+
+// result is how the socket ended, as far as its relay told.
+func (s *socket) result() relay.Result {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing.Result()
 }
 
 // finish does what every socket's end owes, whichever relay carried it:
@@ -136,9 +169,10 @@ func (p *Proxy) finish(s *socket, pol *policy) {
 	p.metrics.active.Dec()
 	now := time.Now()
 	p.metrics.duration.Observe(now.Sub(s.started).Seconds())
-	initiator, code := closeOrigin(s)
+	r := s.result()
+	initiator, code := closeOrigin(r)
 	p.metrics.closes.WithLabelValues(initiator, code).Inc()
-	end := mediacontract.SocketEnd{Ended: s.endedHow(), ClosedBy: initiator, CloseCode: code, Closed: now}
+	end := mediacontract.SocketEnd{Ended: endedHow(r), ClosedBy: initiator, CloseCode: code, Closed: now}
 	if pol != nil {
 		end.BytesIn, end.BytesOut = pol.dirs[0].bytes, pol.dirs[1].bytes
 		end.MessagesIn, end.MessagesOut = pol.dirs[0].sc.Messages, pol.dirs[1].sc.Messages
@@ -154,24 +188,28 @@ func (p *Proxy) finish(s *socket, pol *policy) {
 		"messages_in", end.MessagesIn, "messages_out", end.MessagesOut,
 		"bytes_in", end.BytesIn, "bytes_out", end.BytesOut,
 		"released", end.Ended, "release", outcome)...)
-	if s.lost.Load() {
+	if r.Lost {
 		addr, _ := p.lookup(s.pod)
 		p.podFailed(s.pod, addr, "lost")
 	}
 	p.forget(s)
 }
 
-// closeOrigin says who ended the socket and with which code: edge's own
+// closeOrigin labels who ended the socket and with which code: edge's own
 // stop code, else the first close frame seen, else the side whose TCP
 // connection ended first with code "none" (a crash or a network failure).
-func closeOrigin(s *socket) (initiator, code string) {
-	if c := s.stopCode.Load(); c != 0 {
-		return "edge", fmt.Sprint(c)
+func closeOrigin(r relay.Result) (initiator, code string) {
+	initiator = r.By.String()
+	if r.By == relay.None {
+		initiator = "client" // torn down before either side did anything
 	}
-	if c := s.firstClose.Load(); c != 0 {
-		return sideName(s.firstCloser.Load()), codeLabel(int(c))
+	if r.Code == 0 {
+		return initiator, "none"
 	}
-	return sideName(s.firstEnd.Load()), "none"
+	if r.By == relay.Edge {
+		return initiator, fmt.Sprint(r.Code)
+	}
+	return initiator, codeLabel(r.Code)
 }
 
 // codeLabel bounds the close-code label a peer chooses: the registered codes
@@ -187,13 +225,6 @@ func codeLabel(c int) string {
 	default:
 		return "invalid"
 	}
-}
-
-func sideName(side int32) string {
-	if side == sidePod {
-		return "pod"
-	}
-	return "client"
 }
 
 // release ends the call: the socket is gone, so is the call's media. It

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/edge-voice/edge/proxy/internal/iouring"
+	"github.com/edge-voice/edge/proxy/internal/relay"
 	"github.com/edge-voice/edge/proxy/internal/tls13"
 )
 
@@ -399,13 +400,13 @@ func (l *uloop) sweep() {
 		}
 		switch {
 		case e.closing && l.now > e.closeBy:
-			l.teardown(e, 0)
+			l.teardown(e, relay.None)
 		case !e.closing && e.dirs[0].sending && !e.dirs[1].sending &&
 			l.now-e.dirs[0].since > int64(l.p.cfg().PodWriteTimeout):
 			// The pod stopped reading while the client reads: hung. Its
 			// send stays in the kernel until the close grace ends it.
 			e.dirs[1].eof = true
-			l.lost(e, errPodStalled)
+			l.lost(e, relay.Stalled, errPodStalled)
 		case !e.closing:
 			if _, v := e.pol.idleLeft(l.now); v.code != 0 && e.s.markStop(v.code, v.reason) {
 				l.beginClose(e)
@@ -417,7 +418,7 @@ func (l *uloop) sweep() {
 func (l *uloop) closeAll() {
 	for _, e := range l.socks {
 		if e != nil {
-			l.teardown(e, 0)
+			l.teardown(e, relay.None)
 		}
 	}
 }
@@ -435,7 +436,7 @@ func (l *uloop) register(e *usock) {
 	}
 	l.open++
 	if e.fds[1] < 0 {
-		l.teardown(e, 0)
+		l.teardown(e, relay.None)
 		return
 	}
 	for i := range e.dirs {
@@ -456,7 +457,7 @@ func (l *uloop) register(e *usock) {
 			l.recv(e, i, false)
 		}
 	}
-	if e.s.stopCode.Load() != 0 {
+	if e.s.stopped.Load() {
 		l.beginClose(e)
 	}
 }
@@ -618,7 +619,7 @@ func (l *uloop) received(e *usock, i int, c iouring.CQE) {
 	switch {
 	case res < 0 && i == 1:
 		d.eof = true
-		l.lost(e, unix.Errno(-res))
+		l.lost(e, relay.Failed, unix.Errno(-res))
 		return
 	case res < 0:
 		l.teardown(e, side(i))
@@ -680,9 +681,10 @@ func (l *uloop) sent(e *usock, i int, res int32) {
 			if res < 0 {
 				err = unix.Errno(-res)
 			}
-			l.lost(e, err)
+			l.lost(e, relay.Failed, err)
 		default:
-			l.teardown(e, side(1))
+			// The send to the client failed: the client's end.
+			l.teardown(e, relay.Client)
 		}
 		return
 	}
@@ -699,9 +701,9 @@ func (l *uloop) sent(e *usock, i int, res int32) {
 
 var errShortSend = errors.New("short send")
 
-func (l *uloop) lost(e *usock, cause error) {
-	e.s.ended(sidePod)
-	l.p.podLost(e.s, cause)
+// lost: as eloop.lost.
+func (l *uloop) lost(e *usock, how relay.End, cause error) {
+	l.p.podEnded(e.s, how, cause)
 	l.beginClose(e)
 }
 
@@ -709,10 +711,10 @@ func (l *uloop) lost(e *usock, cause error) {
 func (l *uloop) eof(e *usock, i int) {
 	e.dirs[i].eof = true
 	if i == 1 && !e.pol.dirs[1].closeSeen {
-		l.lost(e, errPodEOF)
+		l.lost(e, relay.EOF, errPodEOF)
 		return
 	}
-	e.s.ended(side(i))
+	e.s.ended(side(i), relay.EOF)
 	if !e.closing {
 		e.closing = true
 		e.closeBy = l.now + int64(closeGrace)
@@ -790,7 +792,7 @@ func (l *uloop) settle(e *usock) {
 			e.closeBy = l.now + int64(lingerTime)
 		}
 		if e.dirs[0].eof && e.dirs[1].eof {
-			l.teardown(e, 0)
+			l.teardown(e, relay.None)
 			return
 		}
 	}
@@ -804,14 +806,12 @@ func (l *uloop) settle(e *usock) {
 // teardown closes both connections; shutting them down first ends the
 // operations still in the kernel (a recv completes with 0, a send fails),
 // whose completions then free the socket's slot.
-func (l *uloop) teardown(e *usock, by int32) {
+func (l *uloop) teardown(e *usock, by relay.Side) {
 	if e.done {
 		return
 	}
 	e.done = true
-	if by != 0 {
-		e.s.ended(by)
-	}
+	e.s.tornDown(by)
 	for _, fd := range e.fds {
 		if fd >= 0 {
 			unix.Shutdown(fd, unix.SHUT_RDWR)

@@ -2,7 +2,10 @@
 
 package proxy
 
-import "github.com/edge-voice/edge/proxy/internal/tls13"
+import (
+	"github.com/edge-voice/edge/proxy/internal/relay"
+	"github.com/edge-voice/edge/proxy/internal/tls13"
+)
 
 // The uring loop's side of a TLS client (usock.tls), as esock_tls_linux.go
 // is the epoll loop's: what goes to the client is sealed, a KeyUpdate it
@@ -77,5 +80,5 @@ func (l *uloop) tlsFailed(e *usock, err error) {
 	if desc, ok := tls13.AlertOf(err); ok && !e.dirs[1].sending && e.dirs[1].next == nil {
 		rawWrite(e.fds[0], e.tls.AlertRecord(desc))
 	}
-	l.teardown(e, sideClient)
+	l.teardown(e, relay.Client)
 }
