@@ -129,6 +129,23 @@ func RejectBadRequest(why string) *WebhookResult {
 	return Reject(http.StatusBadRequest, "invalid_request", why)
 }
 
+// SpokenRefusal is what a markup provider's answer (TwiML, Plivo XML,
+// TeXML) to a refused call says, and with which HTTP status, when the
+// call is not for the number's fallback URL: the words for a replay of an
+// ended call, else say; the failure's status where the plugin passes
+// edge's statuses on (statuses: its own option), else 200 so that the
+// provider plays the words.
+func SpokenRefusal(f *Failure, statuses bool, say, ended string) (status int, words string) {
+	status, words = http.StatusOK, say
+	if statuses && f.Status != 0 {
+		status = f.Status
+	}
+	if f.Reason == ReasonCallEnded {
+		words = ended
+	}
+	return status, words
+}
+
 // FallbackAnswer is the answer to a Failure with Fallback set for a
 // provider that calls the number's fallback URL on an HTTP error: the
 // failure's status (503 unless it is 4xx or 5xx) with edge's JSON error as

@@ -174,14 +174,7 @@ func (p *Provider) Answer(_ context.Context, req *plugins.AnswerRequest) (*plugi
 		// is invalid.
 		return plugins.FallbackAnswer(f), nil
 	}
-	status := http.StatusOK
-	if s.fallback && f.Status != 0 {
-		status = f.Status
-	}
-	msg := s.speak
-	if f.Reason == plugins.ReasonCallEnded {
-		msg = s.ended
-	}
+	status, msg := plugins.SpokenRefusal(f, s.fallback, s.speak, s.ended)
 	resp, err := plugins.XMLAnswer(status, plivoSpeakHangup{Speak: msg, Hangup: &struct{}{}})
 	if err == nil {
 		resp.ContentType = "text/xml"

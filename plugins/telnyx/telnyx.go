@@ -196,13 +196,6 @@ func (p *Provider) Answer(_ context.Context, req *plugins.AnswerRequest) (*plugi
 		// URL answers an HTTP error or does not answer.
 		return plugins.FallbackAnswer(f), nil
 	}
-	status := http.StatusOK
-	if s.fallback && f.Status != 0 {
-		status = f.Status
-	}
-	msg := s.say
-	if f.Reason == plugins.ReasonCallEnded {
-		msg = s.ended
-	}
+	status, msg := plugins.SpokenRefusal(f, s.fallback, s.say, s.ended)
 	return sayHangupAnswer(status, msg)
 }

@@ -140,13 +140,6 @@ func (p *Provider) Answer(_ context.Context, req *plugins.AnswerRequest) (*plugi
 		return plugins.FallbackAnswer(f), nil
 	}
 	s := p.Current()
-	status := http.StatusOK
-	if s.fallback && f.Status != 0 {
-		status = f.Status
-	}
-	msg := s.say
-	if f.Reason == plugins.ReasonCallEnded {
-		msg = s.ended
-	}
+	status, msg := plugins.SpokenRefusal(f, s.fallback, s.say, s.ended)
 	return sayHangupAnswer(status, msg)
 }
