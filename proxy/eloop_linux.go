@@ -348,14 +348,14 @@ func (l *eloop) tick() {
 			continue
 		}
 		switch {
-		case e.closing && l.now > e.closeBy:
+		case e.closing && e.s.over(l.now):
 			l.teardown(e, relay.None)
 		case !e.closing && e.dirs[0].pend != nil && e.dirs[1].pend == nil &&
 			l.now-e.dirs[0].since > int64(l.p.cfg().PodWriteTimeout):
 			// The pod stopped reading while the client reads: it is hung
 			// (a client that does not read excuses it: backpressure).
-			e.dirs[0].pend, e.dirs[1].eof = nil, true
-			l.lost(e, relay.Stalled, errPodStalled)
+			e.dirs[0].pend = nil
+			l.ended(e, 1, relay.Stalled, errPodStalled)
 		case !e.closing:
 			if _, v := e.pol.idleLeft(l.now); v.code != 0 && e.s.markStop(v.code, v.reason) {
 				l.beginClose(e)

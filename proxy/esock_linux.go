@@ -21,15 +21,14 @@ type esock struct {
 	pol  policy
 	// mask is what each fd is registered for.
 	mask [2]uint32
-	// closing: edge is ending the socket (stopCode set); closeBy bounds
-	// the wait for the close frames to go out.
+	// closing: the socket's close began (edge's stop, or a side's end).
+	// Its stages and their bounds are the socket's closing state machine
+	// (relay.Closing): the close frames go out, then both connections
+	// are shut for writing and the loop drains what the peers still send
+	// (lingering close) until both end their streams. closing mirrors its
+	// start for the reads, which check it without the machine's lock.
 	closing bool
-	closeBy int64
-	// shut: edge's last bytes are out and both connections are shut for
-	// writing; the loop drains what the peers still send (lingering
-	// close) until both end their streams or closeBy passes.
-	shut bool
-	done bool
+	done    bool
 	// tls is the client's TLS record layer (nil: plain TCP). Bytes from
 	// the client are opened as they are read; bytes to it are sealed as
 	// they are queued, so dirs[1].pend holds ciphertext.
@@ -202,20 +201,24 @@ func (l *eloop) read(e *esock, d *edir) bool {
 			return false
 		}
 		if ended || peerEnd {
-			d.eof, d.owed = true, false
+			d.owed = false
+			how := relay.EOF
+			if errno != 0 {
+				how = relay.Failed
+			}
+			l.gone(e, d.src, how)
 			return l.settle(e)
 		}
 		// Lingering: what a peer still sends is dropped.
 		return true
 	case errno != 0:
 		if d.src == 1 {
-			d.eof = true
-			return l.lost(e, relay.Failed, errno)
+			return l.ended(e, 1, relay.Failed, errno)
 		}
 		l.teardown(e, side(d.src))
 		return false
 	case n == 0:
-		return l.eof(e, d)
+		return l.ended(e, d.src, relay.EOF, errPodEOF)
 	}
 	if d.src == 0 {
 		e.pol.clientSent(l.now)
@@ -235,8 +238,7 @@ func (l *eloop) read(e *esock, d *edir) bool {
 	}
 	if errno != 0 && !again(errno) {
 		if d.src == 0 {
-			e.dirs[1].eof = true
-			return l.lost(e, relay.Failed, errno)
+			return l.ended(e, 1, relay.Failed, errno)
 		}
 		l.teardown(e, side(1-d.src))
 		return false
@@ -253,36 +255,39 @@ func (l *eloop) read(e *esock, d *edir) bool {
 		return !e.done
 	}
 	if peerEnd {
-		return l.eof(e, d)
+		return l.ended(e, 0, relay.EOF, nil)
 	}
 	return true
 }
 
-// lost ends the socket for its pod's end, how, mid-call (a reset, a FIN
-// without a close frame, a stall): where that costs the pod
-// (relay.Closing) the client gets closeBadGateway, not a bare TCP close.
-func (l *eloop) lost(e *esock, how relay.End, cause error) bool {
-	l.p.podEnded(e.s, how, cause)
-	l.beginClose(e)
-	return !e.done
-}
-
-// eof: d's source sent FIN. A WebSocket peer that ends its TCP stream is
-// done (RFC 6455 7.1.1: the TCP close follows the close handshake, or
-// replaces it on a failure), so the socket ends as with an edge close:
-// what was read goes out first, then both connections shut and drain. A
-// pod that ends without a close frame died: see lost.
-func (l *eloop) eof(e *esock, d *edir) bool {
-	d.eof = true
-	if d.src == 1 && !e.pol.dirs[1].closeSeen {
-		return l.lost(e, relay.EOF, errPodEOF)
+// ended: fds[i]'s stream ended, how (cause says why, for the pod's log
+// line), on an open socket. Where that costs the pod (relay.Closing: its
+// own end mid-call), or edge has a stop code already, edge's close begins
+// (closeBadGateway, or the stop's code, to the side still there, not a
+// bare TCP close). Otherwise the socket ends as that side did: a
+// WebSocket peer that ends its TCP stream is done (RFC 6455 7.1.1: the
+// TCP close follows the close handshake, or replaces it on a failure), so
+// what was read goes out first, then both connections shut and drain.
+// False when the socket ended.
+func (l *eloop) ended(e *esock, i int, how relay.End, cause error) bool {
+	e.dirs[i].eof = true
+	lost := l.p.sideEnded(e.s, side(i), how, cause)
+	if (lost || e.s.stopped.Load()) && !e.closing {
+		l.beginClose(e)
+		return !e.done
 	}
-	e.s.ended(side(d.src), relay.EOF)
 	if !e.closing {
+		e.s.begin(l.now)
 		e.closing = true
-		e.closeBy = l.now + int64(closeGrace)
 	}
 	return l.settle(e)
+}
+
+// gone: fds[i]'s stream ended, how, on a closing socket (its end costs no
+// pod then: the close began with edge's stop or a side's end).
+func (l *eloop) gone(e *esock, i int, how relay.End) {
+	e.dirs[i].eof = true
+	e.s.ended(side(i), how)
 }
 
 // flush writes d's pending bytes; false when the socket ended.
@@ -292,12 +297,11 @@ func (l *eloop) flush(e *esock, d *edir) bool {
 		if e.closing {
 			// That peer is gone: nothing more goes to it or comes from it.
 			d.pend, d.owed = nil, false
-			e.dirs[1-d.src].eof = true
+			l.gone(e, 1-d.src, relay.Failed)
 			return l.settle(e)
 		}
 		if d.src == 0 {
-			e.dirs[1].eof = true
-			return l.lost(e, relay.Failed, errno)
+			return l.ended(e, 1, relay.Failed, errno)
 		}
 		l.teardown(e, side(1-d.src))
 		return false
@@ -341,7 +345,8 @@ func (l *eloop) finishFrame(e *esock, d *edir, b []byte) bool {
 // settle moves a closing socket on: once edge's last bytes (close frames
 // included) are written, both connections are shut for writing and
 // drained (lingering close, see linger) until both peers end their
-// streams, then torn down; tick bounds each stage. False when the socket
+// streams, then torn down; the socket's closing state machine says when,
+// and bounds each stage (tick checks the bounds). False when the socket
 // ended.
 func (l *eloop) settle(e *esock) bool {
 	if e.dirs[0].pend != nil || e.dirs[1].pend != nil || e.dirs[0].owed || e.dirs[1].owed {
@@ -360,14 +365,12 @@ func (l *eloop) settle(e *esock) bool {
 		}
 		return !e.done
 	}
-	if !e.shut {
-		e.shut = true
+	if e.s.shut(l.now) {
 		for _, fd := range e.fds {
 			unix.Shutdown(fd, unix.SHUT_WR)
 		}
-		e.closeBy = l.now + int64(lingerTime)
 	}
-	if e.dirs[0].eof && e.dirs[1].eof {
+	if e.s.over(l.now) {
 		l.teardown(e, relay.None)
 		return false
 	}
@@ -375,16 +378,15 @@ func (l *eloop) settle(e *esock) bool {
 	return true
 }
 
-// beginClose ends the socket for edge's stopCode: the policy's close frame
-// into each peer that may take one, then the lingering close (settle),
-// bounded by closeGrace and lingerTime.
+// beginClose ends the socket for edge's stop code: the policy's close
+// frame into each peer that is owed one, then the lingering close
+// (settle), bounded by closeGrace and lingerTime.
 func (l *eloop) beginClose(e *esock) {
-	if e.done || e.closing {
+	if e.done || e.closing || !e.s.begin(l.now) {
 		// Ending already (a side's FIN): no close frame after it.
 		return
 	}
 	e.closing = true
-	e.closeBy = l.now + int64(closeGrace)
 	for i := range e.dirs {
 		d := &e.dirs[i]
 		if e.dirs[1-i].eof {

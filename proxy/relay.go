@@ -140,6 +140,26 @@ func (s *socket) tornDown(by relay.Side) {
 	s.closing.Ended(by, relay.Failed)
 }
 
+// begin, shut and over are the close's stages on a loop's clock
+// (relay.Closing's Begin, Shut, Over).
+func (s *socket) begin(now int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing.Begin(now)
+}
+
+func (s *socket) shut(now int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing.Shut(now)
+}
+
+func (s *socket) over(now int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing.Over(now)
+}
+
 // closeFrame records a close frame from side from, with code.
 func (s *socket) closeFrame(from relay.Side, code int) {
 	s.mu.Lock()
