@@ -19,7 +19,9 @@
 // What has a protocol of its own lives beside it: the media URL and its
 // token (mediaurl), RFC 6455 framing and handshakes (internal/wsproto),
 // the TLS 1.3 record layer and its hand-off from crypto/tls
-// (internal/tls13), and the io_uring kernel interface (internal/iouring).
+// (internal/tls13), the io_uring kernel interface (internal/iouring), and
+// the closing state machine every relay closes a socket through
+// (internal/relay).
 //
 // It is a leaf: pod addresses, leases and releases come in through Deps
 // (the Leases interface and the Lookup func), wired in cmd/edge. See

@@ -261,25 +261,16 @@ func (l *eloop) read(e *esock, d *edir) bool {
 }
 
 // ended: fds[i]'s stream ended, how (cause says why, for the pod's log
-// line), on an open socket. Where that costs the pod (relay.Closing: its
-// own end mid-call), or edge has a stop code already, edge's close begins
-// (closeBadGateway, or the stop's code, to the side still there, not a
-// bare TCP close). Otherwise the socket ends as that side did: a
-// WebSocket peer that ends its TCP stream is done (RFC 6455 7.1.1: the
-// TCP close follows the close handshake, or replaces it on a failure), so
-// what was read goes out first, then both connections shut and drain.
-// False when the socket ended.
+// line), on a socket whose close has not begun: edge's close, or the
+// close of that side's end, as endedOpen decides. False when the socket
+// ended.
 func (l *eloop) ended(e *esock, i int, how relay.End, cause error) bool {
 	e.dirs[i].eof = true
-	lost := l.p.sideEnded(e.s, side(i), how, cause)
-	if (lost || e.s.stopped.Load()) && !e.closing {
+	if l.p.endedOpen(e.s, side(i), how, cause, l.now) {
 		l.beginClose(e)
 		return !e.done
 	}
-	if !e.closing {
-		e.s.begin(l.now)
-		e.closing = true
-	}
+	e.closing = true
 	return l.settle(e)
 }
 
@@ -323,14 +314,12 @@ func (l *eloop) flush(e *esock, d *edir) bool {
 // finishFrame forwards, on a closing socket, the part of b that ends d's
 // frame in flight, then edge's close frame; the rest of b is dropped.
 func (l *eloop) finishFrame(e *esock, d *edir, b []byte) bool {
-	pol := &e.pol.dirs[d.src]
-	n := pol.untilBoundary(b)
-	pol.relayed(e.s, b[:n])
 	i := d.src
+	n, f, done := e.pol.dirs[i].finish(e.s, b)
 	d.pend = e.wire(i, d.pend, b[:n])
-	if !pol.finishing() {
+	if done {
 		d.owed = false
-		if f := pol.closeFrame(e.s); f != nil {
+		if f != nil {
 			d.pend = e.wire(i, d.pend, f)
 		}
 	}
@@ -387,17 +376,12 @@ func (l *eloop) beginClose(e *esock) {
 		return
 	}
 	e.closing = true
+	owed, frames := e.pol.closeStart(e.s, [2]bool{e.dirs[0].eof, e.dirs[1].eof})
 	for i := range e.dirs {
 		d := &e.dirs[i]
-		if e.dirs[1-i].eof {
-			continue // d's destination is gone
-		}
-		if e.pol.dirs[i].finishing() && !d.eof {
-			d.owed = true // the frame in flight first (finishFrame)
-			continue
-		}
-		if f := e.pol.dirs[i].closeFrame(e.s); f != nil {
-			d.pend = e.wire(i, d.pend, f)
+		d.owed = d.owed || owed[i] // the frame in flight first (finishFrame)
+		if frames[i] != nil {
+			d.pend = e.wire(i, d.pend, frames[i])
 		}
 	}
 	for i := range e.dirs {

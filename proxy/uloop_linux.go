@@ -88,9 +88,11 @@ type usock struct {
 	// inflight counts this socket's operations in the kernel: its slot
 	// (and buffers) are reused only once none is.
 	inflight int
-	// closing, closeBy, shut, done: as esock's.
-	closing, shut, done bool
-	closeBy             int64
+	// closing: the socket's close began; its stages and their bounds are
+	// the socket's closing state machine (relay.Closing), closing mirrors
+	// its start for the completions, which check it without the machine's
+	// lock. done: torn down.
+	closing, done bool
 	// tls is the client's record layer (nil: plain TCP), as esock's.
 	tls *tls13.Records
 }
@@ -392,21 +394,23 @@ func (l *uloop) commands() bool {
 	return stopped
 }
 
-// sweep is the tick's pass over the sockets: as eloop.tick's.
+// sweep is the tick's pass over the sockets: it tears down those whose
+// close stage's bound passed, ends those whose pod stopped reading while
+// the client reads, and stops those whose client fell silent past
+// proxy.idle_timeout.
 func (l *uloop) sweep() {
 	for _, e := range l.socks {
 		if e == nil || e.done {
 			continue
 		}
 		switch {
-		case e.closing && l.now > e.closeBy:
+		case e.closing && e.s.over(l.now):
 			l.teardown(e, relay.None)
 		case !e.closing && e.dirs[0].sending && !e.dirs[1].sending &&
 			l.now-e.dirs[0].since > int64(l.p.cfg().PodWriteTimeout):
 			// The pod stopped reading while the client reads: hung. Its
 			// send stays in the kernel until the close grace ends it.
-			e.dirs[1].eof = true
-			l.lost(e, relay.Stalled, errPodStalled)
+			l.ended(e, 1, relay.Stalled, errPodStalled)
 		case !e.closing:
 			if _, v := e.pol.idleLeft(l.now); v.code != 0 && e.s.markStop(v.code, v.reason) {
 				l.beginClose(e)
@@ -601,7 +605,7 @@ func (l *uloop) received(e *usock, i int, c iouring.CQE) {
 		switch {
 		case res > 0 && d.owed:
 			if peerEnd {
-				d.eof = true
+				l.gone(e, i, relay.EOF)
 			}
 			l.finishFrame(e, i, b)
 			if peerEnd && d.owed {
@@ -609,7 +613,12 @@ func (l *uloop) received(e *usock, i int, c iouring.CQE) {
 				l.settle(e)
 			}
 		case res <= 0:
-			d.eof, d.owed = true, false
+			d.owed = false
+			how := relay.EOF
+			if res < 0 {
+				how = relay.Failed
+			}
+			l.gone(e, i, how)
 			l.settle(e)
 		default:
 			l.recv(e, i, true) // lingering: dropped
@@ -618,14 +627,13 @@ func (l *uloop) received(e *usock, i int, c iouring.CQE) {
 	}
 	switch {
 	case res < 0 && i == 1:
-		d.eof = true
-		l.lost(e, relay.Failed, unix.Errno(-res))
+		l.ended(e, 1, relay.Failed, unix.Errno(-res))
 		return
 	case res < 0:
 		l.teardown(e, side(i))
 		return
 	case res == 0:
-		l.eof(e, i)
+		l.ended(e, i, relay.EOF, errPodEOF)
 		return
 	}
 	if i == 0 {
@@ -646,7 +654,7 @@ func (l *uloop) received(e *usock, i int, c iouring.CQE) {
 	case stop:
 		l.beginClose(e)
 	case peerEnd:
-		l.eof(e, i)
+		l.ended(e, i, relay.EOF, nil)
 	}
 }
 
@@ -672,16 +680,17 @@ func (l *uloop) sent(e *usock, i int, res int32) {
 		// A linked recv comes back cancelled.
 		switch {
 		case e.closing:
+			// That peer is gone: nothing more goes to it or comes
+			// from it.
 			d.next, d.recvAfter, d.owed = nil, false, false
-			e.dirs[1-i].eof = true
+			l.gone(e, 1-i, relay.Failed)
 			l.settle(e)
 		case i == 0:
-			e.dirs[1].eof = true
 			err := error(errShortSend)
 			if res < 0 {
 				err = unix.Errno(-res)
 			}
-			l.lost(e, relay.Failed, err)
+			l.ended(e, 1, relay.Failed, err)
 		default:
 			// The send to the client failed: the client's end.
 			l.teardown(e, relay.Client)
@@ -701,39 +710,36 @@ func (l *uloop) sent(e *usock, i int, res int32) {
 
 var errShortSend = errors.New("short send")
 
-// lost: as eloop.lost.
-func (l *uloop) lost(e *usock, how relay.End, cause error) {
-	l.p.podEnded(e.s, how, cause)
-	l.beginClose(e)
-}
-
-// eof: as eloop.eof.
-func (l *uloop) eof(e *usock, i int) {
+// ended: fds[i]'s stream ended, how (cause says why, for the pod's log
+// line), on a socket whose close has not begun: edge's close, or the
+// close of that side's end, as endedOpen decides.
+func (l *uloop) ended(e *usock, i int, how relay.End, cause error) {
 	e.dirs[i].eof = true
-	if i == 1 && !e.pol.dirs[1].closeSeen {
-		l.lost(e, relay.EOF, errPodEOF)
+	if l.p.endedOpen(e.s, side(i), how, cause, l.now) {
+		l.beginClose(e)
 		return
 	}
-	e.s.ended(side(i), relay.EOF)
-	if !e.closing {
-		e.closing = true
-		e.closeBy = l.now + int64(closeGrace)
-	}
+	e.closing = true
 	l.settle(e)
 }
 
-// finishFrame: as eloop.finishFrame, from a recv's bytes b.
+// gone: fds[i]'s stream ended, how, on a closing socket (its end costs no
+// pod then: the close began with edge's stop or a side's end).
+func (l *uloop) gone(e *usock, i int, how relay.End) {
+	e.dirs[i].eof = true
+	e.s.ended(side(i), how)
+}
+
+// finishFrame forwards, on a closing socket, the part of b (a recv's
+// bytes) that ends dirs[i]'s frame in flight, then edge's close frame;
+// the rest of b is dropped.
 func (l *uloop) finishFrame(e *usock, i int, b []byte) {
 	d := &e.dirs[i]
-	pol := &e.pol.dirs[i]
-	n := pol.untilBoundary(b)
-	pol.relayed(e.s, b[:n])
+	n, f, done := e.pol.dirs[i].finish(e.s, b)
 	out := append([]byte(nil), b[:n]...)
-	if !pol.finishing() {
+	if done {
 		d.owed = false
-		if f := pol.closeFrame(e.s); f != nil {
-			out = append(out, f...)
-		}
+		out = append(out, f...)
 	}
 	if len(out) > 0 {
 		l.sendOut(e, i, e.wire(i, out), false)
@@ -741,33 +747,32 @@ func (l *uloop) finishFrame(e *usock, i int, b []byte) {
 	l.settle(e)
 }
 
-// beginClose: as eloop.beginClose.
+// beginClose ends the socket for edge's stop code: the policy's close
+// frame to each peer that is owed one (behind a send in flight), then the
+// lingering close (settle), bounded by closeGrace and lingerTime.
 func (l *uloop) beginClose(e *usock) {
-	if e.done || e.closing {
+	if e.done || e.closing || !e.s.begin(l.now) {
+		// Ending already (a side's FIN): no close frame after it.
 		return
 	}
 	e.closing = true
-	e.closeBy = l.now + int64(closeGrace)
+	owed, frames := e.pol.closeStart(e.s, [2]bool{e.dirs[0].eof, e.dirs[1].eof})
 	for i := range e.dirs {
-		d := &e.dirs[i]
-		if e.dirs[1-i].eof {
-			continue
+		if owed[i] {
+			e.dirs[i].owed = true // the frame in flight first (finishFrame)
 		}
-		if e.pol.dirs[i].finishing() && !d.eof {
-			d.owed = true
-			continue
-		}
-		if f := e.pol.dirs[i].closeFrame(e.s); f != nil {
-			l.sendOut(e, i, e.wire(i, f), false) // behind a send in flight
+		if frames[i] != nil {
+			l.sendOut(e, i, e.wire(i, frames[i]), false)
 		}
 	}
 	l.settle(e)
 }
 
-// settle: as eloop.settle. Once edge's last bytes are out, both
-// connections are shut for writing; every direction not at its end keeps
-// a recv in the kernel, to drain the peers (lingering close) or to finish
-// a frame in flight.
+// settle moves a closing socket on: once edge's last bytes (close frames
+// included) are sent, both connections are shut for writing; every
+// direction not at its end keeps a recv in the kernel, to drain the peers
+// (lingering close) or to finish a frame in flight, until the socket's
+// closing state machine says the close is over.
 func (l *uloop) settle(e *usock) {
 	if e.done {
 		return
@@ -784,14 +789,12 @@ func (l *uloop) settle(e *usock) {
 		busy = true
 	}
 	if !busy {
-		if !e.shut {
-			e.shut = true
+		if e.s.shut(l.now) {
 			for _, fd := range e.fds {
 				unix.Shutdown(fd, unix.SHUT_WR)
 			}
-			e.closeBy = l.now + int64(lingerTime)
 		}
-		if e.dirs[0].eof && e.dirs[1].eof {
+		if e.s.over(l.now) {
 			l.teardown(e, relay.None)
 			return
 		}

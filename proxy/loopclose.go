@@ -1,0 +1,60 @@
+package proxy
+
+import "github.com/edge-voice/edge/proxy/internal/relay"
+
+// What the event loops (epoll and io_uring) decide when a socket closes,
+// written once for both, on top of the socket's closing state machine
+// (relay.Closing): each loop only does the I/O, from its read or its
+// completion, in its own way (a pending write or a send in the kernel).
+// None of it runs per message.
+
+// endedOpen records that side's stream ended, how, on a socket whose
+// close has not begun (cause says why, for the pod's log line), at now on
+// the loop's clock. It reports whether edge's close begins: the end cost
+// the pod (closeBadGateway to the client), or edge has a stop code
+// already; the loop's beginClose then sends what is owed. Otherwise the
+// socket's close has begun as that side's end, with no close frame: a
+// WebSocket peer that ends its TCP stream is done (RFC 6455 7.1.1: the
+// TCP close follows the close handshake, or replaces it on a failure), so
+// what was read goes out first, then both connections shut and drain (the
+// loop's settle).
+func (p *Proxy) endedOpen(s *socket, side relay.Side, how relay.End, cause error, now int64) (edgeClose bool) {
+	if p.sideEnded(s, side, how, cause) || s.stopped.Load() {
+		return true
+	}
+	s.begin(now)
+	return false
+}
+
+// closeStart is what a loop sends when edge's close begins (its
+// beginClose), given which sources ended (eof[i]: direction i's): for
+// each direction whose destination is still there, either the rest of
+// the frame in flight first (owed[i]; then finish adds the close frame)
+// or edge's close frame now (frames[i]; nil where the destination is owed
+// none).
+func (p *policy) closeStart(s *socket, eof [2]bool) (owed [2]bool, frames [2][]byte) {
+	for i := range p.dirs {
+		switch {
+		case eof[1-i]:
+			// The destination is gone.
+		case p.dirs[i].finishing() && !eof[i]:
+			owed[i] = true
+		default:
+			frames[i] = p.dirs[i].closeFrame(s)
+		}
+	}
+	return owed, frames
+}
+
+// finish accounts, on a closing socket whose direction d owes the rest of
+// its frame in flight, b (the source's next bytes): n of them end that
+// frame and go on, the rest is dropped. Once the frame is whole (done),
+// frame is edge's close frame to follow it (nil where none is owed).
+func (d *dirPolicy) finish(s *socket, b []byte) (n int, frame []byte, done bool) {
+	n = d.untilBoundary(b)
+	d.relayed(s, b[:n])
+	if d.finishing() {
+		return n, nil, false
+	}
+	return n, d.closeFrame(s), true
+}
