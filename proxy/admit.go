@@ -198,8 +198,9 @@ func (p *Proxy) unclaim(callID, holder string) {
 // relay hijacks the client, answers it the pod's 101 and runs the two pumps
 // until the socket ends, then releases the call.
 func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder string, call callMeta, span trace.Span) {
-	s := &socket{callID: callID, pod: pod, holder: holder, podConn: up.conn, started: time.Now(), call: call, span: span,
-		ext: up.resp.Header.Get("Sec-WebSocket-Extensions") != ""}
+	s := &socket{callID: callID, pod: pod, holder: holder, call: call, span: span}
+	s.Pod, s.Started = up.conn, time.Now()
+	s.Ext = up.resp.Header.Get("Sec-WebSocket-Extensions") != ""
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		up.conn.Close()
@@ -208,7 +209,7 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 		p.refuse(w, http.StatusInternalServerError, "hijack", err)
 		return
 	}
-	s.client = conn
+	s.Client = conn
 	if err := p.admit(s); err != nil {
 		up.conn.Close()
 		p.unclaim(callID, holder)
@@ -268,16 +269,7 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 		tls13.StopWatch(tc)
 	}
 	p.countRelayed(relayGoroutines, isTLS)
-	s.setInterrupt(func() {
-		// A write blocked on a peer that does not read would never see
-		// the read deadlines: bound it, as the loops' close grace does.
-		grace := time.Now().Add(closeGrace)
-		s.client.SetWriteDeadline(grace)
-		s.podConn.SetWriteDeadline(grace)
-		s.client.SetReadDeadline(aLongTimeAgo)
-		s.podConn.SetReadDeadline(aLongTimeAgo)
-	})
-	go p.bridge(s, up, early)
+	p.pump.Add(&s.Socket, up.early, early)
 }
 
 // runningRelay is the relay new sockets take: what proxy.relay asks for,

@@ -8,20 +8,22 @@
 // count messages, see close codes, bound message size, refuse a client's
 // broken framing and inject close frames at a frame boundary) served by a
 // few epoll or io_uring event loops outside Go's netpoller (eloop_linux.go,
-// esock_linux.go, uloop_linux.go; two goroutines per socket in pump.go
-// where the loops cannot be used), the TLS 1.3 records of clients whose TLS
-// edge terminates, opened and sealed by those loops, one batched lease
-// renewal per interval for every socket of the replica, connect-time
-// failover, the health probes of ejected pods, release of the call when its
-// socket ends, and the drain of hijacked sockets on shutdown, which
-// http.Server.Shutdown does not track.
+// esock_linux.go, uloop_linux.go; two goroutines per socket in
+// internal/relay/pump where the loops cannot be used), the TLS 1.3 records
+// of clients whose TLS edge terminates, opened and sealed by those loops,
+// one batched lease renewal per interval for every socket of the replica,
+// connect-time failover, the health probes of ejected pods, release of the
+// call when its socket ends, and the drain of hijacked sockets on
+// shutdown, which http.Server.Shutdown does not track.
 //
 // What has a protocol of its own lives beside it: the media URL and its
 // token (mediaurl), RFC 6455 framing and handshakes (internal/wsproto),
 // the TLS 1.3 record layer and its hand-off from crypto/tls
-// (internal/tls13), the io_uring kernel interface (internal/iouring), and
-// the closing state machine every relay closes a socket through
-// (internal/relay).
+// (internal/tls13), the io_uring kernel interface (internal/iouring), what
+// every relay shares (internal/relay: the relayed socket and its closing
+// state machine, the per-message policy, the raw reads and writes, and
+// the Host seam this package implements: relayHost in relay.go), and the
+// goroutine relay (internal/relay/pump).
 //
 // It is a leaf: pod addresses, leases and releases come in through Deps
 // (the Leases interface and the Lookup func), wired in cmd/edge. See

@@ -104,7 +104,7 @@ func (ls *loops) add(s *socket, up *upstream, early []byte, t *tls13.Takeover) b
 	if set == nil {
 		return false
 	}
-	cc, ok1 := s.client.(*net.TCPConn)
+	cc, ok1 := s.Client.(*net.TCPConn)
 	if t != nil {
 		cc, ok1 = t.Conn(), true
 	}
@@ -134,7 +134,7 @@ func (ls *loops) add(s *socket, up *upstream, early []byte, t *tls13.Takeover) b
 	}
 	e.dirs[0] = edir{src: 0, pend: early}
 	e.dirs[1] = edir{src: 1, pend: up.early}
-	s.client, s.podConn = nil, nil
+	s.Client, s.Pod = nil, nil
 	// Counted before the loop can relay a byte or end the socket, so that
 	// whoever sees the socket's traffic or its end sees it counted.
 	l.p.countRelayed(relayEpoll, t != nil)
@@ -146,10 +146,10 @@ func (ls *loops) add(s *socket, up *upstream, early []byte, t *tls13.Takeover) b
 		if pfd >= 0 {
 			unix.Close(pfd)
 		}
-		go l.p.finish(s, nil)
+		go l.p.finish(s, relay.Counts{})
 		return true
 	}
-	s.setInterrupt(func() { l.send(ecmd{e: e}) })
+	s.SetInterrupt(func() { l.send(ecmd{e: e}) })
 	return true
 }
 
@@ -348,16 +348,16 @@ func (l *eloop) tick() {
 			continue
 		}
 		switch {
-		case e.closing && e.s.over(l.now):
+		case e.closing && e.s.Over(l.now):
 			l.teardown(e, relay.None)
 		case !e.closing && e.dirs[0].pend != nil && e.dirs[1].pend == nil &&
 			l.now-e.dirs[0].since > int64(l.p.cfg().PodWriteTimeout):
 			// The pod stopped reading while the client reads: it is hung
 			// (a client that does not read excuses it: backpressure).
 			e.dirs[0].pend = nil
-			l.ended(e, 1, relay.Stalled, errPodStalled)
+			l.ended(e, 1, relay.Stalled, relay.ErrPodStalled)
 		case !e.closing:
-			if _, v := e.pol.idleLeft(l.now); v.code != 0 && e.s.markStop(v.code, v.reason) {
+			if _, v := e.pol.IdleLeft(l.now); v.Code != 0 && e.s.MarkStop(v.Code, v.Reason) {
 				l.beginClose(e)
 			}
 		}

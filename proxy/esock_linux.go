@@ -10,15 +10,15 @@ import (
 )
 
 // esock is one relayed pair on an event loop; only the loop touches it.
-// What is relayed, counted and refused is pol's (policy.go); this file
+// What is relayed, counted and refused is pol's (relay.Policy); this file
 // only moves bytes, on the loop's clock.
 type esock struct {
 	s   *socket
 	fds [2]int // 0: client, 1: pod
 	// dirs[i] reads fds[i] and writes the other: dirs[0] is client_to_pod,
-	// its policy pol.dirs[i].
+	// its policy pol.Dirs[i].
 	dirs [2]edir
-	pol  policy
+	pol  relay.Policy
 	// mask is what each fd is registered for.
 	mask [2]uint32
 	// closing: the socket's close began (edge's stop, or a side's end).
@@ -61,7 +61,7 @@ func side(i int) relay.Side {
 // register puts a new socket on the loop: the early bytes (sent right
 // behind either handshake) are scanned and queued first.
 func (l *eloop) register(e *esock) {
-	e.pol.init(l.p.cfg(), l.p.metrics, l.now, e.s.ext)
+	e.pol.Init(l.p.relayEnv.Limits(), &l.p.relayEnv.Dirs, l.now, e.s.Ext)
 	if e.fds[1] < 0 {
 		l.teardown(e, relay.None)
 		return
@@ -72,12 +72,12 @@ func (l *eloop) register(e *esock) {
 			d.pend = nil
 			continue
 		}
-		n, v := e.pol.dirs[i].relayed(e.s, d.pend)
+		n, v := e.pol.Dirs[i].Relayed(&e.s.Socket, d.pend)
 		if d.pend = e.wire(i, nil, d.pend[:n]); len(d.pend) == 0 {
 			d.pend = nil
 		}
-		if v.code != 0 {
-			e.s.markStop(v.code, v.reason)
+		if v.Code != 0 {
+			e.s.MarkStop(v.Code, v.Reason)
 		}
 	}
 	for i, fd := range e.fds {
@@ -89,7 +89,7 @@ func (l *eloop) register(e *esock) {
 			return
 		}
 	}
-	if e.s.stopped.Load() {
+	if e.s.Stopped() {
 		l.beginClose(e)
 		return
 	}
@@ -170,7 +170,7 @@ func (l *eloop) read(e *esock, d *edir) bool {
 		// Room in front for the start of a record read before.
 		buf = l.buf[len(t.Part()):]
 	}
-	n, errno := rawRead(e.fds[d.src], buf)
+	n, errno := relay.RawRead(e.fds[d.src], buf)
 	if again(errno) {
 		return true
 	}
@@ -218,12 +218,12 @@ func (l *eloop) read(e *esock, d *edir) bool {
 		l.teardown(e, side(d.src))
 		return false
 	case n == 0:
-		return l.ended(e, d.src, relay.EOF, errPodEOF)
+		return l.ended(e, d.src, relay.EOF, relay.ErrPodEOF)
 	}
 	if d.src == 0 {
-		e.pol.clientSent(l.now)
+		e.pol.ClientSent(l.now)
 	}
-	n, v := e.pol.dirs[d.src].relayed(e.s, b)
+	n, v := e.pol.Dirs[d.src].Relayed(&e.s.Socket, b)
 	out := b[:n]
 	if d.src == 1 && e.tls != nil && n > 0 {
 		out = e.tls.Seal(l.sealBuf[:0], tls13.RecordTypeData, out)
@@ -231,7 +231,7 @@ func (l *eloop) read(e *esock, d *edir) bool {
 	}
 	w := 0
 	if len(out) > 0 {
-		w, errno = rawWrite(e.fds[1-d.src], out)
+		w, errno = relay.RawWrite(e.fds[1-d.src], out)
 	}
 	if w < 0 {
 		w = 0
@@ -250,7 +250,7 @@ func (l *eloop) read(e *esock, d *edir) bool {
 		d.since = l.now
 		l.update(e)
 	}
-	if v.code != 0 && e.s.markStop(v.code, v.reason) {
+	if v.Code != 0 && e.s.MarkStop(v.Code, v.Reason) {
 		l.beginClose(e)
 		return !e.done
 	}
@@ -266,7 +266,7 @@ func (l *eloop) read(e *esock, d *edir) bool {
 // ended.
 func (l *eloop) ended(e *esock, i int, how relay.End, cause error) bool {
 	e.dirs[i].eof = true
-	if l.p.endedOpen(e.s, side(i), how, cause, l.now) {
+	if l.p.endedOpen(&e.s.Socket, side(i), how, cause, l.now) {
 		l.beginClose(e)
 		return !e.done
 	}
@@ -278,12 +278,12 @@ func (l *eloop) ended(e *esock, i int, how relay.End, cause error) bool {
 // pod then: the close began with edge's stop or a side's end).
 func (l *eloop) gone(e *esock, i int, how relay.End) {
 	e.dirs[i].eof = true
-	e.s.ended(side(i), how)
+	e.s.Ended(side(i), how)
 }
 
 // flush writes d's pending bytes; false when the socket ended.
 func (l *eloop) flush(e *esock, d *edir) bool {
-	w, errno := rawWrite(e.fds[1-d.src], d.pend)
+	w, errno := relay.RawWrite(e.fds[1-d.src], d.pend)
 	if errno != 0 && !again(errno) {
 		if e.closing {
 			// That peer is gone: nothing more goes to it or comes from it.
@@ -315,7 +315,7 @@ func (l *eloop) flush(e *esock, d *edir) bool {
 // frame in flight, then edge's close frame; the rest of b is dropped.
 func (l *eloop) finishFrame(e *esock, d *edir, b []byte) bool {
 	i := d.src
-	n, f, done := e.pol.dirs[i].finish(e.s, b)
+	n, f, done := finish(&e.pol.Dirs[i], &e.s.Socket, b)
 	d.pend = e.wire(i, d.pend, b[:n])
 	if done {
 		d.owed = false
@@ -354,12 +354,12 @@ func (l *eloop) settle(e *esock) bool {
 		}
 		return !e.done
 	}
-	if e.s.shut(l.now) {
+	if e.s.Shut(l.now) {
 		for _, fd := range e.fds {
 			unix.Shutdown(fd, unix.SHUT_WR)
 		}
 	}
-	if e.s.over(l.now) {
+	if e.s.Over(l.now) {
 		l.teardown(e, relay.None)
 		return false
 	}
@@ -371,12 +371,12 @@ func (l *eloop) settle(e *esock) bool {
 // frame into each peer that is owed one, then the lingering close
 // (settle), bounded by closeGrace and lingerTime.
 func (l *eloop) beginClose(e *esock) {
-	if e.done || e.closing || !e.s.begin(l.now) {
+	if e.done || e.closing || !e.s.Begin(l.now) {
 		// Ending already (a side's FIN): no close frame after it.
 		return
 	}
 	e.closing = true
-	owed, frames := e.pol.closeStart(e.s, [2]bool{e.dirs[0].eof, e.dirs[1].eof})
+	owed, frames := closeStart(&e.pol, &e.s.Socket, [2]bool{e.dirs[0].eof, e.dirs[1].eof})
 	for i := range e.dirs {
 		d := &e.dirs[i]
 		d.owed = d.owed || owed[i] // the frame in flight first (finishFrame)
@@ -400,7 +400,7 @@ func (l *eloop) teardown(e *esock, by relay.Side) {
 		return
 	}
 	e.done = true
-	e.s.tornDown(by)
+	e.s.TornDown(by)
 	for _, fd := range e.fds {
 		if fd < 0 {
 			continue
@@ -415,6 +415,6 @@ func (l *eloop) teardown(e *esock, by relay.Side) {
 	if e.tls != nil {
 		e.tls.Wipe()
 	}
-	pol := e.pol // the socket's counts, as they are now
-	go l.p.finish(e.s, &pol)
+	c := e.pol.Counts() // the socket's counts, as they are now
+	go l.p.finish(e.s, c)
 }

@@ -57,7 +57,7 @@ func (l *eloop) answerKeyUpdate(e *esock) bool {
 func (l *eloop) tlsFailed(e *esock, err error) bool {
 	l.p.log.Debug("tls record failure", "err", err, "call_sid", e.s.callID)
 	if desc, ok := tls13.AlertOf(err); ok && e.dirs[1].pend == nil {
-		rawWrite(e.fds[0], e.tls.AlertRecord(desc))
+		relay.RawWrite(e.fds[0], e.tls.AlertRecord(desc))
 	}
 	l.teardown(e, relay.Client)
 	return false

@@ -18,11 +18,11 @@ import "github.com/edge-voice/edge/proxy/internal/relay"
 // TCP close follows the close handshake, or replaces it on a failure), so
 // what was read goes out first, then both connections shut and drain (the
 // loop's settle).
-func (p *Proxy) endedOpen(s *socket, side relay.Side, how relay.End, cause error, now int64) (edgeClose bool) {
-	if p.sideEnded(s, side, how, cause) || s.stopped.Load() {
+func (p *Proxy) endedOpen(s *relay.Socket, side relay.Side, how relay.End, cause error, now int64) (edgeClose bool) {
+	if p.relayEnv.SideEnded(s, side, how, cause) || s.Stopped() {
 		return true
 	}
-	s.begin(now)
+	s.Begin(now)
 	return false
 }
 
@@ -32,15 +32,15 @@ func (p *Proxy) endedOpen(s *socket, side relay.Side, how relay.End, cause error
 // the frame in flight first (owed[i]; then finish adds the close frame)
 // or edge's close frame now (frames[i]; nil where the destination is owed
 // none).
-func (p *policy) closeStart(s *socket, eof [2]bool) (owed [2]bool, frames [2][]byte) {
-	for i := range p.dirs {
+func closeStart(p *relay.Policy, s *relay.Socket, eof [2]bool) (owed [2]bool, frames [2][]byte) {
+	for i := range p.Dirs {
 		switch {
 		case eof[1-i]:
 			// The destination is gone.
-		case p.dirs[i].finishing() && !eof[i]:
+		case p.Dirs[i].Finishing() && !eof[i]:
 			owed[i] = true
 		default:
-			frames[i] = p.dirs[i].closeFrame(s)
+			frames[i] = p.Dirs[i].CloseFrame(s)
 		}
 	}
 	return owed, frames
@@ -50,11 +50,11 @@ func (p *policy) closeStart(s *socket, eof [2]bool) (owed [2]bool, frames [2][]b
 // its frame in flight, b (the source's next bytes): n of them end that
 // frame and go on, the rest is dropped. Once the frame is whole (done),
 // frame is edge's close frame to follow it (nil where none is owed).
-func (d *dirPolicy) finish(s *socket, b []byte) (n int, frame []byte, done bool) {
-	n = d.untilBoundary(b)
-	d.relayed(s, b[:n])
-	if d.finishing() {
+func finish(d *relay.DirPolicy, s *relay.Socket, b []byte) (n int, frame []byte, done bool) {
+	n = d.UntilBoundary(b)
+	d.Relayed(s, b[:n])
+	if d.Finishing() {
 		return n, nil, false
 	}
-	return n, d.closeFrame(s), true
+	return n, d.CloseFrame(s), true
 }

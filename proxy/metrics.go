@@ -3,17 +3,15 @@ package proxy
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-)
 
-type dirCounters struct {
-	bytes, messages prometheus.Counter
-}
+	"github.com/edge-voice/edge/proxy/internal/relay"
+)
 
 type metrics struct {
 	active       prometheus.Gauge
 	maxSockets   prometheus.Gauge
 	duration     prometheus.Histogram
-	dir          map[string]*dirCounters
+	dirs         [2]relay.Counters // client_to_pod, pod_to_client
 	closes       *prometheus.CounterVec
 	refused      *prometheus.CounterVec
 	dialFailures *prometheus.CounterVec
@@ -52,7 +50,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "How long media sockets lived.",
 			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
 		}),
-		dir: map[string]*dirCounters{},
 		closes: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_proxy_closes_total",
 			Help: "Media sockets closed, by who closed first (client, pod, edge) and close code (none: TCP closed without a close frame).",
@@ -101,8 +98,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.relayInfo)
 	}
-	for _, d := range []string{"client_to_pod", "pod_to_client"} {
-		m.dir[d] = &dirCounters{bytes: bytes.WithLabelValues(d), messages: msgs.WithLabelValues(d)}
+	for i, d := range []string{"client_to_pod", "pod_to_client"} {
+		m.dirs[i] = relay.Counters{Bytes: bytes.WithLabelValues(d), Messages: msgs.WithLabelValues(d)}
 	}
 	m.fromStart()
 	return m

@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/edge-voice/edge/internal/mediacontract"
+	"github.com/edge-voice/edge/proxy/internal/relay"
+	"github.com/edge-voice/edge/proxy/internal/relay/pump"
 	"github.com/edge-voice/edge/proxy/mediaurl"
 )
 
@@ -116,8 +118,9 @@ type Proxy struct {
 	conf    atomic.Pointer[Config]
 	metrics *metrics
 
-	mu      sync.Mutex
-	sockets map[*socket]struct{}
+	mu sync.Mutex
+	// sockets are the open sockets, by what their relay knows of them.
+	sockets map[*relay.Socket]*socket
 	byCall  map[string]*socket // the open socket of each call
 	closing bool               // shutdown started: admit nothing more
 	// handlers counts admitted sockets until their release is done; Run
@@ -125,6 +128,11 @@ type Proxy struct {
 	handlers sync.WaitGroup
 	changed  chan struct{} // closed and replaced when sockets changes
 
+	// relayEnv is what every relay is given: this proxy as its Host, the
+	// limits and the per-direction counters.
+	relayEnv relay.Env
+	// pump is the goroutine relay.
+	pump *pump.Relay
 	// loops are the epoll relay's event loops, running while Run does
 	// (nil: none, every socket takes the goroutine relay).
 	loops loops
@@ -139,11 +147,21 @@ func New(cfg Config, d Deps) *Proxy {
 		lookup: d.Lookup, leases: d.Leases, signer: d.Signer, forwarded: d.Forwarded,
 		tracer: d.Tracer, handshakeRetries: d.HandshakeRetries, log: d.Log,
 		metrics: newMetrics(d.Registerer),
-		sockets: map[*socket]struct{}{},
+		sockets: map[*relay.Socket]*socket{},
 		byCall:  map[string]*socket{},
 		changed: make(chan struct{}),
 	}
 	p.metrics.relayInfo.relays = p.Relays
+	p.relayEnv = relay.Env{
+		Host: (*relayHost)(p),
+		Limits: func() relay.Limits {
+			c := p.cfg()
+			return relay.Limits{MaxMessageBytes: c.MaxMessageBytes, IdleTimeout: c.IdleTimeout, PodWriteTimeout: c.PodWriteTimeout}
+		},
+		Dirs: p.metrics.dirs,
+		Log:  d.Log,
+	}
+	p.pump = pump.New(p.relayEnv)
 	p.Apply(cfg)
 	return p
 }
@@ -218,7 +236,7 @@ func (p *Proxy) admit(s *socket) error {
 	case p.byCall[s.callID] != nil:
 		return errDuplicate
 	}
-	p.sockets[s] = struct{}{}
+	p.sockets[&s.Socket] = s
 	p.byCall[s.callID] = s
 	p.handlers.Add(1)
 	p.notifyLocked()
@@ -228,7 +246,7 @@ func (p *Proxy) admit(s *socket) error {
 func (p *Proxy) forget(s *socket) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.sockets, s)
+	delete(p.sockets, &s.Socket)
 	if p.byCall[s.callID] == s {
 		delete(p.byCall, s.callID)
 	}
@@ -245,7 +263,7 @@ func (p *Proxy) snapshot() ([]*socket, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]*socket, 0, len(p.sockets))
-	for s := range p.sockets {
+	for _, s := range p.sockets {
 		out = append(out, s)
 	}
 	return out, p.changed
@@ -292,7 +310,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 		case <-deadline.C:
 			p.log.Warn("drain deadline passed: closing media sockets", "open", len(open))
 			for _, s := range open {
-				s.stop(closeGoingAway, reasonShuttingDown)
+				s.Stop(closeGoingAway, reasonShuttingDown)
 			}
 		}
 		p.handlers.Wait()

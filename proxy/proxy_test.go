@@ -62,7 +62,7 @@ func TestRelayEchoesAndReleasesOnClose(t *testing.T) {
 		if got := value(m.releases.WithLabelValues("released")); got != 1 {
 			t.Errorf("releases{released} = %v, want 1", got)
 		}
-		if got := value(m.dir["client_to_pod"].messages); got < 21 {
+		if got := value(m.dirs[0].Messages); got < 21 {
 			t.Errorf("messages client_to_pod = %v, want >= 21", got)
 		}
 		if got := value(m.active); got != 0 {

@@ -4,15 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/edge-voice/edge/internal/mediacontract"
 	"github.com/edge-voice/edge/proxy/internal/relay"
+	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
 var (
@@ -21,7 +19,7 @@ var (
 )
 
 // Relay names a relay mechanism, the way a socket's bytes move; what is
-// decided about them is the same for all (policy.go). Config.Relay
+// decided about them is the same for all (relay.Policy). Config.Relay
 // (proxy.relay) picks one.
 type Relay string
 
@@ -34,7 +32,7 @@ const (
 	// Linux, measured in docs/bench-media.md.
 	relayEpoll Relay = "epoll"
 	// relayGoroutines runs two copy goroutines per socket on Go's netpoller
-	// (pump.go). Used where epoll cannot be: other systems, a TLS client
+	// (package relay/pump). Used where epoll cannot be: other systems, a TLS client
 	// whose records the loops cannot take over (TLS 1.2, or a state
 	// package tls13 cannot account for), another kind of client connection,
 	// or Run not started.
@@ -47,156 +45,77 @@ const (
 	relayUring Relay = "uring"
 )
 
-// bufSize is one goroutine-relay buffer: a Twilio media frame is ~300
-// bytes; a bigger message just takes more reads. A buffer is taken from the
-// pool only when bytes are ready (see reader), so idle streams hold none.
-const bufSize = 8 << 10
+// Close codes edge sends itself, and why.
+const (
+	closeGoingAway = wsproto.CloseGoingAway // drain deadline passed on shutdown
+	closePolicy    = wsproto.ClosePolicy    // the call lost its lease (released, swept)
+	// closeProtocolError: a client's frame that breaks RFC 6455.
+	closeProtocolError = wsproto.CloseProtocolError
+	closeTooBig        = wsproto.CloseTooBig    // a message over proxy.max_message_bytes
+	closeIdleTimeout   = relay.CloseIdleTimeout // the client sent nothing for proxy.idle_timeout
+	// closeBadGateway (RFC 6455's registry: "Bad Gateway") tells the
+	// client its pod's side died mid-call: a reset, a FIN without a close
+	// frame, or a write to the pod stalled past proxy.pod_write_timeout.
+	closeBadGateway = wsproto.CloseBadGateway
+)
 
-var bufPool = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b }}
+// closeGrace and lingerTime bound a close's stages on every relay: the
+// close frames' writes, then the lingering close (relay.CloseGrace,
+// relay.LingerTime).
+const (
+	closeGrace = relay.CloseGrace
+	lingerTime = relay.LingerTime
+)
 
-// socket is one relayed media stream: a hijacked client conn and its pod
-// conn, with the call it belongs to. The relay mechanism owns the
-// connections; what other goroutines (renewal, drain) touch is atomic or
-// under mu.
+// socket is one relayed media stream: what its relay knows of it (the
+// client's and the pod's connections, its start and its closing state
+// machine, relay.Socket) and the call it belongs to, which only the proxy
+// reads.
 type socket struct {
-	callID, pod     string
-	holder          string // the socket's media claim (Leases.Claim)
-	client, podConn net.Conn
-	started         time.Time
-	call            callMeta   // for the socket's log lines
-	span            trace.Span // the socket's span; nil when tracing is off
-	// ext: the pod's 101 named an extension, whose frames may carry the
-	// reserved bits.
-	ext bool
-
-	// closing is the socket's closing state machine (package relay): who
-	// ended it, with which code, what edge owes each side, whether the
-	// pod is to blame. Its events come from the relay's reads and writes
-	// and from edge's stops on other goroutines (renewal, drain), on
-	// close events only, never per message: mu serialises them.
-	mu      sync.Mutex
-	closing relay.Closing
-	// stopped mirrors closing.Stopped() for the relays' checks on their
-	// paths (a read that raced a stop) without the lock.
-	stopped atomic.Bool
-	// interrupt tells the relay that the socket has a stop code (set once
-	// the mechanism is chosen).
-	interrupt atomic.Pointer[func()]
+	relay.Socket
+	callID, pod string
+	holder      string     // the socket's media claim (Leases.Claim)
+	call        callMeta   // for the socket's log lines
+	span        trace.Span // the socket's span; nil when tracing is off
 }
 
-// stop asks the relay to close both sides with code, at a frame boundary.
-// The first code wins. Safe from any goroutine.
-func (s *socket) stop(code int, reason string) {
-	if !s.markStop(code, reason) {
-		return
-	}
-	if f := s.interrupt.Load(); f != nil {
-		(*f)()
-	}
+// relayHost is the proxy as its relays' relay.Host: what a socket's end
+// and a lost pod owe, on close events only.
+type relayHost Proxy
+
+// Ended finishes the socket: see finish.
+func (h *relayHost) Ended(rs *relay.Socket, c relay.Counts) {
+	p := (*Proxy)(h)
+	p.finish(p.socketOf(rs), c)
 }
 
-// markStop records edge's stop code unless another came first (or the
-// pod was lost): the relay's own verdicts, which it acts on at once.
-func (s *socket) markStop(code int, reason string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.closing.Stop(code, reason) {
-		return false
-	}
-	s.stopped.Store(true)
-	return true
+// PodLost logs the pod's end mid-call; the socket's end reports it to
+// the pod's failures (finish).
+func (h *relayHost) PodLost(rs *relay.Socket, cause error) {
+	p := (*Proxy)(h)
+	p.log.Warn("pod's side of a media socket died mid-call", append(p.socketOf(rs).attrs(), "err", cause)...)
 }
 
-// setInterrupt installs the relay's wake-up; a stop that came before it
-// (a drain racing the handshake) is delivered now. Calling f twice is
-// harmless for both relays.
-func (s *socket) setInterrupt(f func()) {
-	s.interrupt.Store(&f)
-	if s.stopped.Load() {
-		f()
-	}
-}
-
-// ended records that side's stream ended, how, and reports whether that
-// costs the pod (relay.Closing.Ended): the socket then has 1014 as its
-// stop code.
-func (s *socket) ended(side relay.Side, how relay.End) (lost bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	lost = s.closing.Ended(side, how)
-	if lost {
-		s.stopped.Store(true)
-	}
-	return lost
-}
-
-// tornDown records that the relay closed both connections, by's failure
-// ending the socket (relay.None: none, or edge's): an end found then
-// costs no pod.
-func (s *socket) tornDown(by relay.Side) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closing.TornDown()
-	s.closing.Ended(by, relay.Failed)
-}
-
-// begin, shut and over are the close's stages on a loop's clock
-// (relay.Closing's Begin, Shut, Over).
-func (s *socket) begin(now int64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closing.Begin(now)
-}
-
-func (s *socket) shut(now int64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closing.Shut(now)
-}
-
-func (s *socket) over(now int64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closing.Over(now)
-}
-
-// closeFrame records a close frame from side from, with code.
-func (s *socket) closeFrame(from relay.Side, code int) {
-	s.mu.Lock()
-	s.closing.CloseFrame(from, code)
-	s.mu.Unlock()
-}
-
-// owes is the close code, and its reason, edge owes side to (0: none).
-func (s *socket) owes(to relay.Side) (int, string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closing.Owes(to)
-}
-
-// result is how the socket ended, as far as its relay told.
-func (s *socket) result() relay.Result {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closing.Result()
+// socketOf is the open socket a relay knows as rs.
+func (p *Proxy) socketOf(rs *relay.Socket) *socket {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sockets[rs]
 }
 
 // finish does what every socket's end owes, whichever relay carried it:
 // metrics, log, release of the call, and leaving the registry.
-// pol is the relay's policy, with the socket's counts (nil: none relayed).
-func (p *Proxy) finish(s *socket, pol *policy) {
+// c is what the relay relayed.
+func (p *Proxy) finish(s *socket, c relay.Counts) {
 	defer p.handlers.Done()
 	p.metrics.active.Dec()
 	now := time.Now()
-	p.metrics.duration.Observe(now.Sub(s.started).Seconds())
-	r := s.result()
+	p.metrics.duration.Observe(now.Sub(s.Started).Seconds())
+	r := s.Result()
 	initiator, code := closeOrigin(r)
 	p.metrics.closes.WithLabelValues(initiator, code).Inc()
-	end := mediacontract.SocketEnd{Ended: endedHow(r), ClosedBy: initiator, CloseCode: code, Closed: now}
-	if pol != nil {
-		end.BytesIn, end.BytesOut = pol.dirs[0].bytes, pol.dirs[1].bytes
-		end.MessagesIn, end.MessagesOut = pol.dirs[0].sc.Messages, pol.dirs[1].sc.Messages
-	}
+	end := mediacontract.SocketEnd{Ended: endedHow(r), ClosedBy: initiator, CloseCode: code, Closed: now,
+		BytesIn: c.BytesIn, BytesOut: c.BytesOut, MessagesIn: c.MessagesIn, MessagesOut: c.MessagesOut}
 	endSocketSpan(s, initiator, code, end.BytesIn, end.BytesOut)
 	// Release before forgetting the socket: a drain, or a test, that sees
 	// the socket gone knows its call is released.
@@ -204,7 +123,7 @@ func (p *Proxy) finish(s *socket, pol *policy) {
 	// The socket's one line at its end: nothing is logged per message,
 	// its counts are the relay's own.
 	p.log.Info("media socket closed", append(s.attrs(), "by", initiator, "code", code,
-		"duration", now.Sub(s.started).Round(time.Millisecond),
+		"duration", now.Sub(s.Started).Round(time.Millisecond),
 		"messages_in", end.MessagesIn, "messages_out", end.MessagesOut,
 		"bytes_in", end.BytesIn, "bytes_out", end.BytesOut,
 		"released", end.Ended, "release", outcome)...)

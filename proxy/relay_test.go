@@ -313,3 +313,14 @@ func TestStopEndsStalledSocket(t *testing.T) {
 		e.checkCarried(t, relay, 1)
 	})
 }
+
+func TestCodeLabelIsBounded(t *testing.T) {
+	for code, want := range map[int]string{
+		1000: "1000", 1011: "1011", 4000: "4000", 4999: "4999",
+		3001: "3xxx", 999: "invalid", 1016: "invalid", 2000: "invalid", 5000: "invalid", 65535: "invalid",
+	} {
+		if got := codeLabel(code); got != want {
+			t.Errorf("codeLabel(%d) = %q, want %q", code, got, want)
+		}
+	}
+}

@@ -49,7 +49,7 @@ func (p *Proxy) renewOnce(ctx context.Context) {
 		}
 		lost++
 		p.log.Info("call lost its pod: closing its media socket", s.attrs()...)
-		s.stop(closePolicy, reasonCallReleased)
+		s.Stop(closePolicy, reasonCallReleased)
 	}
 	p.metrics.renewals.WithLabelValues("held").Add(float64(len(leases) - lost))
 	if lost > 0 {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/edge-voice/edge/internal/testpki"
+	"github.com/edge-voice/edge/proxy/internal/relay"
 	"github.com/edge-voice/edge/proxy/internal/tls13"
 )
 
@@ -298,7 +299,7 @@ func TestTLSCryptoTLSWritesNothingAfterTheHandoff(t *testing.T) {
 	// The loop's part.
 	wire := h.t.Records().Seal(nil, tls13.RecordTypeData, []byte("from the loop"))
 	wire = append(wire, h.t.Records().AlertRecord(tls13.AlertCloseNotify)...)
-	if n, errno := rawWrite(fd, wire); n != len(wire) {
+	if n, errno := relay.RawWrite(fd, wire); n != len(wire) {
 		t.Fatalf("loop's write: %d of %d bytes, %v", n, len(wire), errno)
 	}
 	unix.Shutdown(fd, unix.SHUT_WR)

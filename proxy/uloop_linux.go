@@ -19,7 +19,7 @@ import (
 // make one read and one write system call per message, and with a frame
 // per 20 ms per stream nothing batches within a socket. Here the batch is
 // across sockets: each socket-direction keeps one recv in the kernel; its
-// completion goes through the same policy (policy.go) as the epoll loop's
+// completion goes through the same policy (relay.Policy) as the epoll loop's
 // reads, and the bytes go out as a send linked to the next recv into the
 // same buffer (IOSQE_IO_LINK), all sockets' SQEs submitted together in the
 // loop's next io_uring_enter.
@@ -83,7 +83,7 @@ type usock struct {
 	s    *socket
 	fds  [2]int // 0: client, 1: pod
 	dirs [2]udir
-	pol  policy
+	pol  relay.Policy
 	slot uint32
 	// inflight counts this socket's operations in the kernel: its slot
 	// (and buffers) are reused only once none is.
@@ -213,7 +213,7 @@ func (ls *loops) addUring(set []*uloop, s *socket, cc, pc *net.TCPConn, early []
 		e.tls = t.Records()
 	}
 	e.dirs[0].out, e.dirs[1].out = early, up.early
-	s.client, s.podConn = nil, nil
+	s.Client, s.Pod = nil, nil
 	// Counted before the loop can relay a byte or end the socket, as on
 	// the epoll loops.
 	l.p.countRelayed(relayUring, t != nil)
@@ -222,10 +222,10 @@ func (ls *loops) addUring(set []*uloop, s *socket, cc, pc *net.TCPConn, early []
 		if pfd >= 0 {
 			unix.Close(pfd)
 		}
-		go l.p.finish(s, nil)
+		go l.p.finish(s, relay.Counts{})
 		return true
 	}
-	s.setInterrupt(func() { l.send(ucmd{e: e}) })
+	s.SetInterrupt(func() { l.send(ucmd{e: e}) })
 	return true
 }
 
@@ -404,15 +404,15 @@ func (l *uloop) sweep() {
 			continue
 		}
 		switch {
-		case e.closing && e.s.over(l.now):
+		case e.closing && e.s.Over(l.now):
 			l.teardown(e, relay.None)
 		case !e.closing && e.dirs[0].sending && !e.dirs[1].sending &&
 			l.now-e.dirs[0].since > int64(l.p.cfg().PodWriteTimeout):
 			// The pod stopped reading while the client reads: hung. Its
 			// send stays in the kernel until the close grace ends it.
-			l.ended(e, 1, relay.Stalled, errPodStalled)
+			l.ended(e, 1, relay.Stalled, relay.ErrPodStalled)
 		case !e.closing:
-			if _, v := e.pol.idleLeft(l.now); v.code != 0 && e.s.markStop(v.code, v.reason) {
+			if _, v := e.pol.IdleLeft(l.now); v.Code != 0 && e.s.MarkStop(v.Code, v.Reason) {
 				l.beginClose(e)
 			}
 		}
@@ -430,7 +430,7 @@ func (l *uloop) closeAll() {
 // register puts a new socket on the loop: its early bytes (held in
 // dirs[i].out by addUring) go out first, then each direction receives.
 func (l *uloop) register(e *usock) {
-	e.pol.init(l.p.cfg(), l.p.metrics, l.now, e.s.ext)
+	e.pol.Init(l.p.relayEnv.Limits(), &l.p.relayEnv.Dirs, l.now, e.s.Ext)
 	if n := len(l.free); n > 0 {
 		e.slot, l.free = l.free[n-1], l.free[:n-1]
 		l.socks[e.slot] = e
@@ -448,20 +448,20 @@ func (l *uloop) register(e *usock) {
 		d.outBid = -1
 		early := d.out
 		d.out = nil
-		n, v := 0, verdict{}
+		n, v := 0, relay.Verdict{}
 		if len(early) > 0 {
-			n, v = e.pol.dirs[i].relayed(e.s, early)
+			n, v = e.pol.Dirs[i].Relayed(&e.s.Socket, early)
 		}
-		if v.code != 0 {
-			e.s.markStop(v.code, v.reason)
+		if v.Code != 0 {
+			e.s.MarkStop(v.Code, v.Reason)
 		}
 		if n > 0 {
-			l.sendOut(e, i, e.wire(i, early[:n]), v.code == 0)
-		} else if v.code == 0 {
+			l.sendOut(e, i, e.wire(i, early[:n]), v.Code == 0)
+		} else if v.Code == 0 {
 			l.recv(e, i, false)
 		}
 	}
-	if e.s.stopped.Load() {
+	if e.s.Stopped() {
 		l.beginClose(e)
 	}
 }
@@ -521,7 +521,7 @@ func (l *uloop) completed(c iouring.CQE) {
 	kind := int(c.UserData & (1<<udShift - 1))
 	if kind == udWake {
 		var b [8]byte
-		rawRead(l.wakeFd, b[:])
+		relay.RawRead(l.wakeFd, b[:])
 		l.sqe().PollIn(l.wakeFd, udWake)
 		return
 	}
@@ -633,14 +633,14 @@ func (l *uloop) received(e *usock, i int, c iouring.CQE) {
 		l.teardown(e, side(i))
 		return
 	case res == 0:
-		l.ended(e, i, relay.EOF, errPodEOF)
+		l.ended(e, i, relay.EOF, relay.ErrPodEOF)
 		return
 	}
 	if i == 0 {
-		e.pol.clientSent(l.now)
+		e.pol.ClientSent(l.now)
 	}
-	n, v := e.pol.dirs[i].relayed(e.s, b)
-	stop := v.code != 0 && e.s.markStop(v.code, v.reason)
+	n, v := e.pol.Dirs[i].Relayed(&e.s.Socket, b)
+	stop := v.Code != 0 && e.s.MarkStop(v.Code, v.Reason)
 	out := b[:n]
 	if i == 1 && e.tls != nil && n > 0 {
 		out, bid = l.sealTLS(e, d, out), -1
@@ -715,7 +715,7 @@ var errShortSend = errors.New("short send")
 // close of that side's end, as endedOpen decides.
 func (l *uloop) ended(e *usock, i int, how relay.End, cause error) {
 	e.dirs[i].eof = true
-	if l.p.endedOpen(e.s, side(i), how, cause, l.now) {
+	if l.p.endedOpen(&e.s.Socket, side(i), how, cause, l.now) {
 		l.beginClose(e)
 		return
 	}
@@ -727,7 +727,7 @@ func (l *uloop) ended(e *usock, i int, how relay.End, cause error) {
 // pod then: the close began with edge's stop or a side's end).
 func (l *uloop) gone(e *usock, i int, how relay.End) {
 	e.dirs[i].eof = true
-	e.s.ended(side(i), how)
+	e.s.Ended(side(i), how)
 }
 
 // finishFrame forwards, on a closing socket, the part of b (a recv's
@@ -735,7 +735,7 @@ func (l *uloop) gone(e *usock, i int, how relay.End) {
 // the rest of b is dropped.
 func (l *uloop) finishFrame(e *usock, i int, b []byte) {
 	d := &e.dirs[i]
-	n, f, done := e.pol.dirs[i].finish(e.s, b)
+	n, f, done := finish(&e.pol.Dirs[i], &e.s.Socket, b)
 	out := append([]byte(nil), b[:n]...)
 	if done {
 		d.owed = false
@@ -751,12 +751,12 @@ func (l *uloop) finishFrame(e *usock, i int, b []byte) {
 // frame to each peer that is owed one (behind a send in flight), then the
 // lingering close (settle), bounded by closeGrace and lingerTime.
 func (l *uloop) beginClose(e *usock) {
-	if e.done || e.closing || !e.s.begin(l.now) {
+	if e.done || e.closing || !e.s.Begin(l.now) {
 		// Ending already (a side's FIN): no close frame after it.
 		return
 	}
 	e.closing = true
-	owed, frames := e.pol.closeStart(e.s, [2]bool{e.dirs[0].eof, e.dirs[1].eof})
+	owed, frames := closeStart(&e.pol, &e.s.Socket, [2]bool{e.dirs[0].eof, e.dirs[1].eof})
 	for i := range e.dirs {
 		if owed[i] {
 			e.dirs[i].owed = true // the frame in flight first (finishFrame)
@@ -789,12 +789,12 @@ func (l *uloop) settle(e *usock) {
 		busy = true
 	}
 	if !busy {
-		if e.s.shut(l.now) {
+		if e.s.Shut(l.now) {
 			for _, fd := range e.fds {
 				unix.Shutdown(fd, unix.SHUT_WR)
 			}
 		}
-		if e.s.over(l.now) {
+		if e.s.Over(l.now) {
 			l.teardown(e, relay.None)
 			return
 		}
@@ -814,7 +814,7 @@ func (l *uloop) teardown(e *usock, by relay.Side) {
 		return
 	}
 	e.done = true
-	e.s.tornDown(by)
+	e.s.TornDown(by)
 	for _, fd := range e.fds {
 		if fd >= 0 {
 			unix.Shutdown(fd, unix.SHUT_RDWR)
@@ -829,6 +829,6 @@ func (l *uloop) teardown(e *usock, by relay.Side) {
 	if e.tls != nil {
 		e.tls.Wipe()
 	}
-	pol := e.pol
-	go l.p.finish(e.s, &pol)
+	c := e.pol.Counts()
+	go l.p.finish(e.s, c)
 }

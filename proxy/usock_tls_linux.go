@@ -78,7 +78,7 @@ func (l *uloop) answerKeyUpdate(e *usock) {
 func (l *uloop) tlsFailed(e *usock, err error) {
 	l.p.log.Debug("tls record failure", "err", err, "call_sid", e.s.callID)
 	if desc, ok := tls13.AlertOf(err); ok && !e.dirs[1].sending && e.dirs[1].next == nil {
-		rawWrite(e.fds[0], e.tls.AlertRecord(desc))
+		relay.RawWrite(e.fds[0], e.tls.AlertRecord(desc))
 	}
 	l.teardown(e, relay.Client)
 }

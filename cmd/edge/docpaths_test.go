@@ -9,7 +9,7 @@ import (
 )
 
 // Docs and comments name files that exist: a path in backticks in a doc
-// (`proxy/pump.go`), or a repository path in a Go comment, must be there.
+// (`proxy/admit.go`), or a repository path in a Go comment, must be there.
 func TestDocsNameFilesThatExist(t *testing.T) {
 	root := "../.."
 	docPath := regexp.MustCompile("`((?:[a-z0-9_-]+/)+[a-zA-Z0-9_.-]+\\.(?:go|lua|md|yaml|sh|conf|json))`")

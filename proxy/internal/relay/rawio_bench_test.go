@@ -1,6 +1,6 @@
 //go:build linux
 
-package proxy
+package relay
 
 import (
 	"testing"
@@ -8,13 +8,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// BenchmarkRawReadEmpty is one rawRead that finds nothing (EAGAIN on an
+// BenchmarkRawReadEmpty is one RawRead that finds nothing (EAGAIN on an
 // empty non-blocking pipe): the price of entering and leaving the kernel
 // on this machine, which every relayed message pays at least twice (its
 // read and its write, docs/bench-media.md). On a paravirtualised guest it
 // is microseconds, not the ~100 ns of bare metal.
 //
-//	go test -run '^$' -bench RawReadEmpty -count 3 ./proxy/
+//	go test -run '^$' -bench RawReadEmpty -count 3 ./proxy/internal/relay/
 func BenchmarkRawReadEmpty(b *testing.B) {
 	var fds [2]int
 	if err := unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
@@ -24,7 +24,7 @@ func BenchmarkRawReadEmpty(b *testing.B) {
 	defer unix.Close(fds[1])
 	buf := make([]byte, 512)
 	for b.Loop() {
-		if _, errno := rawRead(fds[0], buf); errno != unix.EAGAIN {
+		if _, errno := RawRead(fds[0], buf); errno != unix.EAGAIN {
 			b.Fatalf("read an empty pipe: %v", errno)
 		}
 	}

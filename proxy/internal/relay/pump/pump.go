@@ -1,4 +1,4 @@
-package proxy
+package pump
 
 import (
 	"errors"
@@ -11,28 +11,58 @@ import (
 	"github.com/edge-voice/edge/proxy/internal/relay"
 )
 
-// bridge runs both directions of s on Go's netpoller, in goroutines of their
-// own (relayGoroutines), until the socket ends, then releases the call.
-// What is relayed, counted and refused is the policy's; this file only
-// moves bytes and turns the policy's clock into read deadlines.
-func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {
-	conn := s.client
-	var pol policy
-	pol.init(p.cfg(), p.metrics, s.clock(), s.ext)
+// Relay is the goroutine relay: two copy goroutines per socket on Go's
+// netpoller. It holds no sockets of its own; each lives in its goroutines
+// until its end, which it reports to the host.
+type Relay struct {
+	env relay.Env
+}
 
-	toClient := direction{src: up.conn, dst: conn, pol: &pol, d: &pol.dirs[1], wr: newWriter(conn)}
-	toPod := direction{src: conn, dst: up.conn, pol: &pol, d: &pol.dirs[0], wr: newWriter(up.conn)}
-	toPod.wr.stall, toPod.wr.excuse = p.cfg().PodWriteTimeout, &toClient.wr.waiting
+// New returns a goroutine relay serving env's host.
+func New(env relay.Env) *Relay { return &Relay{env: env} }
+
+var (
+	aLongTimeAgo = time.Unix(1, 0)
+	noDeadline   time.Time
+)
+
+// Add relays s from now on, until it ends, then calls the host's Ended:
+// podEarly are the pod's bytes read behind its 101, early the client's
+// behind its handshake.
+func (r *Relay) Add(s *relay.Socket, podEarly, early []byte) {
+	s.SetInterrupt(func() {
+		// A write blocked on a peer that does not read would never see
+		// the read deadlines: bound it, as the loops' close grace does.
+		grace := time.Now().Add(relay.CloseGrace)
+		s.Client.SetWriteDeadline(grace)
+		s.Pod.SetWriteDeadline(grace)
+		s.Client.SetReadDeadline(aLongTimeAgo)
+		s.Pod.SetReadDeadline(aLongTimeAgo)
+	})
+	go r.bridge(s, podEarly, early)
+}
+
+// bridge runs both directions of s, each in a goroutine of its own, until
+// the socket ends, then hands it to the host. What is relayed, counted
+// and refused is the policy's; this file only moves bytes and turns the
+// policy's clock into read deadlines.
+func (r *Relay) bridge(s *relay.Socket, podEarly, early []byte) {
+	conn := s.Client
+	lim := r.env.Limits()
+	var pol relay.Policy
+	pol.Init(lim, &r.env.Dirs, s.Clock(), s.Ext)
+
+	toClient := direction{src: s.Pod, dst: conn, pol: &pol, d: &pol.Dirs[1], wr: newWriter(conn)}
+	toPod := direction{src: conn, dst: s.Pod, pol: &pol, d: &pol.Dirs[0], wr: newWriter(s.Pod)}
+	toPod.wr.stall, toPod.wr.excuse = lim.PodWriteTimeout, &toClient.wr.waiting
 	done := make(chan struct{})
-	upEarly := up.early
-	up = nil // the pod's 101 and its headers are garbage from here on
 	go func() {
 		defer close(done)
-		err := p.pump(s, toClient, upEarly)
+		err := r.pump(s, toClient, podEarly)
 		if errors.Is(err, errStopped) {
 			return // the pump wrote edge's close frame itself
 		}
-		if code, _ := s.owes(relay.Client); code != 0 {
+		if code, _ := s.Owes(relay.Client); code != 0 {
 			// The pod's stream ended while the client was still there
 			// and edge owes the client a close: 1014 when that end cost
 			// the pod (relay.Closing decides, see pump's end), or the
@@ -40,7 +70,7 @@ func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {
 			// have been cut by it while this one saw the reset). A read
 			// cut by the client's end (its pump closes the pod's
 			// connection) is the client's doing and owes nothing.
-			p.injectClose(s, toClient)
+			r.injectClose(s, toClient)
 			closeWrite(conn)
 			return
 		}
@@ -48,8 +78,8 @@ func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {
 		// WebSocket), and the client pump's read returns.
 		conn.Close()
 	}()
-	err := p.pump(s, toPod, early)
-	if s.stopped.Load() || errors.Is(err, errWrite) {
+	err := r.pump(s, toPod, early)
+	if s.Stopped() || errors.Is(err, errWrite) {
 		// Let the other pump write its close frame and drain its peer
 		// too. A write to the pod that failed (a reset pod) is heard by
 		// that pump as its read fails: closing the pod's conn now
@@ -57,7 +87,7 @@ func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {
 		// reset the close frame it is about to write.
 		select {
 		case <-done:
-		case <-time.After(closeGrace + lingerTime):
+		case <-time.After(relay.CloseGrace + relay.LingerTime):
 		}
 		if errors.Is(err, errWrite) {
 			// The client may still be sending, as this pump was:
@@ -66,54 +96,50 @@ func (p *Proxy) bridge(s *socket, up *upstream, early []byte) {
 		}
 	}
 	conn.Close()
-	s.podConn.Close()
+	s.Pod.Close()
 	<-done
 
-	p.finish(s, &pol)
+	r.env.Host.Ended(s, pol.Counts())
 }
-
-// clock is the goroutine relay's policy clock: monotonic nanoseconds since
-// the socket started.
-func (s *socket) clock() int64 { return int64(time.Since(s.started)) }
 
 // direction is one way of the relay.
 type direction struct {
 	src, dst net.Conn
 	wr       *writer // of dst
-	pol      *policy
-	d        *dirPolicy // pol's share of this direction, owned by its pump
+	pol      *relay.Policy
+	d        *relay.DirPolicy // pol's share of this direction, owned by its pump
 }
 
 // pump copies src to dst until either fails or the socket is stopped,
 // showing the policy every byte on the way. Writes block while dst does
 // not read: that is the backpressure (one buffer per direction, no queue).
-func (p *Proxy) pump(s *socket, d direction, early []byte) (err error) {
+func (r *Relay) pump(s *relay.Socket, d direction, early []byte) (err error) {
 	defer func() {
 		// The side whose stream ended: the source, unless a write to
 		// the destination failed (a pod that reset shows first in the
 		// client pump's write to it). A cut of edge's own making (a
 		// connection edge closed, a stop's deadline) ends neither.
-		side, how := d.d.src, relay.Failed
+		side, how := d.d.Src(), relay.Failed
 		switch {
 		case errors.Is(err, net.ErrClosed), errors.Is(err, errStopped):
 			return
-		case errors.Is(err, errPodStalled):
+		case errors.Is(err, relay.ErrPodStalled):
 			side, how = relay.Pod, relay.Stalled
 		case errors.Is(err, errWrite):
 			side = side.Other()
 		case errors.Is(err, io.EOF):
 			how = relay.EOF
 		}
-		p.sideEnded(s, side, how, err)
+		r.env.SideEnded(s, side, how, err)
 	}()
 	wr := d.wr
 	forward := func(b []byte) error {
-		n, v := d.d.relayed(s, b)
+		n, v := d.d.Relayed(s, b)
 		if err := wr.write(b[:n]); err != nil {
 			return fmt.Errorf("%w: %w", errWrite, err)
 		}
-		if v.code != 0 {
-			s.stop(v.code, v.reason)
+		if v.Code != 0 {
+			s.Stop(v.Code, v.Reason)
 		}
 		return nil
 	}
@@ -127,26 +153,26 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) (err error) {
 	// Only the client's silence is watched (policy.idle). Its deadline is
 	// armed once and, when it fires, moved by what the policy says is
 	// left: not a timer operation per message.
-	idle := d.d.src == relay.Client && d.pol.idle > 0
+	idle := d.d.Src() == relay.Client && d.pol.IdleTimeout() > 0
 	if idle {
-		armRead(s, d.src, time.Now().Add(time.Duration(d.pol.idle)))
+		armRead(s, d.src, time.Now().Add(d.pol.IdleTimeout()))
 	}
 	for {
 		b, err := rd.read()
-		if len(b) > 0 && s.stopped.Load() {
+		if len(b) > 0 && s.Stopped() {
 			// A read that raced edge's stop: the poller may hand it data
 			// that came after the stop's deadline was set (measured:
 			// the pod's answer to edge's own close frame). It goes no
 			// further than the frame in flight, as after the deadline.
-			return p.stopped(s, d, rd, b)
+			return r.stopped(s, d, rd, b)
 		}
 		if len(b) > 0 {
 			if idle {
-				d.pol.clientSent(s.clock())
+				d.pol.ClientSent(s.Clock())
 			}
 			werr := forward(b)
 			rd.release()
-			if errors.Is(werr, errPodStalled) && p.podEnded(s, relay.Stalled, werr) {
+			if errors.Is(werr, relay.ErrPodStalled) && r.env.PodEnded(s, relay.Stalled, werr) {
 				// The pod is hung: the client hears 1014 from the
 				// other pump, and is drained here meanwhile.
 				linger(d.src, rd)
@@ -161,14 +187,14 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) (err error) {
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
 		}
-		if s.stopped.Load() {
-			return p.stopped(s, d, rd, nil)
+		if s.Stopped() {
+			return r.stopped(s, d, rd, nil)
 		}
 		until := noDeadline // a deadline this direction did not ask for
 		if idle {
-			left, v := d.pol.idleLeft(s.clock())
-			if v.code != 0 {
-				s.stop(v.code, v.reason)
+			left, v := d.pol.IdleLeft(s.Clock())
+			if v.Code != 0 {
+				s.Stop(v.Code, v.Reason)
 				continue
 			}
 			until = time.Now().Add(left)
@@ -183,9 +209,9 @@ func (p *Proxy) pump(s *socket, d direction, early []byte) (err error) {
 // which this one must not replace. stop sets its code before it
 // interrupts, so either the load here sees the code or the interrupt
 // comes after this deadline.
-func armRead(s *socket, c net.Conn, until time.Time) {
+func armRead(s *relay.Socket, c net.Conn, until time.Time) {
 	c.SetReadDeadline(until)
-	if s.stopped.Load() {
+	if s.Stopped() {
 		c.SetReadDeadline(aLongTimeAgo)
 	}
 }
@@ -200,31 +226,31 @@ var (
 // stopped ends d for edge's stop code: b (read, not yet relayed) and what
 // follows as far as the end of the frame in flight, edge's close frame,
 // FIN, and the lingering close.
-func (p *Proxy) stopped(s *socket, d direction, rd *reader, b []byte) error {
-	if n := d.d.untilBoundary(b); n > 0 && d.d.finishing() {
-		d.d.relayed(s, b[:n])
+func (r *Relay) stopped(s *relay.Socket, d direction, rd *reader, b []byte) error {
+	if n := d.d.UntilBoundary(b); n > 0 && d.d.Finishing() {
+		d.d.Relayed(s, b[:n])
 		d.wr.write(b[:n]) // a failure fails the close frame's write too
 	}
 	rd.release()
 	finishFrame(s, d, rd)
-	p.injectClose(s, d)
+	r.injectClose(s, d)
 	closeWrite(d.dst)
 	linger(d.src, rd)
 	return errStopped
 }
 
 // finishFrame forwards the rest of the frame in flight, if any, within
-// closeGrace, so that edge's close frame can follow it; what comes after
+// relay.CloseGrace, so that edge's close frame can follow it; what comes after
 // it is dropped (the lingering close drains it).
-func finishFrame(s *socket, d direction, rd *reader) {
-	if !d.d.finishing() {
+func finishFrame(s *relay.Socket, d direction, rd *reader) {
+	if !d.d.Finishing() {
 		return
 	}
-	d.src.SetReadDeadline(time.Now().Add(closeGrace))
-	for d.d.finishing() {
+	d.src.SetReadDeadline(time.Now().Add(relay.CloseGrace))
+	for d.d.Finishing() {
 		b, err := rd.read()
-		if n := d.d.untilBoundary(b); n > 0 {
-			d.d.relayed(s, b[:n])
+		if n := d.d.UntilBoundary(b); n > 0 {
+			d.d.Relayed(s, b[:n])
 			if werr := d.wr.write(b[:n]); werr != nil {
 				rd.release()
 				return
@@ -246,12 +272,12 @@ func closeWrite(c net.Conn) {
 }
 
 // linger reads and drops what src still sends, until it ends its stream or
-// lingerTime passes (nginx's lingering_close): closing a socket with unread
+// relay.LingerTime passes (nginx's lingering_close): closing a socket with unread
 // bytes resets it, and a reset can destroy the close frame edge just
 // wrote before the peer reads it (RFC 6455 7.1.1; a client still sending
 // would see 1006 instead of edge's code).
 func linger(src net.Conn, rd *reader) {
-	src.SetReadDeadline(time.Now().Add(lingerTime))
+	src.SetReadDeadline(time.Now().Add(relay.LingerTime))
 	for {
 		_, err := rd.read()
 		rd.release()
@@ -262,11 +288,11 @@ func linger(src net.Conn, rd *reader) {
 }
 
 // injectClose writes the policy's close frame, if any may go, into dst.
-func (p *Proxy) injectClose(s *socket, d direction) {
-	f := d.d.closeFrame(s)
+func (r *Relay) injectClose(s *relay.Socket, d direction) {
+	f := d.d.CloseFrame(s)
 	if f == nil {
 		return
 	}
-	d.dst.SetWriteDeadline(time.Now().Add(closeGrace))
+	d.dst.SetWriteDeadline(time.Now().Add(relay.CloseGrace))
 	d.dst.Write(f)
 }

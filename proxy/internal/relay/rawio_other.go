@@ -1,10 +1,10 @@
 //go:build !linux
 
-package proxy
+package relay
 
 import "syscall"
 
-func rawRead(fd int, b []byte) (int, syscall.Errno) {
+func RawRead(fd int, b []byte) (int, syscall.Errno) {
 	n, err := syscall.Read(fd, b)
 	if err != nil {
 		return 0, err.(syscall.Errno)
@@ -12,7 +12,7 @@ func rawRead(fd int, b []byte) (int, syscall.Errno) {
 	return n, 0
 }
 
-func rawWrite(fd int, b []byte) (int, syscall.Errno) {
+func RawWrite(fd int, b []byte) (int, syscall.Errno) {
 	n, err := syscall.Write(fd, b)
 	if err != nil {
 		return 0, err.(syscall.Errno)

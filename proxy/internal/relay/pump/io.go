@@ -1,4 +1,4 @@
-package proxy
+package pump
 
 import (
 	"errors"
@@ -6,14 +6,24 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/edge-voice/edge/proxy/internal/relay"
 )
 
 // The goroutine relay's reads and writes (pump.go): raw non-blocking
 // system calls through syscall.RawConn, which keeps the runtime poller and
 // the conns' deadlines.
+
+// bufSize is one buffer: a Twilio media frame is ~300 bytes; a bigger
+// message just takes more reads. A buffer is taken from the pool only when
+// bytes are ready (see reader), so idle streams hold none.
+const bufSize = 8 << 10
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b }}
 
 // reader reads a conn into pooled buffers taken only once the socket is
 // readable: a blocking Read would pin a buffer per direction for the whole
@@ -52,7 +62,7 @@ func (r *reader) read() ([]byte, error) {
 		rerr = nil
 		for {
 			var errno syscall.Errno
-			n, errno = rawRead(int(fd), *bp)
+			n, errno = relay.RawRead(int(fd), *bp)
 			if errno != syscall.EINTR {
 				if errno != 0 {
 					rerr = errno
@@ -106,10 +116,6 @@ type writer struct {
 	excuse *atomic.Bool
 }
 
-// errPodStalled: a write to the pod made no progress for
-// proxy.pod_write_timeout while the client read.
-var errPodStalled = errors.New("pod stopped reading")
-
 func newWriter(c net.Conn) *writer {
 	w := &writer{conn: c}
 	if sc, ok := c.(syscall.Conn); ok {
@@ -130,7 +136,7 @@ func (w *writer) write(b []byte) error {
 	for {
 		err := w.rc.Write(func(fd uintptr) bool {
 			for len(b) > 0 {
-				n, errno := rawWrite(int(fd), b)
+				n, errno := relay.RawWrite(int(fd), b)
 				switch errno {
 				case 0:
 					b = b[n:]
@@ -158,7 +164,7 @@ func (w *writer) write(b []byte) error {
 				armed = false // backpressure from the client: wait on
 				continue
 			}
-			return fmt.Errorf("%w: %w", errPodStalled, err)
+			return fmt.Errorf("%w: %w", relay.ErrPodStalled, err)
 		}
 		if err != nil {
 			return err

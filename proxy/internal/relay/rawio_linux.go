@@ -1,6 +1,6 @@
 //go:build linux
 
-package proxy
+package relay
 
 import (
 	"unsafe"
@@ -8,12 +8,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rawRead and rawWrite are read(2) and write(2) on non-blocking fds
+// RawRead and RawWrite are read(2) and write(2) on non-blocking fds
 // without the runtime's syscall bookkeeping (entersyscall, a sysmon wake-up
-// and the P hand-off check): they never block, so none is needed. Both
-// relays use them; that bookkeeping per message was a visible part of the
+// and the P hand-off check): they never block, so none is needed. Every
+// relay uses them; that bookkeeping per message was a visible part of the
 // goroutine relay's profile (docs/bench-media.md).
-func rawRead(fd int, b []byte) (int, unix.Errno) {
+func RawRead(fd int, b []byte) (int, unix.Errno) {
 	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 	if e != 0 {
 		return 0, e
@@ -21,7 +21,7 @@ func rawRead(fd int, b []byte) (int, unix.Errno) {
 	return int(n), 0
 }
 
-func rawWrite(fd int, b []byte) (int, unix.Errno) {
+func RawWrite(fd int, b []byte) (int, unix.Errno) {
 	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 	if e != 0 {
 		return 0, e

@@ -1,0 +1,62 @@
+package relay
+
+import (
+	"errors"
+	"log/slog"
+)
+
+// Host is what a relay needs of the component that hands it sockets,
+// called on a socket's close events only, never per message.
+type Host interface {
+	// Ended is called once per socket, when its relay is done with it
+	// and has closed both connections: the closing machine's Result is
+	// final, c is what was relayed (zero when the relay never started).
+	Ended(s *Socket, c Counts)
+	// PodLost is called when the pod's side of s died mid-call, cause
+	// saying why, and that end costs the pod (Closing.Ended): for the
+	// socket's log line. Ended follows later.
+	PodLost(s *Socket, cause error)
+}
+
+// Env is what the host gives a relay at construction.
+type Env struct {
+	Host Host
+	// Limits reads the host's limits for a socket that starts now.
+	Limits func() Limits
+	// Dirs are the per-direction counters, client_to_pod then
+	// pod_to_client.
+	Dirs [2]Counters
+	Log  *slog.Logger
+}
+
+// ErrPodEOF: the pod ended its TCP stream without a close frame.
+var ErrPodEOF = errors.New("pod closed the connection without a close frame")
+
+// ErrPodStalled: a write to the pod made no progress for
+// proxy.pod_write_timeout while the client read.
+var ErrPodStalled = errors.New("pod stopped reading")
+
+// PodEnded records that the pod's stream ended, how (cause says why, for
+// the log), and reports whether that costs the pod (Closing.Ended: its
+// own end while the client is still there, before any close frame and
+// before edge's stop). If it does, the host hears of it, and the relay is
+// interrupted: the client gets 1014 at once, and the host releases the
+// call as pod_lost when the socket ends.
+func (e *Env) PodEnded(s *Socket, how End, cause error) bool {
+	if !s.Ended(Pod, how) {
+		return false
+	}
+	e.Host.PodLost(s, cause)
+	s.Interrupt()
+	return true
+}
+
+// SideEnded records that side's stream ended, how: through PodEnded for
+// the pod. It reports whether that cost the pod.
+func (e *Env) SideEnded(s *Socket, side Side, how End, cause error) bool {
+	if side == Pod {
+		return e.PodEnded(s, how, cause)
+	}
+	s.Ended(side, how)
+	return false
+}

@@ -1,0 +1,209 @@
+package relay
+
+import (
+	"crypto/rand"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edge-voice/edge/proxy/internal/wsproto"
+)
+
+// CloseIdleTimeout is edge's close code for a client that sent nothing
+// for proxy.idle_timeout (the application range: RFC 6455 registers none).
+const CloseIdleTimeout = 4000
+
+// Limits are the host's per-socket limits, read once at each socket's
+// start: a configuration change applies to new sockets.
+type Limits struct {
+	// MaxMessageBytes bounds a message (close 1009; 0: none).
+	MaxMessageBytes int64
+	// IdleTimeout bounds the client's silence (close 4000; 0: none).
+	IdleTimeout time.Duration
+	// PodWriteTimeout bounds a write the pod does not take while the
+	// client reads (close 1014; 0: none).
+	PodWriteTimeout time.Duration
+}
+
+// Counters are one direction's metrics, added to as bytes are relayed.
+type Counters struct {
+	Bytes, Messages prometheus.Counter
+}
+
+// Counts are what a socket relayed, for its log line and its release.
+type Counts struct {
+	BytesIn, BytesOut       int64 // client to pod, pod to client
+	MessagesIn, MessagesOut int64
+}
+
+// Policy is what edge decides about one relayed socket, whichever relay
+// moves its bytes: the frame accounting of each direction, the message
+// size limit (close 1009), the client's framing (close 1002), the
+// client's idle deadline (close 4000), the close frame injected when edge
+// ends the socket (its stop code: 1008 on a lost lease, 1001 on drain, or
+// one of the above) and the counters. The relays differ only in how bytes
+// move (goroutines on Go's netpoller, or event loops), so every rule lives
+// here once.
+//
+// A Policy is not locked: each part has one owner. Dirs[i] belongs to
+// whoever reads direction i's source (one pump each in the goroutine
+// relay, the loop in the event-loop relays), and the idle clock to the
+// reader of the client. Verdicts go through the socket's stop state.
+type Policy struct {
+	// Dirs[0] is client_to_pod, Dirs[1] pod_to_client.
+	Dirs [2]DirPolicy
+	// idle is proxy.idle_timeout at the socket's start (0: none) and
+	// lastClient the relay's clock, in nanoseconds, at the client's last
+	// bytes. Only the client's silence counts: a voice agent may listen
+	// quietly, a provider streams without pause.
+	idle, lastClient int64
+}
+
+// DirPolicy is one direction's share of a Policy.
+type DirPolicy struct {
+	sc      wsproto.Scanner
+	limit   uint64 // proxy.max_message_bytes (0: none)
+	src     Side   // side whose bytes this direction reads
+	counter Counters
+	// bytes relayed, and the messages already added to the counter.
+	bytes, counted int64
+	// closeSeen: the first close frame of this direction is recorded.
+	closeSeen bool
+	// over: a refused frame came (over the limit, or broken), and nothing
+	// from it on is forwarded; cleanCut: its header was not forwarded
+	// either, so the destination is between frames.
+	over, cleanCut bool
+}
+
+// Verdict is a policy's decision to end the socket, given to the socket's
+// stop; a zero Verdict carries on.
+type Verdict struct {
+	Code   int
+	Reason string
+}
+
+// Init sets p up for a socket starting at now, on the relay's clock, with
+// the host's limits and counters (c[0] client_to_pod, c[1]
+// pod_to_client); ext says the handshake negotiated an extension (the
+// client's frames may use the reserved bits).
+func (p *Policy) Init(lim Limits, c *[2]Counters, now int64, ext bool) {
+	limit := uint64(max(lim.MaxMessageBytes, 0))
+	p.Dirs[0] = DirPolicy{limit: limit, src: Client, counter: c[0]}
+	p.Dirs[0].sc.Client, p.Dirs[0].sc.Ext = true, ext
+	p.Dirs[1] = DirPolicy{limit: limit, src: Pod, counter: c[1]}
+	p.idle = int64(max(lim.IdleTimeout, 0))
+	p.lastClient = now
+}
+
+// Counts are what p relayed so far.
+func (p *Policy) Counts() Counts {
+	return Counts{
+		BytesIn: p.Dirs[0].bytes, BytesOut: p.Dirs[1].bytes,
+		MessagesIn: p.Dirs[0].sc.Messages, MessagesOut: p.Dirs[1].sc.Messages,
+	}
+}
+
+// Src is the side whose bytes d reads.
+func (d *DirPolicy) Src() Side { return d.src }
+
+// Relayed accounts b, the next bytes of d's source, and returns how many of
+// them go to its destination: all of them, except from a refused frame on
+// (one that takes its message over the limit, or a client's that breaks
+// the protocol). That frame is not forwarded at all when its header is in
+// b (the destination stays between frames, so it gets edge's close frame,
+// 1009 or 1002, not a torn frame and a reset); nothing more of the source
+// is forwarded after it (the socket is ending).
+func (d *DirPolicy) Relayed(s *Socket, b []byte) (int, Verdict) {
+	if d.over {
+		return 0, Verdict{}
+	}
+	d.sc.Scan(b, d.limit)
+	if d.sc.CloseCode != 0 && !d.closeSeen {
+		d.closeSeen = true
+		s.CloseFrame(d.src, d.sc.CloseCode)
+	}
+	n := len(b)
+	var v Verdict
+	if d.sc.Refused != 0 {
+		d.over, d.cleanCut = true, d.sc.RefusedAt >= 0
+		n = max(d.sc.RefusedAt, 0)
+		v = Verdict{wsproto.CloseTooBig, "message too big"}
+		if d.sc.Refused == wsproto.CloseProtocolError {
+			v = Verdict{wsproto.CloseProtocolError, "protocol error"}
+		}
+	}
+	d.bytes += int64(n)
+	d.counter.Bytes.Add(float64(n))
+	if d.sc.Messages != d.counted {
+		d.counter.Messages.Add(float64(d.sc.Messages - d.counted))
+		d.counted = d.sc.Messages
+	}
+	return n, v
+}
+
+// UntilBoundary is how many of b, the source's next bytes, end the frame in
+// flight: 0 when d is between frames, len(b) when all of b is inside it.
+// A closing socket forwards them, so that its close frame can follow
+// instead of a torn frame. Nothing is accounted here.
+func (d *DirPolicy) UntilBoundary(b []byte) int { return d.sc.UntilBoundary(b) }
+
+// Finishing reports whether d is inside a frame that it may still
+// complete before edge's close frame (not the oversized one, which is never
+// forwarded).
+func (d *DirPolicy) Finishing() bool { return !d.over && !d.sc.AtBoundary() }
+
+// atBoundary reports whether d's destination is between frames: every
+// byte forwarded so far ends a whole frame.
+func (d *DirPolicy) atBoundary() bool {
+	if d.over {
+		return d.cleanCut
+	}
+	return d.sc.AtBoundary()
+}
+
+// CloseFrame is what edge writes into d's destination to end the socket
+// with its stop code, or nil where nothing may go: edge owes the
+// destination no close (no stop code, its stream ended, or a close frame
+// went to it already, see Closing.Owes), or the direction is inside a
+// frame, where a close frame would corrupt the frame in flight (the
+// relays first forward the rest of it, see UntilBoundary; a peer that
+// never finishes it gets the TCP close). Toward the pod edge is the
+// client, and a client masks its frames (RFC 6455 5.3); the mask only
+// defeats cache poisoning by script-chosen payloads, and this payload is
+// edge's own, so any random mask does.
+func (d *DirPolicy) CloseFrame(s *Socket) []byte {
+	if !d.atBoundary() {
+		return nil
+	}
+	code, reason := s.Owes(d.src.Other())
+	if code == 0 {
+		return nil
+	}
+	var mask *[4]byte
+	if d.src == Client {
+		mask = new([4]byte)
+		rand.Read(mask[:])
+	}
+	return wsproto.CloseFrame(code, reason, mask)
+}
+
+// IdleTimeout is the client's silence allowed (0: unbounded).
+func (p *Policy) IdleTimeout() time.Duration { return time.Duration(p.idle) }
+
+// ClientSent notes bytes from the client at now, on the relay's clock.
+func (p *Policy) ClientSent(now int64) { p.lastClient = now }
+
+// IdleLeft reports how long, from now, the client may stay silent before
+// the socket ends, and the verdict once that time is up (neither without
+// an idle timeout). A relay checks it when it likes (a deadline that
+// fired, a tick): moving a deadline on every read would cost a timer
+// operation per message.
+func (p *Policy) IdleLeft(now int64) (time.Duration, Verdict) {
+	if p.idle <= 0 {
+		return 0, Verdict{}
+	}
+	if left := p.lastClient + p.idle - now; left > 0 {
+		return time.Duration(left), Verdict{}
+	}
+	return 0, Verdict{CloseIdleTimeout, "idle timeout"}
+}
