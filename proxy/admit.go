@@ -198,8 +198,8 @@ func (p *Proxy) unclaim(callID, holder string) {
 // relay hijacks the client, answers it the pod's 101 and runs the two pumps
 // until the socket ends, then releases the call.
 func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder string, call callMeta, span trace.Span) {
-	s := &socket{callID: callID, pod: pod, holder: holder, call: call, span: span}
-	s.Pod, s.Started = up.conn, time.Now()
+	s := &socket{pod: pod, holder: holder, call: call, span: span}
+	s.CallID, s.Pod, s.Started = callID, up.conn, time.Now()
 	s.Ext = up.resp.Header.Get("Sec-WebSocket-Extensions") != ""
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
@@ -246,7 +246,7 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 	p.log.Info("media socket opened", append(s.attrs(), "failovers", call.failovers)...)
 	// Either way this handler, and net/http's connection goroutine with its
 	// grown stack and buffers, return now.
-	if p.cfg().Relay != relayGoroutines && p.loops.running() {
+	if p.cfg().Relay != relayGoroutines && p.loops.Running() {
 		var t *tls13.Takeover
 		if tc, ok := conn.(*tls.Conn); ok {
 			// A TLS client's records go to the loop when crypto/tls
@@ -256,7 +256,7 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 			t, held = tls13.Take(tc)
 			early = append(early, held...)
 		}
-		if p.loops.add(s, up, early, t) {
+		if p.loops.Add(&s.Socket, up.early, early, t) {
 			return
 		}
 		if t != nil {
@@ -277,9 +277,9 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 // the kernel, epoll off Linux).
 func (p *Proxy) runningRelay() Relay {
 	switch {
-	case p.cfg().Relay == relayGoroutines || !p.loops.running():
+	case p.cfg().Relay == relayGoroutines || !p.loops.Running():
 		return relayGoroutines
-	case p.loops.uringRunning():
+	case p.loops.UringRunning():
 		return relayUring
 	}
 	return relayEpoll

@@ -34,7 +34,7 @@ func callOf(c mediacontract.Claimed) callMeta {
 
 // attrs are the socket's call fields, for its log lines.
 func (s *socket) attrs() []any {
-	return []any{"call_sid", s.callID, "merchant_id", s.call.merchant, "provider", s.call.provider, "pod", s.pod}
+	return []any{"call_sid", s.CallID, "merchant_id", s.call.merchant, "provider", s.call.provider, "pod", s.pod}
 }
 
 // endedHow is why the socket's end released its call, for the log and the

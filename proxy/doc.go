@@ -6,12 +6,12 @@
 // the pod), the upstream WebSocket handshake to an address learned only from
 // the pod source, a byte relay that parses frame headers in passing (to
 // count messages, see close codes, bound message size, refuse a client's
-// broken framing and inject close frames at a frame boundary) served by a
-// few epoll or io_uring event loops outside Go's netpoller (eloop_linux.go,
-// esock_linux.go, uloop_linux.go; two goroutines per socket in
-// internal/relay/pump where the loops cannot be used), the TLS 1.3 records
-// of clients whose TLS edge terminates, opened and sealed by those loops,
-// one batched lease renewal per interval for every socket of the replica,
+// broken framing and inject close frames at a frame boundary), chosen at
+// Run and handed each socket: a few epoll or io_uring event loops outside
+// Go's netpoller (internal/relay/loop), which also open and seal the TLS
+// 1.3 records of clients whose TLS edge terminates, or two goroutines per
+// socket (internal/relay/pump) where the loops cannot be used; one batched
+// lease renewal per interval for every socket of the replica,
 // connect-time failover, the health probes of ejected pods, release of the
 // call when its socket ends, and the drain of hijacked sockets on
 // shutdown, which http.Server.Shutdown does not track.
@@ -23,7 +23,8 @@
 // every relay shares (internal/relay: the relayed socket and its closing
 // state machine, the per-message policy, the raw reads and writes, and
 // the Host seam this package implements: relayHost in relay.go), and the
-// goroutine relay (internal/relay/pump).
+// relays themselves (internal/relay/pump, internal/relay/loop). No unsafe
+// memory or raw system call is left here.
 //
 // It is a leaf: pod addresses, leases and releases come in through Deps
 // (the Leases interface and the Lookup func), wired in cmd/edge. See

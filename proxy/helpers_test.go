@@ -127,7 +127,7 @@ func newEnv(t testing.TB, o envOpt) *env {
 		// A socket admitted before Run started the loops takes the
 		// goroutine relay; tests of a relay wait for its loops (the uring
 		// ones start first). Run offers no event for it: poll.
-		for deadline := time.Now().Add(5 * time.Second); !e.px.loops.running() && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(5 * time.Second); !e.px.loops.Running() && time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/edge-voice/edge/internal/mediacontract"
 	"github.com/edge-voice/edge/proxy/internal/relay"
+	"github.com/edge-voice/edge/proxy/internal/relay/loop"
 	"github.com/edge-voice/edge/proxy/internal/relay/pump"
 	"github.com/edge-voice/edge/proxy/mediaurl"
 )
@@ -135,7 +136,7 @@ type Proxy struct {
 	pump *pump.Relay
 	// loops are the epoll relay's event loops, running while Run does
 	// (nil: none, every socket takes the goroutine relay).
-	loops loops
+	loops loop.Loops
 }
 
 // New returns a proxy serving cfg with what d gives it.
@@ -233,11 +234,11 @@ func (p *Proxy) admit(s *socket) error {
 		return errShuttingDown
 	case p.cfg().MaxSockets > 0 && len(p.sockets) >= p.cfg().MaxSockets:
 		return errOverloaded
-	case p.byCall[s.callID] != nil:
+	case p.byCall[s.CallID] != nil:
 		return errDuplicate
 	}
 	p.sockets[&s.Socket] = s
-	p.byCall[s.callID] = s
+	p.byCall[s.CallID] = s
 	p.handlers.Add(1)
 	p.notifyLocked()
 	return nil
@@ -247,8 +248,8 @@ func (p *Proxy) forget(s *socket) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.sockets, &s.Socket)
-	if p.byCall[s.callID] == s {
-		delete(p.byCall, s.callID)
+	if p.byCall[s.CallID] == s {
+		delete(p.byCall, s.CallID)
 	}
 	p.notifyLocked()
 }
@@ -274,7 +275,17 @@ func (p *Proxy) snapshot() ([]*socket, <-chan struct{}) {
 // left after DrainTimeout with 1001, and returns once every socket's call is
 // released. http.Server.Shutdown does not see hijacked sockets: this does.
 func (p *Proxy) Run(ctx context.Context) error {
-	if err := p.loops.start(p); err != nil {
+	if err := p.loops.Start(loop.Options{
+		Env: p.relayEnv, Uring: p.cfg().Relay == relayUring, UringBatch: p.cfg().UringBatch,
+		Carried: func(uring, tls bool) {
+			if uring {
+				p.countRelayed(relayUring, tls)
+			} else {
+				p.countRelayed(relayEpoll, tls)
+			}
+		},
+		UringOwnBufs: p.metrics.uringOwnBufs,
+	}); err != nil {
 		p.log.Warn("event loops unavailable: media sockets use the goroutine relay", "err", err)
 	}
 	renewCtx, stopRenew := context.WithCancel(context.WithoutCancel(ctx))
@@ -317,7 +328,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	}
 	p.handlers.Wait()
 	// Every socket has ended: nothing is left on the loops.
-	p.loops.stop()
+	p.loops.Stop()
 	stopRenew()
 	<-renewDone
 	return nil

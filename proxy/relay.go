@@ -25,8 +25,8 @@ type Relay string
 
 const (
 	// relayEpoll serves every relayed pair from a few event loops, one
-	// epoll set each, outside Go's netpoller (eloop_linux.go,
-	// esock_linux.go): no goroutine wake-up per message. It carries plain
+	// epoll set each, outside Go's netpoller (package relay/loop): no
+	// goroutine wake-up per message. It carries plain
 	// TCP clients and the TLS 1.3 clients of edge's own listener, whose
 	// records the loop opens and seals (package tls13). The default on
 	// Linux, measured in docs/bench-media.md.
@@ -39,7 +39,7 @@ const (
 	relayGoroutines Relay = "goroutines"
 	// relayUring serves what relayEpoll does from loops that submit their
 	// receives and sends through io_uring, batched across sockets
-	// (uloop_linux.go); where io_uring is refused the epoll loops take
+	// (package relay/loop); where io_uring is refused the epoll loops take
 	// every socket. Opt-in: it needs io_uring, and trades a batch window's
 	// latency for CPU (docs/bench-media.md).
 	relayUring Relay = "uring"
@@ -59,24 +59,16 @@ const (
 	closeBadGateway = wsproto.CloseBadGateway
 )
 
-// closeGrace and lingerTime bound a close's stages on every relay: the
-// close frames' writes, then the lingering close (relay.CloseGrace,
-// relay.LingerTime).
-const (
-	closeGrace = relay.CloseGrace
-	lingerTime = relay.LingerTime
-)
-
 // socket is one relayed media stream: what its relay knows of it (the
 // client's and the pod's connections, its start and its closing state
 // machine, relay.Socket) and the call it belongs to, which only the proxy
 // reads.
 type socket struct {
 	relay.Socket
-	callID, pod string
-	holder      string     // the socket's media claim (Leases.Claim)
-	call        callMeta   // for the socket's log lines
-	span        trace.Span // the socket's span; nil when tracing is off
+	pod    string
+	holder string     // the socket's media claim (Leases.Claim)
+	call   callMeta   // for the socket's log lines
+	span   trace.Span // the socket's span; nil when tracing is off
 }
 
 // relayHost is the proxy as its relays' relay.Host: what a socket's end
@@ -171,13 +163,13 @@ func codeLabel(c int) string {
 func (p *Proxy) release(s *socket, end mediacontract.SocketEnd) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	outcome, err := p.leases.Release(ctx, s.callID, end)
+	outcome, err := p.leases.Release(ctx, s.CallID, end)
 	if err != nil {
 		if errors.Is(err, mediacontract.ErrNoAllocation) {
 			outcome = "not_found"
 		} else {
 			outcome = "error"
-			p.log.Warn("release after media socket closed failed; the lease will expire", "call_sid", s.callID, "pod", s.pod, "err", err)
+			p.log.Warn("release after media socket closed failed; the lease will expire", "call_sid", s.CallID, "pod", s.pod, "err", err)
 		}
 	}
 	p.metrics.releases.WithLabelValues(outcome).Inc()

@@ -32,7 +32,7 @@ func (p *Proxy) renewOnce(ctx context.Context) {
 	}
 	leases := make([]mediacontract.Lease, len(open))
 	for i, s := range open {
-		leases[i] = mediacontract.Lease{CallID: s.callID, Pod: s.pod, Holder: s.holder}
+		leases[i] = mediacontract.Lease{CallID: s.CallID, Pod: s.pod, Holder: s.holder}
 	}
 	rctx, cancel := context.WithTimeout(ctx, p.cfg().RenewInterval)
 	defer cancel()

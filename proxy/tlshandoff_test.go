@@ -289,7 +289,7 @@ func TestTLSCryptoTLSWritesNothingAfterTheHandoff(t *testing.T) {
 	// Anyone still holding the tls.Conn, before the loop detaches the
 	// socket or after: crypto/tls must not reach the wire.
 	h.tc.Write([]byte("from crypto/tls after the hand-off"))
-	fd, err := detach(h.t.Conn())
+	fd, err := dupFD(h.t.Conn())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,4 +307,27 @@ func TestTLSCryptoTLSWritesNothingAfterTheHandoff(t *testing.T) {
 	if string(got) != "from the loop" || err != nil {
 		t.Errorf("client read %q, %v; want only the loop's message, then close_notify", got, err)
 	}
+}
+
+// dupFD takes c's socket the way the loops do: a non-blocking duplicate
+// of its fd, then the Go conn's close.
+func dupFD(c *net.TCPConn) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	var derr error
+	if err := rc.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return -1, err
+	}
+	if derr != nil {
+		return -1, derr
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	c.Close()
+	return fd, nil
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/edge-voice/edge/proxy/internal/iouring"
+	"github.com/edge-voice/edge/proxy/internal/relay/loop"
 )
 
 func needUring(t *testing.T) {
@@ -59,9 +60,9 @@ func TestUringRelayCarriesTLS(t *testing.T) {
 // a kernel before 6.1), edge says why once and the epoll loops carry
 // every socket: no socket falls to the goroutine relay for it.
 func TestUringRefusedFallsBackToTheEpollLoops(t *testing.T) {
-	refused := newUringRing
-	newUringRing = func() (*iouring.Ring, error) { return nil, unix.EPERM }
-	t.Cleanup(func() { newUringRing = refused })
+	refused := loop.NewRing
+	loop.NewRing = func() (*iouring.Ring, error) { return nil, unix.EPERM }
+	t.Cleanup(func() { loop.NewRing = refused })
 	procs := runtime.GOMAXPROCS(0)
 
 	sink := &lockedBuf{}
@@ -105,7 +106,7 @@ func TestUringLoopsAddTheirPs(t *testing.T) {
 		if c, r := e.px.metrics.relayInfo.relays(); c != relayUring || r != relayUring {
 			t.Errorf(`edge_proxy_relay_info{configured=%q,running=%q}, want both "uring"`, c, r)
 		}
-		if got, want := runtime.GOMAXPROCS(0), procs+loopCount(procs); got != want {
+		if got, want := runtime.GOMAXPROCS(0), procs+loop.Count(procs); got != want {
 			t.Errorf("GOMAXPROCS with the uring loops running = %d, want %d", got, want)
 		}
 	})
@@ -125,7 +126,7 @@ func TestUringBatchWindowRelays(t *testing.T) {
 		echo(t, c, strings.Repeat("m", i*40))
 	}
 	e.checkCarried(t, relayUring, 1)
-	r, err := newUringRing()
+	r, err := loop.NewRing()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,37 +136,9 @@ func TestUringBatchWindowRelays(t *testing.T) {
 	if minWait {
 		want = 300 * time.Microsecond
 	}
-	for _, l := range *e.px.loops.uset.Load() {
-		if l.maxBatch != want {
-			t.Errorf("loop's longest batch window %v, want %v (kernel min_wait: %v)", l.maxBatch, want, minWait)
-		}
-	}
-}
-
-// The window gathers about batchTarget completions at the last tick's
-// rate, up to the configured bound, and is none where the bound would not
-// gather a quarter of them.
-func TestBatchWindowFollowsTheLoad(t *testing.T) {
-	const tick = 50 * time.Millisecond
-	for _, c := range []struct {
-		name     string
-		n        int // completions in the tick
-		maxBatch time.Duration
-		want     time.Duration
-	}{
-		{"off", 100000, 0, 0},
-		{"idle", 0, 300 * time.Microsecond, 0},
-		// 10 streams: 2,000 completions a second, 0.6 in 300 us.
-		{"light load: no window", 100, 300 * time.Microsecond, 0},
-		// 35 streams: 4.2 expected in 300 us, over a quarter of the target.
-		{"moderate load: the bound", 700, 300 * time.Microsecond, 300 * time.Microsecond},
-		// 200 streams: 40,000 a second, 16 in 400 us.
-		{"200 streams", 2000, time.Millisecond, 400 * time.Microsecond},
-		{"1000 streams", 10000, time.Millisecond, 80 * time.Microsecond},
-		{"5000 streams", 50000, time.Millisecond, 16 * time.Microsecond},
-	} {
-		if got := batchWindow(c.n, tick, c.maxBatch); got != c.want {
-			t.Errorf("%s: batchWindow(%d in %v, bound %v) = %v, want %v", c.name, c.n, tick, c.maxBatch, got, c.want)
+	for _, got := range e.px.loops.MaxBatches() {
+		if got != want {
+			t.Errorf("loop's longest batch window %v, want %v (kernel min_wait: %v)", got, want, minWait)
 		}
 	}
 }
@@ -176,9 +149,9 @@ func TestBatchWindowFollowsTheLoad(t *testing.T) {
 // one delivers everything, in order, once its client reads again.
 func TestUringEmptyBufferRingFallsBackToOwnBuffers(t *testing.T) {
 	needUring(t)
-	ringBufs := uringBufs
-	uringBufs = 2
-	t.Cleanup(func() { uringBufs = ringBufs })
+	ringBufs := loop.RingBufs
+	loop.RingBufs = 2
+	t.Cleanup(func() { loop.RingBufs = ringBufs })
 	e := newEnv(t, envOpt{relay: relayUring, cfg: func(c *Config) { c.IdleTimeout = 5 * time.Minute }})
 	_, urlA := e.allocate("CA-stalled", "")
 	a := e.mustDial(urlA)
@@ -205,9 +178,9 @@ func TestUringEmptyBufferRingFallsBackToOwnBuffers(t *testing.T) {
 // a four-buffer ring holds, one at a time, never finds it empty.
 func TestUringBuffersComeBack(t *testing.T) {
 	needUring(t)
-	ringBufs := uringBufs
-	uringBufs = 4
-	t.Cleanup(func() { uringBufs = ringBufs })
+	ringBufs := loop.RingBufs
+	loop.RingBufs = 4
+	t.Cleanup(func() { loop.RingBufs = ringBufs })
 	e := newEnv(t, envOpt{relay: relayUring})
 	_, url := e.allocate("CA1", "")
 	c := e.mustDial(url)

@@ -20,5 +20,5 @@
 //     (rawio_linux.go), which every relay uses on its non-blocking fds.
 //
 // The relays themselves live below: the goroutine pump in relay/pump, the
-// epoll and io_uring loops in package proxy.
+// epoll and io_uring loops in relay/loop.
 package relay

@@ -13,6 +13,7 @@ import (
 // host's renewal and drain) touch is atomic or under mu. The host keeps
 // what the relay does not need (the call, its claim, its span) beside it.
 type Socket struct {
+	CallID      string // for the relays' log lines
 	Client, Pod net.Conn
 	Started     time.Time
 	// Ext: the pod's 101 named an extension, whose frames may carry the

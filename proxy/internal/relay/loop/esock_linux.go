@@ -1,6 +1,6 @@
 //go:build linux
 
-package proxy
+package loop
 
 import (
 	"golang.org/x/sys/unix"
@@ -13,7 +13,7 @@ import (
 // What is relayed, counted and refused is pol's (relay.Policy); this file
 // only moves bytes, on the loop's clock.
 type esock struct {
-	s   *socket
+	s   *relay.Socket
 	fds [2]int // 0: client, 1: pod
 	// dirs[i] reads fds[i] and writes the other: dirs[0] is client_to_pod,
 	// its policy pol.Dirs[i].
@@ -61,7 +61,7 @@ func side(i int) relay.Side {
 // register puts a new socket on the loop: the early bytes (sent right
 // behind either handshake) are scanned and queued first.
 func (l *eloop) register(e *esock) {
-	e.pol.Init(l.p.relayEnv.Limits(), &l.p.relayEnv.Dirs, l.now, e.s.Ext)
+	e.pol.Init(l.o.Limits(), &l.o.Dirs, l.now, e.s.Ext)
 	if e.fds[1] < 0 {
 		l.teardown(e, relay.None)
 		return
@@ -72,7 +72,7 @@ func (l *eloop) register(e *esock) {
 			d.pend = nil
 			continue
 		}
-		n, v := e.pol.Dirs[i].Relayed(&e.s.Socket, d.pend)
+		n, v := e.pol.Dirs[i].Relayed(e.s, d.pend)
 		if d.pend = e.wire(i, nil, d.pend[:n]); len(d.pend) == 0 {
 			d.pend = nil
 		}
@@ -84,7 +84,7 @@ func (l *eloop) register(e *esock) {
 		e.mask[i] = e.want(i)
 		l.socks[int32(fd)] = e
 		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: e.mask[i], Fd: int32(fd)}); err != nil {
-			l.p.log.Warn("epoll relay: cannot watch a media socket", "err", err, "call_sid", e.s.callID)
+			l.o.Log.Warn("epoll relay: cannot watch a media socket", "err", err, "call_sid", e.s.CallID)
 			l.teardown(e, relay.None)
 			return
 		}
@@ -223,7 +223,7 @@ func (l *eloop) read(e *esock, d *edir) bool {
 	if d.src == 0 {
 		e.pol.ClientSent(l.now)
 	}
-	n, v := e.pol.Dirs[d.src].Relayed(&e.s.Socket, b)
+	n, v := e.pol.Dirs[d.src].Relayed(e.s, b)
 	out := b[:n]
 	if d.src == 1 && e.tls != nil && n > 0 {
 		out = e.tls.Seal(l.sealBuf[:0], tls13.RecordTypeData, out)
@@ -266,7 +266,7 @@ func (l *eloop) read(e *esock, d *edir) bool {
 // ended.
 func (l *eloop) ended(e *esock, i int, how relay.End, cause error) bool {
 	e.dirs[i].eof = true
-	if l.p.endedOpen(&e.s.Socket, side(i), how, cause, l.now) {
+	if endedOpen(&l.o.Env, e.s, side(i), how, cause, l.now) {
 		l.beginClose(e)
 		return !e.done
 	}
@@ -315,7 +315,7 @@ func (l *eloop) flush(e *esock, d *edir) bool {
 // frame in flight, then edge's close frame; the rest of b is dropped.
 func (l *eloop) finishFrame(e *esock, d *edir, b []byte) bool {
 	i := d.src
-	n, f, done := finish(&e.pol.Dirs[i], &e.s.Socket, b)
+	n, f, done := finish(&e.pol.Dirs[i], e.s, b)
 	d.pend = e.wire(i, d.pend, b[:n])
 	if done {
 		d.owed = false
@@ -376,7 +376,7 @@ func (l *eloop) beginClose(e *esock) {
 		return
 	}
 	e.closing = true
-	owed, frames := closeStart(&e.pol, &e.s.Socket, [2]bool{e.dirs[0].eof, e.dirs[1].eof})
+	owed, frames := closeStart(&e.pol, e.s, [2]bool{e.dirs[0].eof, e.dirs[1].eof})
 	for i := range e.dirs {
 		d := &e.dirs[i]
 		d.owed = d.owed || owed[i] // the frame in flight first (finishFrame)
@@ -416,5 +416,5 @@ func (l *eloop) teardown(e *esock, by relay.Side) {
 		e.tls.Wipe()
 	}
 	c := e.pol.Counts() // the socket's counts, as they are now
-	go l.p.finish(e.s, c)
+	go l.o.Host.Ended(e.s, c)
 }

@@ -1,4 +1,4 @@
-package proxy
+package loop
 
 import "github.com/edge-voice/edge/proxy/internal/relay"
 
@@ -11,15 +11,15 @@ import "github.com/edge-voice/edge/proxy/internal/relay"
 // endedOpen records that side's stream ended, how, on a socket whose
 // close has not begun (cause says why, for the pod's log line), at now on
 // the loop's clock. It reports whether edge's close begins: the end cost
-// the pod (closeBadGateway to the client), or edge has a stop code
+// the pod (1014 to the client), or edge has a stop code
 // already; the loop's beginClose then sends what is owed. Otherwise the
 // socket's close has begun as that side's end, with no close frame: a
 // WebSocket peer that ends its TCP stream is done (RFC 6455 7.1.1: the
 // TCP close follows the close handshake, or replaces it on a failure), so
 // what was read goes out first, then both connections shut and drain (the
 // loop's settle).
-func (p *Proxy) endedOpen(s *relay.Socket, side relay.Side, how relay.End, cause error, now int64) (edgeClose bool) {
-	if p.relayEnv.SideEnded(s, side, how, cause) || s.Stopped() {
+func endedOpen(env *relay.Env, s *relay.Socket, side relay.Side, how relay.End, cause error, now int64) (edgeClose bool) {
+	if env.SideEnded(s, side, how, cause) || s.Stopped() {
 		return true
 	}
 	s.Begin(now)

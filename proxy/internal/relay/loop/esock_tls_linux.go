@@ -1,6 +1,6 @@
 //go:build linux
 
-package proxy
+package loop
 
 import (
 	"github.com/edge-voice/edge/proxy/internal/relay"
@@ -55,7 +55,7 @@ func (l *eloop) answerKeyUpdate(e *esock) bool {
 // the alert sent first where the stream toward the client is between
 // records.
 func (l *eloop) tlsFailed(e *esock, err error) bool {
-	l.p.log.Debug("tls record failure", "err", err, "call_sid", e.s.callID)
+	l.o.Log.Debug("tls record failure", "err", err, "call_sid", e.s.CallID)
 	if desc, ok := tls13.AlertOf(err); ok && e.dirs[1].pend == nil {
 		relay.RawWrite(e.fds[0], e.tls.AlertRecord(desc))
 	}

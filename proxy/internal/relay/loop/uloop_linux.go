@@ -1,6 +1,6 @@
 //go:build linux
 
-package proxy
+package loop
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 	"github.com/edge-voice/edge/proxy/internal/tls13"
 )
 
-// The io_uring relay (relayUring, proxy.relay: uring). The epoll loops
+// The io_uring relay (proxy.relay: uring). The epoll loops
 // make one read and one write system call per message, and with a frame
 // per 20 ms per stream nothing batches within a socket. Here the batch is
 // across sockets: each socket-direction keeps one recv in the kernel; its
@@ -48,14 +48,14 @@ import (
 // socket down, which completes its operations in the kernel).
 
 // uringBufSize is one receive buffer: one media frame is about 400
-// bytes, and a bigger message takes more receives. uringBufs is how many
+// bytes, and a bigger message takes more receives. RingBufs is how many
 // a loop has (8192: 16 MiB of address space, resident only as far as the
 // load uses them; a variable for the test of an empty ring). A buffer is
 // held from its recv's completion to its send's: a batch's worth, plus
 // the sends stuck on peers that do not read.
 const uringBufSize = 2 << 10
 
-var uringBufs = 8192
+var RingBufs = 8192
 
 // uringRingEntries is the buffer ring's size, the most buffers put ahead
 // in it; each pass puts twice what the last batch used, at least
@@ -80,7 +80,7 @@ const (
 
 // usock is one relayed pair on a uloop; only the loop touches it.
 type usock struct {
-	s    *socket
+	s    *relay.Socket
 	fds  [2]int // 0: client, 1: pod
 	dirs [2]udir
 	pol  relay.Policy
@@ -126,7 +126,7 @@ type udir struct {
 // uloop is one io_uring event loop.
 type uloop struct {
 	inbox[ucmd]
-	p    *Proxy
+	o    *Options
 	r    *iouring.Ring
 	bufs *iouring.BufRing
 	// used counts the ring buffers the last pass's completions took.
@@ -155,12 +155,12 @@ type ucmd struct {
 
 // startUring starts the uring loops, or reports why io_uring cannot be
 // used here (the epoll loops then carry every socket).
-func (ls *loops) startUring(p *Proxy) error {
-	n := loopCount(runtime.GOMAXPROCS(0))
-	batch := p.cfg().UringBatch
+func (ls *Loops) startUring(o *Options) error {
+	n := Count(runtime.GOMAXPROCS(0))
+	batch := o.UringBatch
 	set := make([]*uloop, 0, n)
 	for range n {
-		l, err := newUloop(p, batch)
+		l, err := newUloop(o, batch)
 		if err != nil {
 			for _, l := range set {
 				l.quit()
@@ -168,7 +168,7 @@ func (ls *loops) startUring(p *Proxy) error {
 			return err
 		}
 		if l.maxBatch != batch {
-			p.log.Warn("proxy.uring_batch needs Linux 6.13 (io_uring min_wait): the uring relay runs without a batch window", "uring_batch", batch)
+			o.Log.Warn("proxy.uring_batch needs Linux 6.13 (io_uring min_wait): the uring relay runs without a batch window", "uring_batch", batch)
 			batch = 0
 		}
 		set = append(set, l)
@@ -181,11 +181,11 @@ func (ls *loops) startUring(p *Proxy) error {
 	runtime.GOMAXPROCS(procs + n)
 	ls.uprocs = n
 	ls.uset.Store(&set)
-	p.log.Info("uring relay started", "loops", n, "uring_batch", batch, "gomaxprocs", procs+n)
+	o.Log.Info("uring relay started", "loops", n, "uring_batch", batch, "gomaxprocs", procs+n)
 	return nil
 }
 
-func (ls *loops) stopUring() {
+func (ls *Loops) stopUring() {
 	if set := ls.uset.Swap(nil); set != nil {
 		for _, l := range *set {
 			l.quit()
@@ -196,7 +196,7 @@ func (ls *loops) stopUring() {
 
 // addUring puts a socket on a uring loop; t is its client's TLS takeover
 // (nil: plain TCP).
-func (ls *loops) addUring(set []*uloop, s *socket, cc, pc *net.TCPConn, early []byte, up *upstream, t *tls13.Takeover) bool {
+func (ls *Loops) addUring(set []*uloop, s *relay.Socket, cc, pc *net.TCPConn, podEarly, early []byte, t *tls13.Takeover) bool {
 	l := set[int(ls.next.Add(1))%len(set)]
 	cfd, err := detach(cc)
 	if err != nil {
@@ -212,31 +212,31 @@ func (ls *loops) addUring(set []*uloop, s *socket, cc, pc *net.TCPConn, early []
 	if t != nil {
 		e.tls = t.Records()
 	}
-	e.dirs[0].out, e.dirs[1].out = early, up.early
+	e.dirs[0].out, e.dirs[1].out = early, podEarly
 	s.Client, s.Pod = nil, nil
 	// Counted before the loop can relay a byte or end the socket, as on
 	// the epoll loops.
-	l.p.countRelayed(relayUring, t != nil)
+	l.o.Carried(true, t != nil)
 	if !l.send(ucmd{e: e, add: true}) {
 		unix.Close(cfd)
 		if pfd >= 0 {
 			unix.Close(pfd)
 		}
-		go l.p.finish(s, relay.Counts{})
+		go l.o.Host.Ended(s, relay.Counts{})
 		return true
 	}
 	s.SetInterrupt(func() { l.send(ucmd{e: e}) })
 	return true
 }
 
-// newUringRing makes a loop's ring; a variable so that a test can refuse
+// NewRing makes a loop's ring; a variable so that a test can refuse
 // io_uring as a kernel or seccomp profile would.
-var newUringRing = func() (*iouring.Ring, error) { return iouring.New(uringEntries, iouring.SetupDeferTaskrun) }
+var NewRing = func() (*iouring.Ring, error) { return iouring.New(uringEntries, iouring.SetupDeferTaskrun) }
 
 // newUloop starts a loop on a thread of its own, which creates the ring:
 // with SINGLE_ISSUER the ring belongs to the thread that made it.
-func newUloop(p *Proxy, batch time.Duration) (*uloop, error) {
-	l := &uloop{p: p, base: time.Now()}
+func newUloop(o *Options, batch time.Duration) (*uloop, error) {
+	l := &uloop{o: o, base: time.Now()}
 	if err := l.inbox.open(); err != nil {
 		return nil, err
 	}
@@ -256,7 +256,7 @@ func newUloop(p *Proxy, batch time.Duration) (*uloop, error) {
 // every 50 ms sweeps the sockets for timeouts.
 func (l *uloop) run(batch time.Duration, started chan<- error) {
 	runtime.LockOSThread()
-	r, err := newUringRing()
+	r, err := NewRing()
 	if err != nil {
 		started <- err
 		return
@@ -264,7 +264,7 @@ func (l *uloop) run(batch time.Duration, started chan<- error) {
 	if !r.MinWait() {
 		batch = 0
 	}
-	bufs, err := r.NewBufRing(min(uringRingEntries, uringBufs), uringBufs, uringBufSize, uringAheadMin)
+	bufs, err := r.NewBufRing(min(uringRingEntries, RingBufs), RingBufs, uringBufSize, uringAheadMin)
 	if err != nil {
 		r.Close()
 		started <- err
@@ -291,7 +291,7 @@ func (l *uloop) run(batch time.Duration, started chan<- error) {
 			timeout = max(time.Duration(l.nextTick-int64(time.Since(l.base))), time.Microsecond)
 		}
 		if err := r.SubmitWait(timeout, l.batch, uringEntries); err != nil {
-			l.p.log.Error("uring relay: io_uring_enter failed", "err", err)
+			l.o.Log.Error("uring relay: io_uring_enter failed", "err", err)
 		}
 		l.now = int64(time.Since(l.base))
 		reaped += r.Reap(l.complete)
@@ -407,7 +407,7 @@ func (l *uloop) sweep() {
 		case e.closing && e.s.Over(l.now):
 			l.teardown(e, relay.None)
 		case !e.closing && e.dirs[0].sending && !e.dirs[1].sending &&
-			l.now-e.dirs[0].since > int64(l.p.cfg().PodWriteTimeout):
+			l.now-e.dirs[0].since > int64(l.o.Limits().PodWriteTimeout):
 			// The pod stopped reading while the client reads: hung. Its
 			// send stays in the kernel until the close grace ends it.
 			l.ended(e, 1, relay.Stalled, relay.ErrPodStalled)
@@ -430,7 +430,7 @@ func (l *uloop) closeAll() {
 // register puts a new socket on the loop: its early bytes (held in
 // dirs[i].out by addUring) go out first, then each direction receives.
 func (l *uloop) register(e *usock) {
-	e.pol.Init(l.p.relayEnv.Limits(), &l.p.relayEnv.Dirs, l.now, e.s.Ext)
+	e.pol.Init(l.o.Limits(), &l.o.Dirs, l.now, e.s.Ext)
 	if n := len(l.free); n > 0 {
 		e.slot, l.free = l.free[n-1], l.free[:n-1]
 		l.socks[e.slot] = e
@@ -450,7 +450,7 @@ func (l *uloop) register(e *usock) {
 		d.out = nil
 		n, v := 0, relay.Verdict{}
 		if len(early) > 0 {
-			n, v = e.pol.Dirs[i].Relayed(&e.s.Socket, early)
+			n, v = e.pol.Dirs[i].Relayed(e.s, early)
 		}
 		if v.Code != 0 {
 			e.s.MarkStop(v.Code, v.Reason)
@@ -575,7 +575,7 @@ func (l *uloop) received(e *usock, i int, c iouring.CQE) {
 		// The ring is empty: this direction receives once into its own
 		// buffer, and the next top-up puts more ahead.
 		l.used++
-		l.p.metrics.uringOwnBufs.Inc()
+		l.o.UringOwnBufs.Inc()
 		d.useOwn = true
 		l.recv(e, i, false)
 		return
@@ -639,7 +639,7 @@ func (l *uloop) received(e *usock, i int, c iouring.CQE) {
 	if i == 0 {
 		e.pol.ClientSent(l.now)
 	}
-	n, v := e.pol.Dirs[i].Relayed(&e.s.Socket, b)
+	n, v := e.pol.Dirs[i].Relayed(e.s, b)
 	stop := v.Code != 0 && e.s.MarkStop(v.Code, v.Reason)
 	out := b[:n]
 	if i == 1 && e.tls != nil && n > 0 {
@@ -715,7 +715,7 @@ var errShortSend = errors.New("short send")
 // close of that side's end, as endedOpen decides.
 func (l *uloop) ended(e *usock, i int, how relay.End, cause error) {
 	e.dirs[i].eof = true
-	if l.p.endedOpen(&e.s.Socket, side(i), how, cause, l.now) {
+	if endedOpen(&l.o.Env, e.s, side(i), how, cause, l.now) {
 		l.beginClose(e)
 		return
 	}
@@ -735,7 +735,7 @@ func (l *uloop) gone(e *usock, i int, how relay.End) {
 // the rest of b is dropped.
 func (l *uloop) finishFrame(e *usock, i int, b []byte) {
 	d := &e.dirs[i]
-	n, f, done := finish(&e.pol.Dirs[i], &e.s.Socket, b)
+	n, f, done := finish(&e.pol.Dirs[i], e.s, b)
 	out := append([]byte(nil), b[:n]...)
 	if done {
 		d.owed = false
@@ -756,7 +756,7 @@ func (l *uloop) beginClose(e *usock) {
 		return
 	}
 	e.closing = true
-	owed, frames := closeStart(&e.pol, &e.s.Socket, [2]bool{e.dirs[0].eof, e.dirs[1].eof})
+	owed, frames := closeStart(&e.pol, e.s, [2]bool{e.dirs[0].eof, e.dirs[1].eof})
 	for i := range e.dirs {
 		if owed[i] {
 			e.dirs[i].owed = true // the frame in flight first (finishFrame)
@@ -830,5 +830,5 @@ func (l *uloop) teardown(e *usock, by relay.Side) {
 		e.tls.Wipe()
 	}
 	c := e.pol.Counts()
-	go l.p.finish(e.s, c)
+	go l.o.Host.Ended(e.s, c)
 }

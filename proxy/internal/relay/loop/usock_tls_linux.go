@@ -1,6 +1,6 @@
 //go:build linux
 
-package proxy
+package loop
 
 import (
 	"github.com/edge-voice/edge/proxy/internal/relay"
@@ -76,7 +76,7 @@ func (l *uloop) answerKeyUpdate(e *usock) {
 // eloop.tlsFailed: the alert first where the stream toward the client is
 // between records.
 func (l *uloop) tlsFailed(e *usock, err error) {
-	l.p.log.Debug("tls record failure", "err", err, "call_sid", e.s.callID)
+	l.o.Log.Debug("tls record failure", "err", err, "call_sid", e.s.CallID)
 	if desc, ok := tls13.AlertOf(err); ok && !e.dirs[1].sending && e.dirs[1].next == nil {
 		relay.RawWrite(e.fds[0], e.tls.AlertRecord(desc))
 	}

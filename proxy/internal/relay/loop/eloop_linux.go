@@ -1,6 +1,6 @@
 //go:build linux
 
-package proxy
+package loop
 
 import (
 	"net"
@@ -17,9 +17,9 @@ import (
 	"github.com/edge-voice/edge/proxy/internal/tls13"
 )
 
-// The epoll relay (relayEpoll). After admission and the pod's 101,
+// The epoll relay (proxy.relay: epoll). After admission and the pod's 101,
 // both TCP connections leave Go's netpoller and join one of a few event
-// loops (loopCount), each an epoll set and one goroutine. A goroutine pair
+// loops (Count), each an epoll set and one goroutine. A goroutine pair
 // per socket cost a netpoller wake-up, a goroutine switch and the syscall
 // bookkeeping per message (perf, docs/bench-media.md); a loop instead
 // handles every ready socket of one epoll_wait in a row, and its reads and
@@ -36,17 +36,19 @@ import (
 // keeps (plus a close frame).
 const readSize = 32 << 10
 
-// loopCount is how many loops serve the sockets: one per four Ps, rounded
+// Count is how many loops of each kind serve the sockets: one per four Ps, rounded
 // up. Fewer loops means more ready sockets per wake-up of a loop, and the
 // wake-ups (thread switches) were most of the CPU per message in the
 // profiles; on the 2-core benchmark machine one loop cost 7.1 us per
 // message against 8.3 for two at 200 streams, and 5.6 against 6.0 at 500
 // (two loops had a better p50 at 200 streams: docs/bench-media.md). At 5 to 6 us of CPU per message
 // a loop has room for well over 100,000 messages a second.
-func loopCount(procs int) int { return max(1, (procs+3)/4) }
+func Count(procs int) int { return max(1, (procs+3)/4) }
 
-// loops is the proxy's set of event loops, started and stopped by Run.
-type loops struct {
+// Loops is a set of event loops: epoll, and io_uring beside them when
+// asked for. The zero value has none running; Start starts them.
+type Loops struct {
+	o    Options
 	set  atomic.Pointer[[]*eloop]
 	next atomic.Uint32
 	// uset, with proxy.relay "uring", carries the plain TCP sockets
@@ -55,19 +57,23 @@ type loops struct {
 	uprocs int
 }
 
-func (ls *loops) start(p *Proxy) error {
-	if p.cfg().Relay == relayUring {
+// Start starts the loops with o; it fails when epoll cannot be used.
+// Where io_uring is asked for and refused, the epoll loops carry every
+// socket.
+func (ls *Loops) Start(o Options) error {
+	ls.o = o
+	if o.Uring {
 		// The epoll loops start too, idle beside working uring loops (a
 		// goroutine each, parked): they carry every socket where io_uring
 		// is refused.
-		if err := ls.startUring(p); err != nil {
-			p.log.Warn("uring relay unavailable: media sockets use the epoll relay", "err", err)
+		if err := ls.startUring(&ls.o); err != nil {
+			o.Log.Warn("uring relay unavailable: media sockets use the epoll relay", "err", err)
 		}
 	}
-	n := loopCount(runtime.GOMAXPROCS(0))
+	n := Count(runtime.GOMAXPROCS(0))
 	set := make([]*eloop, 0, n)
 	for range n {
-		l, err := newLoop(p)
+		l, err := newLoop(&ls.o)
 		if err != nil {
 			for _, l := range set {
 				l.quit()
@@ -81,8 +87,8 @@ func (ls *loops) start(p *Proxy) error {
 	return nil
 }
 
-// stop ends the loops; Run calls it once every socket has ended.
-func (ls *loops) stop() {
+// Stop ends the loops; the host calls it once every socket has ended.
+func (ls *Loops) Stop() {
 	ls.stopUring()
 	set := ls.set.Swap(nil)
 	if set == nil {
@@ -93,13 +99,14 @@ func (ls *loops) stop() {
 	}
 }
 
-// add hands s to a loop, round robin: a uring loop when they run, else an
+// Add hands s to a loop, round robin: a uring loop when they run, else an
 // epoll loop. It reports false, leaving the connections untouched, when
 // the loops cannot carry them (none started, or a connection that is not
 // TCP): the caller then uses the goroutine relay. t, when not nil, is the
 // client's TLS record layer taken from crypto/tls (package tls13), and its
-// TCP connection the client's.
-func (ls *loops) add(s *socket, up *upstream, early []byte, t *tls13.Takeover) bool {
+// TCP connection the client's. podEarly are the pod's bytes read behind
+// its 101, early the client's behind its handshake.
+func (ls *Loops) Add(s *relay.Socket, podEarly, early []byte, t *tls13.Takeover) bool {
 	set := ls.set.Load()
 	if set == nil {
 		return false
@@ -108,12 +115,12 @@ func (ls *loops) add(s *socket, up *upstream, early []byte, t *tls13.Takeover) b
 	if t != nil {
 		cc, ok1 = t.Conn(), true
 	}
-	pc, ok2 := up.conn.(*net.TCPConn)
+	pc, ok2 := s.Pod.(*net.TCPConn)
 	if !ok1 || !ok2 {
 		return false
 	}
 	if uset := ls.uset.Load(); uset != nil {
-		return ls.addUring(*uset, s, cc, pc, early, up, t)
+		return ls.addUring(*uset, s, cc, pc, podEarly, early, t)
 	}
 	l := (*set)[int(ls.next.Add(1))%len(*set)]
 	cfd, err := detach(cc)
@@ -133,11 +140,11 @@ func (ls *loops) add(s *socket, up *upstream, early []byte, t *tls13.Takeover) b
 		e.tls = t.Records()
 	}
 	e.dirs[0] = edir{src: 0, pend: early}
-	e.dirs[1] = edir{src: 1, pend: up.early}
+	e.dirs[1] = edir{src: 1, pend: podEarly}
 	s.Client, s.Pod = nil, nil
 	// Counted before the loop can relay a byte or end the socket, so that
 	// whoever sees the socket's traffic or its end sees it counted.
-	l.p.countRelayed(relayEpoll, t != nil)
+	l.o.Carried(false, t != nil)
 	if !l.send(ecmd{e: e, add: true}) {
 		// The loops stopped under us (cannot happen while the socket is
 		// admitted, as Run stops them after every socket ended); do not
@@ -146,19 +153,31 @@ func (ls *loops) add(s *socket, up *upstream, early []byte, t *tls13.Takeover) b
 		if pfd >= 0 {
 			unix.Close(pfd)
 		}
-		go l.p.finish(s, relay.Counts{})
+		go l.o.Host.Ended(s, relay.Counts{})
 		return true
 	}
 	s.SetInterrupt(func() { l.send(ecmd{e: e}) })
 	return true
 }
 
-// running reports whether the loops take sockets.
-func (ls *loops) running() bool { return ls.set.Load() != nil }
+// Running reports whether the loops take sockets.
+func (ls *Loops) Running() bool { return ls.set.Load() != nil }
 
-// uringRunning reports whether the uring loops started (they take every
+// MaxBatches are the uring loops' longest batch windows (none when they
+// do not run): proxy.uring_batch, or 0 where the kernel has no min_wait.
+func (ls *Loops) MaxBatches() []time.Duration {
+	var out []time.Duration
+	if set := ls.uset.Load(); set != nil {
+		for _, l := range *set {
+			out = append(out, l.maxBatch)
+		}
+	}
+	return out
+}
+
+// UringRunning reports whether the uring loops started (they take every
 // socket then).
-func (ls *loops) uringRunning() bool { return ls.uset.Load() != nil }
+func (ls *Loops) UringRunning() bool { return ls.uset.Load() != nil }
 
 // detach takes c out of Go's netpoller and returns a non-blocking fd of
 // the same socket: a duplicate, then the Go conn's close (which removes
@@ -192,7 +211,7 @@ func detach(c *net.TCPConn) (int, error) {
 // eloop is one event loop.
 type eloop struct {
 	inbox[ecmd]
-	p    *Proxy
+	o    *Options
 	epfd int
 	file *os.File        // epfd, registered with Go's netpoller
 	rc   syscall.RawConn // of file
@@ -221,12 +240,12 @@ type ecmd struct {
 	add bool
 }
 
-func newLoop(p *Proxy) (*eloop, error) {
+func newLoop(o *Options) (*eloop, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, err
 	}
-	l := &eloop{p: p, epfd: epfd, socks: map[int32]*esock{}, buf: make([]byte, readSize), base: time.Now()}
+	l := &eloop{o: o, epfd: epfd, socks: map[int32]*esock{}, buf: make([]byte, readSize), base: time.Now()}
 	if err := l.inbox.open(); err != nil {
 		unix.Close(epfd)
 		return nil, err
@@ -351,7 +370,7 @@ func (l *eloop) tick() {
 		case e.closing && e.s.Over(l.now):
 			l.teardown(e, relay.None)
 		case !e.closing && e.dirs[0].pend != nil && e.dirs[1].pend == nil &&
-			l.now-e.dirs[0].since > int64(l.p.cfg().PodWriteTimeout):
+			l.now-e.dirs[0].since > int64(l.o.Limits().PodWriteTimeout):
 			// The pod stopped reading while the client reads: it is hung
 			// (a client that does not read excuses it: backpressure).
 			e.dirs[0].pend = nil
