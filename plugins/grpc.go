@@ -53,6 +53,7 @@ func (s *grpcServer) Describe(ctx context.Context, _ *pb.DescribeRequest) (*pb.D
 		out.Routes = append(out.Routes, &pb.Route{Method: r.Method, Path: r.Path})
 	}
 	out.MediaParams = mediaParamsToPB(d.MediaParams)
+	out.ResumeReplay = d.ResumeReplay
 	return out, nil
 }
 
@@ -129,6 +130,7 @@ func (c *grpcClient) Describe(ctx context.Context) (Description, error) {
 		out.Routes = append(out.Routes, Route{Method: r.GetMethod(), Path: r.GetPath()})
 	}
 	out.MediaParams = mediaParamsFromPB(d.GetMediaParams())
+	out.ResumeReplay = d.GetResumeReplay()
 	return out, nil
 }
 

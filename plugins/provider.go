@@ -54,6 +54,26 @@ type Description struct {
 	// exactly that query. None, and a plugin built before the field: media
 	// URLs carry no query.
 	MediaParams []MediaParam
+	// ResumeReplay are the JSON "event" values of the text messages that
+	// open the provider's media stream, in the order the provider sends
+	// them, that a pod taking over a call mid-stream must see again
+	// (Twilio: "connected", "start"). When the pod's side of a call's
+	// media socket dies, edge can move the call to another pod: it keeps
+	// the stream's first len(ResumeReplay) data messages from the
+	// provider, each checked to be a JSON text message whose "event"
+	// field is the name declared at its position, and sends them to the
+	// new pod, byte for byte as the provider sent them, before relaying on.
+	// A stream whose opening does not match is not kept, and its call
+	// ends with its pod as before. Declare only messages that stay true
+	// for the rest of the stream: one that carries state of the socket it
+	// came on (a per-connection key or sequence the pod must answer) must
+	// not be replayed to another socket, and a provider whose opening
+	// carries such state declares none. At most 4 names, each 1 to 32
+	// bytes of [a-z0-9_-], none twice: edge refuses to start a plugin
+	// whose declaration breaks these rules. None, and a plugin built
+	// before the field: the provider's calls cannot move to another pod
+	// and end with their pod.
+	ResumeReplay []string
 }
 
 // MediaParam is a media URL query parameter a provider may set, and the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/edge-voice/edge/plugins"
@@ -150,4 +151,28 @@ type retryingProvider struct {
 
 func (p *retryingProvider) Describe(context.Context) (plugins.Description, error) {
 	return plugins.Description{Name: "retrying", MediaHandshakeRetries: p.retries}, nil
+}
+
+// The stream-opening events cross gRPC in the plugin's order; a plugin
+// built before Description.ResumeReplay declares none (its calls cannot
+// move to another pod).
+func TestDescribeResumeReplay(t *testing.T) {
+	for _, tc := range []struct {
+		impl plugins.Provider
+		want []string
+	}{{&oldProvider{}, nil}, {&replayingProvider{events: []string{"start", "connected"}}, []string{"start", "connected"}}} {
+		d, err := plugintest.Connect(t, tc.impl).Describe(context.Background())
+		if err != nil || !slices.Equal(d.ResumeReplay, tc.want) {
+			t.Errorf("%T: Describe = %+v, %v; want ResumeReplay %q", tc.impl, d, err, tc.want)
+		}
+	}
+}
+
+type replayingProvider struct {
+	oldProvider
+	events []string
+}
+
+func (p *replayingProvider) Describe(context.Context) (plugins.Description, error) {
+	return plugins.Description{Name: "replaying", ResumeReplay: p.events}, nil
 }

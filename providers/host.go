@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os/exec"
+	"slices"
 	"sync"
 	"time"
 
@@ -186,6 +187,24 @@ func (h *Host) MediaHandshakeRetries(name string) int {
 		return 0
 	}
 	return int(p.mediaRetries.Load())
+}
+
+// ResumeReplay is the JSON "event" of each text message that opens
+// provider name's media stream, in order, as its plugin last declared it
+// (plugins.Description.ResumeReplay): the messages edge keeps from a
+// call's stream and replays to a pod that takes the call over. nil for an
+// unknown provider, one whose plugin has not started yet, or one that
+// declared none: its calls cannot move to another pod. The slice is the
+// caller's own copy.
+func (h *Host) ResumeReplay(name string) []string {
+	p, ok := h.procs[name]
+	if !ok {
+		return nil
+	}
+	if r := p.resumeReplay.Load(); r != nil {
+		return slices.Clone(*r)
+	}
+	return nil
 }
 
 // Reconfigure applies a changed spec (settings: Configure on the running

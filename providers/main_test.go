@@ -17,6 +17,10 @@ import (
 // real plugin processes by re-executing it, with no build step.
 const pluginEnv = "EDGE_PROVIDERS_TEST_PLUGIN"
 
+// resumeReplayEnv is the testprov process's Description.ResumeReplay,
+// comma-separated ("" declares none).
+const resumeReplayEnv = "EDGE_PROVIDERS_TEST_RESUME_REPLAY"
+
 func TestMain(m *testing.M) {
 	switch os.Getenv(pluginEnv) {
 	case "":
@@ -37,8 +41,12 @@ func TestMain(m *testing.M) {
 type testProvider struct{}
 
 func (testProvider) Describe(context.Context) (plugins.Description, error) {
-	return plugins.Description{Name: "testprov", Routes: []plugins.Route{{Method: http.MethodPost, Path: "status"}},
-		MediaParams: []plugins.MediaParam{{Name: "rate", Values: []string{"1", "2"}}, {Name: "tag", Pattern: "[a-z]{1,8}"}}}, nil
+	d := plugins.Description{Name: "testprov", Routes: []plugins.Route{{Method: http.MethodPost, Path: "status"}},
+		MediaParams: []plugins.MediaParam{{Name: "rate", Values: []string{"1", "2"}}, {Name: "tag", Pattern: "[a-z]{1,8}"}}}
+	if r := os.Getenv(resumeReplayEnv); r != "" {
+		d.ResumeReplay = strings.Split(r, ",")
+	}
+	return d, nil
 }
 
 func (testProvider) Configure(_ context.Context, s plugins.Settings) (plugins.Configured, error) {

@@ -31,6 +31,12 @@ type proc struct {
 	// Description.MediaHandshakeRetries, kept while the plugin restarts:
 	// the provider retries whether or not its plugin is up.
 	mediaRetries atomic.Int32
+	// resumeReplay is the provider's last declared
+	// Description.ResumeReplay (nil: none, or not started yet), kept
+	// while the plugin restarts: calls in progress move to another pod
+	// whether or not their plugin is up. The slice it points to is never
+	// changed: a new declaration stores a new one.
+	resumeReplay atomic.Pointer[[]string]
 
 	kick chan struct{} // an RPC failed: check now
 	// applying serializes apply, so that the last one hands over the
@@ -141,6 +147,8 @@ func (p *proc) start(ctx context.Context) (*live, error) {
 	p.good.Store(s)
 	p.mediaRetries.Store(int32(min(max(desc.MediaHandshakeRetries, 0), maxMediaHandshakeRetries)))
 	params, _ := compileMediaParams(desc.MediaParams) // launch checked it
+	replay, _ := checkResumeReplay(desc.ResumeReplay) // launch checked it
+	p.resumeReplay.Store(&replay)
 	return &live{client: client, prov: prov, routes: desc.Routes, rendersFallback: desc.RendersFallback, params: params, spec: s}, nil
 }
 

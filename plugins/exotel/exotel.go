@@ -53,7 +53,11 @@ func (p *Provider) Describe(context.Context) (plugins.Description, error) {
 	// "Connection Retry").
 	return plugins.Description{Name: "exotel", Routes: []plugins.Route{{Method: http.MethodGet, Path: RouteVoicebot},
 		{Method: http.MethodPost, Path: RouteStatus}},
-		RendersFallback: true, MediaHandshakeRetries: 1, MediaParams: mediaParams}, nil
+		RendersFallback: true, MediaHandshakeRetries: 1, MediaParams: mediaParams,
+		// The stream opens with "connected", then "start" naming the call,
+		// the stream and its media format (Exotel's AgentStream WebSocket
+		// protocol).
+		ResumeReplay: []string{"connected", "start"}}, nil
 }
 
 func parseSettings(s plugins.Settings) (*settings, plugins.Configured, error) {

@@ -33,7 +33,8 @@ func lookup(query, auth, ip string) *plugins.Request {
 
 func TestConformance(t *testing.T) {
 	plugintest.Run(t, exotel.New(), plugintest.Suite{
-		Settings: plugins.Settings{exotel.SettingAuthTokens: creds + ",exo:pass-old", exotel.SettingAllowIPs: "203.0.113.0/24, 198.51.100.7"},
+		StreamOpening: plugintest.ReadStream(t, "testdata/stream_opening.jsonl"),
+		Settings:      plugins.Settings{exotel.SettingAuthTokens: creds + ",exo:pass-old", exotel.SettingAllowIPs: "203.0.113.0/24, 198.51.100.7"},
 		BadSettings: []plugintest.BadSettings{
 			{Name: "not an ip", Settings: plugins.Settings{exotel.SettingAllowIPs: "not-an-ip"}, Key: exotel.SettingAllowIPs},
 			{Name: "bad cidr", Settings: plugins.Settings{exotel.SettingAllowIPs: "10.0.0.0/33"}, Key: exotel.SettingAllowIPs},

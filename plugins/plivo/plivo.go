@@ -68,7 +68,11 @@ func New() *Provider {
 // Describe implements plugins.Provider.
 func (p *Provider) Describe(context.Context) (plugins.Description, error) {
 	return plugins.Description{Name: "plivo", Routes: []plugins.Route{{Method: http.MethodPost, Path: RouteHangup},
-		{Method: http.MethodPost, Path: RouteStatus}}, RendersFallback: true}, nil
+		{Method: http.MethodPost, Path: RouteStatus}}, RendersFallback: true,
+		// An audio stream opens with "start" alone, sent once when the
+		// socket opens, naming the call and the stream (Plivo's audio
+		// streaming reference).
+		ResumeReplay: []string{"start"}}, nil
 }
 
 // parseSettings never refuses: an unknown failure_mode is a warning.

@@ -131,6 +131,7 @@ func TestSignedStringShapes(t *testing.T) {
 
 func TestConformance(t *testing.T) {
 	plugintest.Run(t, plivo.New(), plugintest.Suite{
+		StreamOpening: plugintest.ReadStream(t, "testdata/stream_opening.jsonl"),
 		Settings:      plugins.Settings{plivo.SettingAuthTokens: tokNew + "," + tokOld},
 		ReportsNonces: true,
 		Valid: []plugintest.Valid{

@@ -52,6 +52,13 @@ type Suite struct {
 	// a second delivery, and report the call ended (WebhookResult.Ended)
 	// exactly when Event is set.
 	StatusCallbacks []StatusCallback
+	// StreamOpening are the text messages that open the provider's media
+	// stream, in order and as the provider sends them, before the call's
+	// audio (ReadStream reads a fixture of them). The provider's
+	// Description.ResumeReplay must name their events, in their order:
+	// edge checks a live stream's opening against it. nil: the provider
+	// must declare no ResumeReplay.
+	StreamOpening []string
 }
 
 // StatusCallback is a status callback and what it must report.
@@ -123,6 +130,7 @@ func Run(t *testing.T, impl plugins.Provider, s Suite) {
 			}
 			seen[r.Method+" "+r.Path] = true
 		}
+		checkResumeReplay(t, d.ResumeReplay, s.StreamOpening)
 	})
 	configured, err := p.Configure(ctx, s.Settings)
 	if err != nil {

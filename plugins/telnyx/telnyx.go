@@ -82,7 +82,10 @@ func New() *Provider {
 
 // Describe implements plugins.Provider.
 func (p *Provider) Describe(context.Context) (plugins.Description, error) {
-	return plugins.Description{Name: "telnyx", Routes: []plugins.Route{{Method: http.MethodPost, Path: RouteStatus}}, RendersFallback: true}, nil
+	// A media stream opens with "connected", then "start" naming the call
+	// and the stream's media format (Telnyx's media streaming reference).
+	return plugins.Description{Name: "telnyx", Routes: []plugins.Route{{Method: http.MethodPost, Path: RouteStatus}}, RendersFallback: true,
+		ResumeReplay: []string{"connected", "start"}}, nil
 }
 
 // parseSettings refuses a public key it cannot use and a <Stream>

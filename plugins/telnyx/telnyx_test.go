@@ -66,6 +66,7 @@ func TestConformance(t *testing.T) {
 	get := request(formType, "", ts, sig)
 	get.Method, get.RawQuery = "GET", "merchant_id=acme&CallSid="+callSid
 	plugintest.Run(t, telnyx.New(), plugintest.Suite{
+		StreamOpening: plugintest.ReadStream(t, "testdata/stream_opening.jsonl"),
 		Settings:      plugins.Settings{telnyx.SettingAuthTokens: pub(keyNew) + ", " + pub(keyOld)},
 		ReportsNonces: true,
 		BadSettings: []plugintest.BadSettings{

@@ -59,7 +59,11 @@ func New() *Provider {
 
 // Describe implements plugins.Provider.
 func (p *Provider) Describe(context.Context) (plugins.Description, error) {
-	return plugins.Description{Name: "twilio", Routes: []plugins.Route{{Method: http.MethodPost, Path: RouteStatus}}, RendersFallback: true}, nil
+	// A Media Stream opens with "connected" and then "start", which names
+	// the call and the stream (Twilio's "Media Streams - WebSocket
+	// Messages"); neither depends on the socket it came on.
+	return plugins.Description{Name: "twilio", Routes: []plugins.Route{{Method: http.MethodPost, Path: RouteStatus}}, RendersFallback: true,
+		ResumeReplay: []string{"connected", "start"}}, nil
 }
 
 // parseSettings never refuses: an unknown failure_mode is a warning.

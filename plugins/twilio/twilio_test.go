@@ -119,7 +119,8 @@ func TestRepeatedParamsSignSortedDistinct(t *testing.T) {
 
 func TestConformance(t *testing.T) {
 	plugintest.Run(t, twilio.New(), plugintest.Suite{
-		Settings: plugins.Settings{twilio.SettingAuthTokens: tokNew + "," + tokOld},
+		StreamOpening: plugintest.ReadStream(t, "testdata/stream_opening.jsonl"),
+		Settings:      plugins.Settings{twilio.SettingAuthTokens: tokNew + "," + tokOld},
 		Valid: []plugintest.Valid{
 			{Name: "signed", Request: request(hookURL, sign(tokNew, hookURL, call...), call...), CallID: sid},
 			{Name: "signed with old token", Request: request(hookURL, sign(tokOld, hookURL, call...), call...), CallID: sid},

@@ -259,7 +259,17 @@ type Description struct {
 	// the query with the call's token, and the media proxy admits the
 	// socket only with exactly that query. Added within ProtocolVersion 1:
 	// a plugin built before it declares none, and its URLs carry no query.
-	MediaParams   []*MediaParam `protobuf:"bytes,5,rep,name=media_params,json=mediaParams,proto3" json:"media_params,omitempty"`
+	MediaParams []*MediaParam `protobuf:"bytes,5,rep,name=media_params,json=mediaParams,proto3" json:"media_params,omitempty"`
+	// resume_replay are the JSON "event" values of the text messages that
+	// open the provider's media stream, in the order the provider sends
+	// them ("connected", "start"): edge keeps that many opening messages,
+	// each checked against the name at its position, and replays them
+	// verbatim to a pod that takes the call over when the call's pod dies.
+	// At most 4 names of [a-z0-9_-], 1 to 32 bytes, none twice; edge
+	// refuses to start a plugin that declares otherwise. Added within
+	// ProtocolVersion 1: a plugin built before it declares none, and its
+	// calls end with their pod, as before.
+	ResumeReplay  []string `protobuf:"bytes,6,rep,name=resume_replay,json=resumeReplay,proto3" json:"resume_replay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -325,6 +335,13 @@ func (x *Description) GetMediaHandshakeRetries() int32 {
 func (x *Description) GetMediaParams() []*MediaParam {
 	if x != nil {
 		return x.MediaParams
+	}
+	return nil
+}
+
+func (x *Description) GetResumeReplay() []string {
+	if x != nil {
+		return x.ResumeReplay
 	}
 	return nil
 }
@@ -1600,13 +1617,14 @@ var File_provider_proto protoreflect.FileDescriptor
 const file_provider_proto_rawDesc = "" +
 	"\n" +
 	"\x0eprovider.proto\x12\x10edge.provider.v1\"\x11\n" +
-	"\x0fDescribeRequest\"\xf6\x01\n" +
+	"\x0fDescribeRequest\"\x9b\x02\n" +
 	"\vDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x06routes\x18\x02 \x03(\v2\x17.edge.provider.v1.RouteR\x06routes\x12)\n" +
 	"\x10renders_fallback\x18\x03 \x01(\bR\x0frendersFallback\x126\n" +
 	"\x17media_handshake_retries\x18\x04 \x01(\x05R\x15mediaHandshakeRetries\x12?\n" +
-	"\fmedia_params\x18\x05 \x03(\v2\x1c.edge.provider.v1.MediaParamR\vmediaParams\"R\n" +
+	"\fmedia_params\x18\x05 \x03(\v2\x1c.edge.provider.v1.MediaParamR\vmediaParams\x12#\n" +
+	"\rresume_replay\x18\x06 \x03(\tR\fresumeReplay\"R\n" +
 	"\n" +
 	"MediaParam\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
