@@ -59,7 +59,7 @@ func (a *Allocator) ClaimMediaOn(ctx context.Context, callID, pod, holder, repli
 	switch rep.str(0) {
 	case "claimed":
 		c := ClaimedMedia{Pod: rep.str(1), TraceParent: rep.str(2), MerchantID: rep.str(3), Creator: rep.str(4),
-			MovedFrom: strings.FieldsFunc(rep.str(5), func(r rune) bool { return r == '|' }), FailedHandshakes: int(rep.int(8))}
+			MovedFrom: strings.FieldsFunc(rep.str(5), func(r rune) bool { return r == '|' }), FailedHandshakes: int(rep.int(8)), SourcePool: rep.str(6)}
 		// This replica relays the call now: it can write it back should
 		// Redis lose its data (recovery.go).
 		a.tracked.track(callID, trackedCall{pod: c.Pod, holder: holder, replica: replica,

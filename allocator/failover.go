@@ -51,6 +51,18 @@ type Failover struct {
 // ErrNoOtherPod (with the failure still recorded) when the chain has no
 // other pod.
 func (a *Allocator) MoveCall(ctx context.Context, callID, pod, holder, reason string, ej Ejection) (Failover, error) {
+	return a.moveCall(ctx, callID, pod, holder, reason, ej, false)
+}
+
+// ResumeCall is MoveCall for a call whose pod died while holder's socket
+// relayed it: the socket goes on with the new pod, and the call's record
+// counts the move (CallTimeline.Resumptions, ResumedAt). The pod's
+// failure is recorded as "lost".
+func (a *Allocator) ResumeCall(ctx context.Context, callID, pod, holder string, ej Ejection) (Failover, error) {
+	return a.moveCall(ctx, callID, pod, holder, "lost", ej, true)
+}
+
+func (a *Allocator) moveCall(ctx context.Context, callID, pod, holder, reason string, ej Ejection, midCall bool) (Failover, error) {
 	if err := ValidateID("call_sid", callID); err != nil {
 		return Failover{}, err
 	}
@@ -59,6 +71,7 @@ func (a *Allocator) MoveCall(ctx context.Context, callID, pod, holder, reason st
 	}
 	s := a.current.Load()
 	args := append([]any{callID, pod, holder, reason, s.cfg.LeaseTTL.Milliseconds()}, ejectionArgs(ej)...)
+	args = append(args, boolArg(midCall))
 	args = append(args, s.tierArgs...)
 	r, err := a.run(ctx, "failover", []string{a.keys.Call(callID)}, args...)
 	if err != nil {
@@ -131,4 +144,12 @@ func parseMillis(s string) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(n)
+}
+
+// boolArg is a script's flag argument.
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }

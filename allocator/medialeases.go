@@ -35,6 +35,14 @@ func (l MediaLeases) MoveCall(ctx context.Context, callID, pod, holder, reason s
 	return f.Pod, f.Ejected, noAllocation(err)
 }
 
+func (l MediaLeases) ResumeCall(ctx context.Context, callID, pod, holder string, ej mediacontract.Ejection) (string, bool, error) {
+	f, err := l.Alloc.ResumeCall(ctx, callID, pod, holder, ej)
+	if errors.Is(err, ErrNoOtherPod) {
+		return "", f.Ejected, fmt.Errorf("%w: %w", mediacontract.ErrNoOtherPod, err)
+	}
+	return f.Pod, f.Ejected, noAllocation(err)
+}
+
 func (l MediaLeases) PodFailed(ctx context.Context, pod, reason string, ej mediacontract.Ejection) (bool, error) {
 	ejected, _, err := l.Alloc.PodFailed(ctx, pod, reason, ej)
 	return ejected, err

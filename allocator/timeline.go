@@ -24,8 +24,14 @@ type CallTimeline struct {
 	Pod        string `json:"pod_name,omitempty"`
 	SourcePool string `json:"source_pool,omitempty"`
 	PoolType   string `json:"pool_type,omitempty"`
-	// MovedFrom are the pods the call left after failed connects, in order.
+	// MovedFrom are the pods the call left, in order: after failed
+	// connects, and pods that died mid-call while it resumed elsewhere.
 	MovedFrom []string `json:"moved_from,omitempty"`
+	// Resumptions counts the moves of the call while its socket relayed
+	// (its pod died, the caller stayed: proxy.resume), the last at
+	// ResumedAt.
+	Resumptions int       `json:"resumptions,omitempty"`
+	ResumedAt   time.Time `json:"resumed_at,omitzero"`
 
 	AllocatedAt    time.Time `json:"allocated_at,omitzero"`
 	SocketOpenedAt time.Time `json:"socket_opened_at,omitzero"`
@@ -117,7 +123,9 @@ func timelineOf(callID, state string, h map[string]string) CallTimeline {
 		How:            h["how"], ReleasedBy: h["released_by"],
 		EndedBy: h["ended_by"], ProviderEndedAt: parseMillis(h["provider_ended_at"]),
 		SocketEnd: h["socket_end"], ClosedBy: h["closed_by"], CloseCode: h["close_code"],
+		ResumedAt: parseMillis(h["resumed_at"]),
 	}
+	t.Resumptions, _ = strconv.Atoi(h["resumptions"])
 	if _, ok := h["bytes_in"]; ok {
 		n := func(k string) int64 { v, _ := strconv.ParseInt(h[k], 10, 64); return v }
 		t.Relayed = &Relayed{MessagesIn: n("messages_in"), MessagesOut: n("messages_out"),

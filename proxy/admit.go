@@ -96,6 +96,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	// Only edge says which query it signed: a client's header of that
 	// name never reaches the pod (dialUpstream copies the rest).
 	r.Header.Del(mediaurl.ParamsHeader)
+	r.Header.Del(ResumedHeader)
 	if t.Signed {
 		r.Header.Set(mediaurl.ParamsHeader, t.Query)
 	}
@@ -137,7 +138,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, http.StatusBadGateway, "upstream", err, "pod", pod, "call_sid", callID)
 		return
 	}
-	p.relay(w, up, pod, callID, holder, call, span)
+	p.relay(w, r, t.URI, up, pod, callID, holder, call, span)
 }
 
 func (p *Proxy) draining() bool {
@@ -197,10 +198,11 @@ func (p *Proxy) unclaim(callID, holder string) {
 
 // relay hijacks the client, answers it the pod's 101 and runs the two pumps
 // until the socket ends, then releases the call.
-func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder string, call callMeta, span trace.Span) {
+func (p *Proxy) relay(w http.ResponseWriter, r *http.Request, uri string, up *upstream, pod, callID, holder string, call callMeta, span trace.Span) {
 	s := &socket{pod: pod, holder: holder, call: call, span: span}
 	s.CallID, s.Pod, s.Started = callID, up.conn, time.Now()
 	s.Ext = up.resp.Header.Get("Sec-WebSocket-Extensions") != ""
+	p.mayResume(s, r, uri, up)
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		up.conn.Close()
@@ -243,10 +245,11 @@ func (p *Proxy) relay(w http.ResponseWriter, up *upstream, pod, callID, holder s
 		early = append([]byte(nil), early...)
 	}
 	p.metrics.active.Inc()
-	p.log.Info("media socket opened", append(s.attrs(), "failovers", call.failovers)...)
+	p.log.Info("media socket opened", append(s.attrs(), "failovers", call.failovers, "may_resume", s.Resume)...)
 	// Either way this handler, and net/http's connection goroutine with its
 	// grown stack and buffers, return now.
-	if p.cfg().Relay != relayGoroutines && p.loops.Running() {
+	// Only the goroutine relay moves a socket to another pod.
+	if p.cfg().Relay != relayGoroutines && p.loops.Running() && !s.Resume {
 		var t *tls13.Takeover
 		if tc, ok := conn.(*tls.Conn); ok {
 			// A TLS client's records go to the loop when crypto/tls

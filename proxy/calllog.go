@@ -13,6 +13,9 @@ import (
 // the logger).
 type callMeta struct {
 	merchant, provider string
+	// source is where the call's pod came from ("pool:<tier>",
+	// "merchant:<id>").
+	source string
 	// failovers counts the call's moves to another pod after failed
 	// connects, earlier sockets' and this one's.
 	failovers int
@@ -29,12 +32,12 @@ func callOf(c mediacontract.Claimed) callMeta {
 	if provider == c.Creator {
 		provider = ""
 	}
-	return callMeta{merchant: c.MerchantID, provider: provider, failovers: len(c.MovedFrom), failedHandshakes: c.FailedHandshakes}
+	return callMeta{merchant: c.MerchantID, provider: provider, source: c.SourcePool, failovers: len(c.MovedFrom), failedHandshakes: c.FailedHandshakes}
 }
 
 // attrs are the socket's call fields, for its log lines.
 func (s *socket) attrs() []any {
-	return []any{"call_sid", s.CallID, "merchant_id", s.call.merchant, "provider", s.call.provider, "pod", s.pod}
+	return []any{"call_sid", s.CallID, "merchant_id", s.call.merchant, "provider", s.call.provider, "pod", s.podName()}
 }
 
 // endedHow is why the socket's end released its call, for the log and the

@@ -2,6 +2,9 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/edge-voice/edge/internal/confcheck"
@@ -104,6 +107,39 @@ type Config struct {
 	// completions, none when this would not gather 4. Default 0: none.
 	// At most 1ms.
 	UringBatch time.Duration `koanf:"uring_batch" reload:"restart"`
+	// Resume keeps callers through their pod's death mid-call (resume.go).
+	Resume ResumeConfig `koanf:"resume"`
+}
+
+// ResumeConfig says which calls move to another pod when their pod's side
+// dies mid-call, instead of ending with 1014.
+type ResumeConfig struct {
+	// Tiers and Merchants opt calls in: a call allocated from one of these
+	// tiers' pools ("*": every tier), or one of these merchants' calls
+	// wherever it was allocated. When its pod's side dies mid-call (a
+	// reset, a FIN without a close frame, a pod that stops reading), the
+	// call moves to another pod of its chain, which gets the stream's
+	// opening again, and the provider's socket stays open. Only calls of
+	// a provider whose plugin declares its stream's opening messages can
+	// move. Default: none.
+	Tiers     []string `koanf:"tiers"`
+	Merchants []string `koanf:"merchants"`
+	// MaxPerCall bounds a call's moves: a call that kills every pod it
+	// reaches must not walk the fleet. Default 3.
+	MaxPerCall int `koanf:"max_per_call"`
+	// Budget bounds one move: the new pod's allocation, its dials and the
+	// replay of the opening, while the caller hears silence. Default 2s.
+	Budget time.Duration `koanf:"budget"`
+}
+
+// covers reports whether c opts in a call of merchant allocated from
+// source ("pool:<tier>" or "merchant:<id>").
+func (c *ResumeConfig) covers(merchant, source string) bool {
+	if merchant != "" && slices.Contains(c.Merchants, merchant) {
+		return true
+	}
+	tier, ok := strings.CutPrefix(source, "pool:")
+	return ok && (slices.Contains(c.Tiers, "*") || slices.Contains(c.Tiers, tier))
 }
 
 // ejection is the pod health part of c, as the allocator takes it.
@@ -138,6 +174,7 @@ func DefaultConfig() Config {
 		MaxSockets:         10000,
 		MaxMessageBytes:    1 << 20,
 		Relay:              relayEpoll,
+		Resume:             ResumeConfig{MaxPerCall: 3, Budget: 2 * time.Second},
 	}
 }
 
@@ -187,5 +224,44 @@ func (c Config) Validate() error {
 	if c.MaxMessageBytes <= 0 {
 		errs = append(errs, confcheck.Invalid("proxy.max_message_bytes", c.MaxMessageBytes, "must be > 0"))
 	}
+	errs = append(errs, c.Resume.validate())
 	return errors.Join(errs...)
+}
+
+// maxResumesPerCall bounds proxy.resume.max_per_call.
+const maxResumesPerCall = 10
+
+func (c ResumeConfig) validate() error {
+	var errs []error
+	for i, t := range c.Tiers {
+		if t != "*" && !plainName(t) {
+			errs = append(errs, confcheck.Invalid(fmt.Sprintf("proxy.resume.tiers[%d]", i), t, "must be a tier name or *"))
+		}
+	}
+	for i, m := range c.Merchants {
+		if !plainName(m) {
+			errs = append(errs, confcheck.Invalid(fmt.Sprintf("proxy.resume.merchants[%d]", i), m, "must be a merchant id"))
+		}
+	}
+	if c.MaxPerCall < 1 || c.MaxPerCall > maxResumesPerCall {
+		errs = append(errs, confcheck.Invalid("proxy.resume.max_per_call", c.MaxPerCall, fmt.Sprintf("must be 1 to %d", maxResumesPerCall)))
+	}
+	errs = append(errs, confcheck.Positive("proxy.resume.budget", c.Budget))
+	return errors.Join(errs...)
+}
+
+// plainName is the shape of a tier or merchant id: 1-128 bytes of
+// [A-Za-z0-9_.-], as the allocator takes ids.
+func plainName(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '.', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -56,6 +56,8 @@ type envOpt struct {
 	tracer trace.Tracer // nil: tracing off
 	// retries is Deps.HandshakeRetries (nil: no provider retries).
 	retries func(provider string) int
+	// opening is Deps.Opening (nil: no provider names its opening).
+	opening func(provider string) []string
 }
 
 // newEnv starts Redis, two fake agents as exclusive pods "pod-a" and
@@ -118,7 +120,7 @@ func newEnv(t testing.TB, o envOpt) *env {
 		leases = o.leases(leases)
 	}
 	e.px = New(cfg, Deps{Lookup: lookup, Leases: leases, Signer: e.signer, Tracer: o.tracer, HandshakeRetries: o.retries,
-		Log: o.log, Registerer: e.reg})
+		Opening: o.opening, Log: o.log, Registerer: e.reg})
 	runCtx, stop := context.WithCancel(context.Background())
 	e.cancel = stop
 	e.runErr = make(chan error, 1)

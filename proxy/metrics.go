@@ -23,6 +23,9 @@ type metrics struct {
 	relayed      *prometheus.CounterVec
 	relayInfo    *relayInfo
 	uringOwnBufs prometheus.Counter
+	// resumptions and resumeSeconds: calls moved mid-call (resume.go).
+	resumptions   *prometheus.CounterVec
+	resumeSeconds prometheus.Histogram
 }
 
 // newMetrics registers the proxy's metrics on reg (nil: unregistered).
@@ -90,6 +93,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"edge_proxy_relay_info",
 			"1 for the relay proxy.relay configured and the one new sockets take: they differ where io_uring (or epoll) is refused and edge fell back, and until the loops have started.",
 			[]string{"configured", "running"}, nil)},
+		resumptions: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_proxy_resumptions_total",
+			Help: "Calls whose pod died mid-call with proxy.resume on, by outcome: resumed (moved to another pod, the caller kept), no_pod, dial_failed, limit (proxy.resume.max_per_call), torn (the dead pod left the client inside a message), no_opening, opening_mismatch, refused (the new pod's 101 did not match the first's), error; every outcome but resumed ends the call with 1014.",
+		}, []string{"outcome"}),
+		resumeSeconds: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "edge_proxy_resume_seconds",
+			Help:    "How long a resumed call's move took: the new pod allocated, dialled and given the stream's opening again.",
+			Buckets: []float64{.002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}),
 		uringOwnBufs: f.NewCounter(prometheus.CounterOpts{
 			Name: "edge_proxy_uring_buffer_ring_empty_total",
 			Help: "Receives of the uring relay that found the loop's buffer ring empty and used a buffer of the socket's own.",
@@ -144,6 +156,9 @@ func (m *metrics) fromStart() {
 	}
 	for _, o := range releaseOutcomes {
 		m.releases.WithLabelValues(o)
+	}
+	for _, o := range resumeOutcomes {
+		m.resumptions.WithLabelValues(o)
 	}
 	for _, c := range edgeCloseCodes {
 		m.closes.WithLabelValues("edge", codeLabel(c))

@@ -34,6 +34,10 @@ type Leases interface {
 	// The call's merchant, creator and earlier moves come with it, for the
 	// socket's log lines.
 	Claim(ctx context.Context, callID, pod, holder string) (mediacontract.Claimed, error)
+	// ResumeCall is MoveCall for a call whose pod died while holder's
+	// socket relayed it (reason "lost"); the call's record counts the
+	// move as a resumption.
+	ResumeCall(ctx context.Context, callID, pod, holder string, ej mediacontract.Ejection) (newPod string, ejected bool, err error)
 	// MoveCall moves the call off pod, which holder's socket could not
 	// reach for reason, to another pod of its chain in one Redis script
 	// (the pod's failure recorded and the pod ejected under ej, the
@@ -98,6 +102,12 @@ type Deps struct {
 	// instead of ending it, as long as fewer of the call's sockets failed.
 	// nil: no provider retries; every such socket ends its call.
 	HandshakeRetries func(provider string) int
+	// Opening names the JSON events that open provider's media stream
+	// (plugins.Description.ResumeReplay): what a pod that takes a call
+	// over mid-call is given again (resume.go). nil, or none declared:
+	// that provider's calls end when their pod dies, as without
+	// proxy.resume.
+	Opening func(provider string) []string
 	// Log is the proxy's logger (nil: discarded).
 	Log *slog.Logger
 	// Registerer takes the proxy's metrics (nil: registered nowhere).
@@ -114,6 +124,7 @@ type Proxy struct {
 	forwarded        ForwardedFunc
 	tracer           trace.Tracer
 	handshakeRetries func(provider string) int
+	opening          func(provider string) []string
 	log              *slog.Logger
 
 	conf    atomic.Pointer[Config]
@@ -146,7 +157,7 @@ func New(cfg Config, d Deps) *Proxy {
 	}
 	p := &Proxy{
 		lookup: d.Lookup, leases: d.Leases, signer: d.Signer, forwarded: d.Forwarded,
-		tracer: d.Tracer, handshakeRetries: d.HandshakeRetries, log: d.Log,
+		tracer: d.Tracer, handshakeRetries: d.HandshakeRetries, opening: d.Opening, log: d.Log,
 		metrics: newMetrics(d.Registerer),
 		sockets: map[*relay.Socket]*socket{},
 		byCall:  map[string]*socket{},
@@ -211,6 +222,12 @@ func (p *Proxy) Apply(cfg Config) {
 	}
 	if cfg.Relay == "" {
 		cfg.Relay = relayEpoll
+	}
+	if cfg.Resume.MaxPerCall <= 0 {
+		cfg.Resume.MaxPerCall = def.Resume.MaxPerCall
+	}
+	if cfg.Resume.Budget <= 0 {
+		cfg.Resume.Budget = def.Resume.Budget
 	}
 	p.conf.Store(&cfg)
 	p.metrics.maxSockets.Set(float64(max(cfg.MaxSockets, 0)))

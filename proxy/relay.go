@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -65,10 +66,35 @@ const (
 // reads.
 type socket struct {
 	relay.Socket
-	pod    string
 	holder string     // the socket's media claim (Leases.Claim)
 	call   callMeta   // for the socket's log lines
 	span   trace.Span // the socket's span; nil when tracing is off
+
+	// pod is where the call is: it changes when the socket moves, while
+	// the renewal and the log lines read it.
+	podMu sync.Mutex
+	pod   string
+
+	// What moving to another pod needs and did (resume.go), on the
+	// relay's goroutine: nil redial for a socket that may not move.
+	redial  *redial
+	resumes int
+	lostPod string // the pod that died last
+	// lossRecorded: the move recorded the dead pod's failure, which the
+	// socket's end must not count again.
+	lossRecorded bool
+}
+
+func (s *socket) podName() string {
+	s.podMu.Lock()
+	defer s.podMu.Unlock()
+	return s.pod
+}
+
+func (s *socket) setPod(pod string) {
+	s.podMu.Lock()
+	s.pod = pod
+	s.podMu.Unlock()
 }
 
 // relayHost is the proxy as its relays' relay.Host: what a socket's end
@@ -118,10 +144,10 @@ func (p *Proxy) finish(s *socket, c relay.Counts) {
 		"duration", now.Sub(s.Started).Round(time.Millisecond),
 		"messages_in", end.MessagesIn, "messages_out", end.MessagesOut,
 		"bytes_in", end.BytesIn, "bytes_out", end.BytesOut,
-		"released", end.Ended, "release", outcome)...)
-	if r.Lost {
-		addr, _ := p.lookup(s.pod)
-		p.podFailed(s.pod, addr, "lost")
+		"released", end.Ended, "release", outcome, "resumptions", s.resumes)...)
+	if r.Lost && !s.lossRecorded {
+		addr, _ := p.lookup(s.podName())
+		p.podFailed(s.podName(), addr, "lost")
 	}
 	p.forget(s)
 }
@@ -169,7 +195,7 @@ func (p *Proxy) release(s *socket, end mediacontract.SocketEnd) string {
 			outcome = "not_found"
 		} else {
 			outcome = "error"
-			p.log.Warn("release after media socket closed failed; the lease will expire", "call_sid", s.CallID, "pod", s.pod, "err", err)
+			p.log.Warn("release after media socket closed failed; the lease will expire", "call_sid", s.CallID, "pod", s.podName(), "err", err)
 		}
 	}
 	p.metrics.releases.WithLabelValues(outcome).Inc()

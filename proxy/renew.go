@@ -32,7 +32,7 @@ func (p *Proxy) renewOnce(ctx context.Context) {
 	}
 	leases := make([]mediacontract.Lease, len(open))
 	for i, s := range open {
-		leases[i] = mediacontract.Lease{CallID: s.CallID, Pod: s.pod, Holder: s.holder}
+		leases[i] = mediacontract.Lease{CallID: s.CallID, Pod: s.podName(), Holder: s.holder}
 	}
 	rctx, cancel := context.WithTimeout(ctx, p.cfg().RenewInterval)
 	defer cancel()
@@ -45,6 +45,11 @@ func (p *Proxy) renewOnce(ctx context.Context) {
 	var lost int
 	for i, s := range open {
 		if i < len(held) && held[i] {
+			continue
+		}
+		if s.Resuming() || s.podName() != leases[i].Pod {
+			// The socket is moving, or moved since the batch was read:
+			// its call left that pod, for the one the move holds.
 			continue
 		}
 		lost++

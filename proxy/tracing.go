@@ -97,7 +97,7 @@ func endSocketSpan(s *socket, initiator, code string, bytesIn, bytesOut int64) {
 	if s.span == nil {
 		return
 	}
-	s.span.SetAttributes(attribute.String("pod", s.pod), attribute.String("closed_by", initiator),
+	s.span.SetAttributes(attribute.String("pod", s.podName()), attribute.String("closed_by", initiator),
 		attribute.String("close_code", code), attribute.Int64("bytes_client_to_pod", bytesIn),
 		attribute.Int64("bytes_pod_to_client", bytesOut), attribute.String("outcome", "relayed"))
 	s.span.End()

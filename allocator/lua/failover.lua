@@ -12,7 +12,10 @@
 -- ARGV[6] -> ejection backoff base in ms
 -- ARGV[7] -> ejection backoff max in ms
 -- ARGV[8] -> max ejection percent of a tier
--- ARGV[9] -> number of tiers N, then N quadruples: name, type, max_concurrent,
+-- ARGV[9] -> "1" when the socket was relaying (its pod died mid-call and
+--            the call resumes on the new pod: counted on the call's record,
+--            resumptions and resumed_at), else "0" (a failed connect)
+-- ARGV[10] -> number of tiers N, then N quadruples: name, type, max_concurrent,
 --            placement ("spread"|"pack")
 -- then    -> number of default chain steps M, then M step names
 --
@@ -44,7 +47,7 @@ end
 local now = now_ms()
 local ejected, due = mark_failed(broken, ARGV[4], now, tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]))
 
-local tiers, default_chain = parse_tiers(9)
+local tiers, default_chain = parse_tiers(10)
 local chain = chain_of(info[5] or '', default_chain, tiers)
 local lease_ms = tonumber(ARGV[5])
 local pod, source, kind, avail = take_from_chain(chain, tiers, broken)
@@ -88,6 +91,10 @@ if not string.find(moved_from, '|' .. broken .. '|', 1, true) then
 end
 redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'pool_type', kind,
   'moved_from', moved_from)
+if ARGV[9] == '1' then
+  redis.call('HINCRBY', call_key, 'resumptions', 1)
+  redis.call('HSET', call_key, 'resumed_at', tostring(now))
+end
 assign(pod, call_id, source, kind, avail, lease_ms, now)
 count_call(info[5], call_id, now + lease_ms) -- merchant's live calls: new lease
 return {'moved', pod, ejected, due}

@@ -21,11 +21,19 @@ import (
 // again after a failed handshake. As a component it renews its sockets'
 // leases and drains them on shutdown.
 func newMedia(cfg *config.Config, pods func(string) (string, bool), alloc *allocator.Allocator, signer *proxy.Signer, fwd proxy.ForwardedFunc,
-	retries func(provider string) int, tracer trace.Tracer, reg prometheus.Registerer, log *slog.Logger) *proxy.Proxy {
+	provs mediaProviders, tracer trace.Tracer, reg prometheus.Registerer, log *slog.Logger) *proxy.Proxy {
 	return proxy.New(cfg.Proxy, proxy.Deps{
 		Lookup: pods, Leases: allocator.MediaLeases{Alloc: alloc, Replica: instanceName(cfg)}, Signer: signer, Forwarded: fwd,
-		Tracer: tracer, HandshakeRetries: retries, Log: log.With("component", "proxy"), Registerer: reg,
+		Tracer: tracer, HandshakeRetries: provs.MediaHandshakeRetries, Opening: provs.ResumeReplay,
+		Log: log.With("component", "proxy"), Registerer: reg,
 	})
+}
+
+// mediaProviders is what the media proxy asks of the provider plugins:
+// what each declared of its media stream.
+type mediaProviders interface {
+	MediaHandshakeRetries(provider string) int
+	ResumeReplay(provider string) []string
 }
 
 // mediaReady is the "media" readiness check: a replica whose proxy is full

@@ -130,7 +130,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	}
 	// A provider that retries a failed media handshake (Exotel) keeps its
 	// call through that failure, so the retry is admitted.
-	px := newMedia(cfg, pools.registry.Lookup, alloc, signer, acc.headers, provs.MediaHandshakeRetries,
+	px := newMedia(cfg, pools.registry.Lookup, alloc, signer, acc.headers, provs,
 		tr.tracer("github.com/edge-voice/edge/proxy"), reg, log)
 
 	// Redis is every replica's: a blip of it within http.readiness_redis_grace

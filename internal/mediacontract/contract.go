@@ -63,6 +63,9 @@ type Claimed struct {
 	// pod and left the call to the provider's retry of the handshake
 	// (Unclaim with failed set).
 	FailedHandshakes int
+	// SourcePool is where the call's pod came from: "pool:<tier>" or
+	// "merchant:<id>" (a merchant's dedicated pool).
+	SourcePool string
 }
 
 // SocketEnd is what a media socket's end tells its call's release, for the

@@ -168,12 +168,21 @@ func (c *Closing) Ended(side Side, how End) (lost bool) {
 	if c.firstEnd == None {
 		c.firstEnd = side
 	}
-	if side != Pod || c.code != 0 || c.ended[Client] || c.closed[Client] || c.closed[Pod] || c.phase == PhaseDone {
+	if !c.wouldCost(side) {
 		return false
 	}
 	c.lost = true
 	c.code, c.reason = wsproto.CloseBadGateway, "pod lost"
 	return true
+}
+
+// WouldCost reports whether side's stream ending now would cost the pod
+// (Ended): a socket that may move to another pod moves instead.
+func (c *Closing) WouldCost(side Side) bool { return !c.ended[side] && c.wouldCost(side) }
+
+// wouldCost is Ended's rule, for a side whose end is being recorded.
+func (c *Closing) wouldCost(side Side) bool {
+	return side == Pod && c.code == 0 && !c.ended[Client] && !c.closed[Client] && !c.closed[Pod] && c.phase != PhaseDone
 }
 
 // Stopped reports whether edge has a stop code for the socket (its own,

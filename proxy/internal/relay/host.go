@@ -3,6 +3,7 @@ package relay
 import (
 	"errors"
 	"log/slog"
+	"net"
 )
 
 // Host is what a relay needs of the component that hands it sockets,
@@ -16,6 +17,25 @@ type Host interface {
 	// saying why, and that end costs the pod (Closing.Ended): for the
 	// socket's log line. Ended follows later.
 	PodLost(s *Socket, cause error)
+	// Resume moves s, whose pod's side died mid-call, to another pod
+	// (Socket.Resume), as m says it stands: it returns the new pod's
+	// connection, past its 101 and with the stream's opening replayed to
+	// it, and the bytes the pod sent behind its 101. An error ends the
+	// socket as the pod's loss. Called on the relay's goroutine for the
+	// socket, which waits.
+	Resume(s *Socket, m Move) (pod net.Conn, early []byte, err error)
+}
+
+// Move is how a socket whose pod died stands, for Host.Resume.
+type Move struct {
+	// Opening is the client's first bytes as DirPolicy.Keep kept them,
+	// nil when they are not whole (not all come yet, or too big).
+	Opening []byte
+	// Torn: the dead pod left the client inside a message; no other
+	// pod's messages may follow (RFC 6455 5.4).
+	Torn bool
+	// Cause is how the pod's side ended.
+	Cause error
 }
 
 // Env is what the host gives a relay at construction.
@@ -43,6 +63,15 @@ var ErrPodStalled = errors.New("pod stopped reading")
 // interrupted: the client gets 1014 at once, and the host releases the
 // call as pod_lost when the socket ends.
 func (e *Env) PodEnded(s *Socket, how End, cause error) bool {
+	if s.Resume {
+		if moving, started := s.beginResume(how, cause); moving {
+			// Moving to another pod: nothing is owed, nobody blamed yet.
+			if started {
+				s.Interrupt()
+			}
+			return false
+		}
+	}
 	if !s.Ended(Pod, how) {
 		return false
 	}

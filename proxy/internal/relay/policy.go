@@ -73,6 +73,68 @@ type DirPolicy struct {
 	// from it on is forwarded; cleanCut: its header was not forwarded
 	// either, so the destination is between frames.
 	over, cleanCut bool
+	// opening keeps the stream's first messages for a socket that may
+	// move to another pod (Keep); nil for every other socket.
+	opening *opening
+}
+
+// opening is what a direction keeps of its stream's start: its bytes as
+// forwarded, until want whole messages have passed or max bytes.
+type opening struct {
+	want      int64
+	max       int
+	buf       []byte
+	done, cut bool
+}
+
+// Keep asks d to keep its forwarded bytes from the stream's start until
+// messages whole data messages have passed, within max bytes: the opening
+// a call's new pod is given again (Host.Resume). Called before the first
+// Relayed; only sockets that may move pay for it, once.
+func (d *DirPolicy) Keep(messages, max int) {
+	d.opening = &opening{want: int64(messages), max: max}
+}
+
+// Kept is what d kept of its stream's start (Keep), and whether it holds
+// the messages asked for: false when they have not all come yet, or did
+// not fit.
+func (d *DirPolicy) Kept() ([]byte, bool) {
+	if d.opening == nil || !d.opening.done {
+		return nil, false
+	}
+	return d.opening.buf, true
+}
+
+func (o *opening) add(b []byte, messages int64) {
+	if o.done || o.cut {
+		return
+	}
+	if len(o.buf)+len(b) > o.max {
+		o.cut, o.buf = true, nil
+		return
+	}
+	o.buf = append(o.buf, b...)
+	o.done = messages >= o.want
+}
+
+// BetweenMessages reports whether d's destination has every message it
+// began whole: where another stream's messages may follow.
+func (d *DirPolicy) BetweenMessages() bool { return !d.over && d.sc.BetweenMessages() }
+
+// DropPartial is, for a destination that must not see the rest of a
+// message its predecessor was given part of (a new pod, after its call
+// moved mid-message), how many of b's leading bytes belong to that
+// message: they are scanned, so the frame accounting stays whole, and
+// dropped. 0 once the source is between messages. Byte by byte: it runs
+// once per move, over one message at most.
+func (d *DirPolicy) DropPartial(b []byte) int {
+	for i := range b {
+		if d.sc.BetweenMessages() {
+			return i
+		}
+		d.sc.Scan(b[i:i+1], d.limit)
+	}
+	return len(b)
 }
 
 // Verdict is a policy's decision to end the socket, given to the socket's
@@ -131,6 +193,9 @@ func (d *DirPolicy) Relayed(s *Socket, b []byte) (int, Verdict) {
 		if d.sc.Refused == wsproto.CloseProtocolError {
 			v = Verdict{wsproto.CloseProtocolError, "protocol error"}
 		}
+	}
+	if d.opening != nil {
+		d.opening.add(b[:n], d.sc.Messages)
 	}
 	d.bytes += int64(n)
 	d.counter.Bytes.Add(float64(n))

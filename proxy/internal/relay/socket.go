@@ -19,6 +19,14 @@ type Socket struct {
 	// Ext: the pod's 101 named an extension, whose frames may carry the
 	// reserved bits.
 	Ext bool
+	// Resume: when the pod's side dies mid-call, the relay asks the host
+	// for another pod (Host.Resume) instead of ending the socket, and the
+	// client never sees the death. Set by the host before the relay has
+	// the socket; only the goroutine relay (package pump) honours it.
+	// Opening is how many of the client's first messages the relay keeps
+	// for the new pod, within OpeningMax bytes.
+	Resume              bool
+	Opening, OpeningMax int
 
 	// closing is the socket's closing state machine: who ended it, with
 	// which code, what edge owes each side, whether the pod is to blame.
@@ -33,6 +41,12 @@ type Socket struct {
 	// interrupt tells the relay that the socket has a stop code (set once
 	// the relay has the socket).
 	interrupt atomic.Pointer[func()]
+	// resuming: the pod's side died and the socket is moving to another
+	// pod (resume.go); the end that started it, not yet recorded in
+	// closing, is lostHow and lostCause.
+	resuming  atomic.Bool
+	lostHow   End
+	lostCause error
 }
 
 // Clock is the goroutine relay's policy clock: monotonic nanoseconds since

@@ -59,6 +59,12 @@ type Scanner struct {
 // AtBoundary reports whether every byte scanned so far ends a whole frame.
 func (s *Scanner) AtBoundary() bool { return s.hdrLen == 0 && s.remaining == 0 }
 
+// BetweenMessages reports whether every byte scanned so far ends a whole
+// data message: at a frame boundary, with no fragmented message open. Only
+// there may another stream's messages follow (a new pod's, after a call
+// moved): a frame of a new message inside an open one breaks the protocol.
+func (s *Scanner) BetweenMessages() bool { return s.AtBoundary() && !s.inMsg }
+
 // UntilBoundary is how many of b, the stream's next bytes, end the frame
 // in flight: 0 at a boundary, len(b) when all of b is inside the frame. A
 // closing socket forwards them, so that its close frame can follow

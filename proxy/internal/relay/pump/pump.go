@@ -31,36 +31,100 @@ var (
 // behind its handshake.
 func (r *Relay) Add(s *relay.Socket, podEarly, early []byte) {
 	s.SetInterrupt(func() {
+		pod := s.PodConn()
+		if s.Resuming() {
+			// Both directions stop where they are; the client hears
+			// nothing, and a write to the dead pod gives up.
+			s.Client.SetReadDeadline(aLongTimeAgo)
+			pod.SetReadDeadline(aLongTimeAgo)
+			pod.SetWriteDeadline(aLongTimeAgo)
+			return
+		}
 		// A write blocked on a peer that does not read would never see
 		// the read deadlines: bound it, as the loops' close grace does.
 		grace := time.Now().Add(relay.CloseGrace)
 		s.Client.SetWriteDeadline(grace)
-		s.Pod.SetWriteDeadline(grace)
+		pod.SetWriteDeadline(grace)
 		s.Client.SetReadDeadline(aLongTimeAgo)
-		s.Pod.SetReadDeadline(aLongTimeAgo)
+		pod.SetReadDeadline(aLongTimeAgo)
 	})
 	go r.bridge(s, podEarly, early)
 }
 
-// bridge runs both directions of s, each in a goroutine of its own, until
-// the socket ends, then hands it to the host. What is relayed, counted
-// and refused is the policy's; this file only moves bytes and turns the
-// policy's clock into read deadlines.
+// bridge relays s until it ends, then hands it to the host: one leg per
+// pod, more than one when its pod's side dies and the socket moves
+// (relay.Socket.Resume). What is relayed, counted and refused is the
+// policy's; this file only moves bytes and turns the policy's clock into
+// read deadlines.
 func (r *Relay) bridge(s *relay.Socket, podEarly, early []byte) {
-	conn := s.Client
 	lim := r.env.Limits()
 	var pol relay.Policy
 	pol.Init(lim, &r.env.Dirs, s.Clock(), s.Ext)
+	if s.Resume {
+		pol.Dirs[0].Keep(s.Opening, s.OpeningMax)
+	}
+	resumed := false
+	for {
+		toClient := direction{src: s.Pod, dst: s.Client, pol: &pol, d: &pol.Dirs[1], wr: newWriter(s.Client)}
+		toPod := direction{src: s.Client, dst: s.Pod, pol: &pol, d: &pol.Dirs[0], wr: newWriter(s.Pod)}
+		toPod.wr.stall, toPod.wr.excuse = lim.PodWriteTimeout, &toClient.wr.waiting
+		left, moving := r.leg(s, toClient, toPod, podEarly, early, resumed)
+		if !moving {
+			break
+		}
+		s.Pod.Close()
+		podEarly, resumed = r.move(s, &pol)
+		if !resumed {
+			r.env.ResumeFailed(s)
+			r.injectClose(s, toClient)
+			closeWrite(s.Client)
+			linger(s.Client, newReader(s.Client))
+			s.Client.Close()
+			break
+		}
+		// Client bytes read as the pod died go to the new pod, past the
+		// rest of a message the dead one was given part of.
+		early = left
+		s.Client.SetDeadline(noDeadline)
+		if s.Stopped() {
+			// A stop that came during the move (its interrupt went to
+			// the old connections) is delivered on the new leg.
+			s.Interrupt()
+		}
+	}
+	r.env.Host.Ended(s, pol.Counts())
+}
 
-	toClient := direction{src: s.Pod, dst: conn, pol: &pol, d: &pol.Dirs[1], wr: newWriter(conn)}
-	toPod := direction{src: conn, dst: s.Pod, pol: &pol, d: &pol.Dirs[0], wr: newWriter(s.Pod)}
-	toPod.wr.stall, toPod.wr.excuse = lim.PodWriteTimeout, &toClient.wr.waiting
+// move asks the host for another pod for s, whose pod's side died, and
+// reports whether s relays on there, with the pod's bytes behind its 101.
+func (r *Relay) move(s *relay.Socket, pol *relay.Policy) ([]byte, bool) {
+	if !s.CanResume() {
+		return nil, false // a stop, or the client's end, came first
+	}
+	opening, _ := pol.Dirs[0].Kept()
+	m := relay.Move{Opening: opening, Torn: !pol.Dirs[1].BetweenMessages(), Cause: s.LostCause()}
+	pod, early, err := r.env.Host.Resume(s, m)
+	if err != nil {
+		return nil, false
+	}
+	s.Resumed(pod)
+	return early, true
+}
+
+// leg relays s between its client and its pod of now, until the socket
+// ends or the pod's side dies and the socket moves (moving: both
+// directions stopped where they were, nothing closed but what the dead
+// pod did; left are client bytes read and not relayed). resumed: the pod
+// is one the socket moved to, which must not get the rest of a message
+// its predecessor was given part of.
+func (r *Relay) leg(s *relay.Socket, toClient, toPod direction, podEarly, early []byte, resumed bool) (left []byte, moving bool) {
+	conn := s.Client
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		err := r.pump(s, toClient, podEarly)
-		if errors.Is(err, errStopped) {
-			return // the pump wrote edge's close frame itself
+		err := r.pump(s, toClient, podEarly, false, nil)
+		if errors.Is(err, errStopped) || s.Resuming() {
+			return // edge's close frame is written, or the socket moves
 		}
 		if code, _ := s.Owes(relay.Client); code != 0 {
 			// The pod's stream ended while the client was still there
@@ -78,7 +142,11 @@ func (r *Relay) bridge(s *relay.Socket, podEarly, early []byte) {
 		// WebSocket), and the client pump's read returns.
 		conn.Close()
 	}()
-	err := r.pump(s, toPod, early)
+	err := r.pump(s, toPod, early, resumed, &left)
+	if s.Resuming() {
+		<-done
+		return left, true
+	}
 	if s.Stopped() || errors.Is(err, errWrite) {
 		// Let the other pump write its close frame and drain its peer
 		// too. A write to the pod that failed (a reset pod) is heard by
@@ -98,8 +166,12 @@ func (r *Relay) bridge(s *relay.Socket, podEarly, early []byte) {
 	conn.Close()
 	s.Pod.Close()
 	<-done
-
-	r.env.Host.Ended(s, pol.Counts())
+	if s.Resuming() {
+		// The pod died as this leg ended for another reason (the
+		// client's end, a stop): nothing moves; the end is recorded.
+		r.env.ResumeFailed(s)
+	}
+	return nil, false
 }
 
 // direction is one way of the relay.
@@ -113,7 +185,11 @@ type direction struct {
 // pump copies src to dst until either fails or the socket is stopped,
 // showing the policy every byte on the way. Writes block while dst does
 // not read: that is the backpressure (one buffer per direction, no queue).
-func (r *Relay) pump(s *relay.Socket, d direction, early []byte) (err error) {
+//
+// drop: d's destination is a pod the socket moved to, which gets nothing
+// of a message its predecessor had part of. left, toward the pod only,
+// takes client bytes read as the socket began to move (the next pod's).
+func (r *Relay) pump(s *relay.Socket, d direction, early []byte, drop bool, left *[]byte) (err error) {
 	defer func() {
 		// The side whose stream ended: the source, unless a write to
 		// the destination failed (a pod that reset shows first in the
@@ -121,7 +197,7 @@ func (r *Relay) pump(s *relay.Socket, d direction, early []byte) (err error) {
 		// connection edge closed, a stop's deadline) ends neither.
 		side, how := d.d.Src(), relay.Failed
 		switch {
-		case errors.Is(err, net.ErrClosed), errors.Is(err, errStopped):
+		case errors.Is(err, net.ErrClosed), errors.Is(err, errStopped), errors.Is(err, errResume):
 			return
 		case errors.Is(err, relay.ErrPodStalled):
 			side, how = relay.Pod, relay.Stalled
@@ -134,6 +210,13 @@ func (r *Relay) pump(s *relay.Socket, d direction, early []byte) (err error) {
 	}()
 	wr := d.wr
 	forward := func(b []byte) error {
+		if drop {
+			k := d.d.DropPartial(b)
+			drop = k == len(b) && !d.d.BetweenMessages()
+			if b = b[k:]; len(b) == 0 {
+				return nil
+			}
+		}
 		n, v := d.d.Relayed(s, b)
 		if err := wr.write(b[:n]); err != nil {
 			return fmt.Errorf("%w: %w", errWrite, err)
@@ -159,6 +242,15 @@ func (r *Relay) pump(s *relay.Socket, d direction, early []byte) (err error) {
 	}
 	for {
 		b, err := rd.read()
+		if s.Resuming() {
+			// The pod died (this pump's write, or the other pump's
+			// read, saw it): the client's bytes read meanwhile are the
+			// next pod's; the dead pod's are dropped.
+			if left != nil {
+				*left = append(*left, b...)
+			}
+			return errResume
+		}
 		if len(b) > 0 && s.Stopped() {
 			// A read that raced edge's stop: the poller may hand it data
 			// that came after the stop's deadline was set (measured:
@@ -218,6 +310,8 @@ func armRead(s *relay.Socket, c net.Conn, until time.Time) {
 
 var (
 	errStopped = errors.New("stopped by edge")
+	// errResume: the socket is moving to another pod (relay.Socket.Resume).
+	errResume = errors.New("moving to another pod")
 	// errWrite marks a pump's end by its destination (a failed write), not
 	// its source.
 	errWrite = errors.New("write to the peer")

@@ -1,0 +1,223 @@
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/edge-voice/edge/internal/mediacontract"
+	"github.com/edge-voice/edge/proxy/internal/relay"
+	"github.com/edge-voice/edge/proxy/internal/wsproto"
+)
+
+// A pod lost mid-call, the caller kept (proxy.resume). Edge owns the
+// call's allocation and holds the provider's socket: when the pod's side
+// dies while the call streams, nothing forces edge to hang up on the
+// caller. A call that opted in moves to another pod of its chain in one
+// script (Leases.ResumeCall), edge dials it as it dialled the first, with
+// ResumedHeader, gives it the stream's opening again (the messages the
+// provider's plugin names, as the provider sent them) and relays on. The
+// caller hears the gap; the provider's socket never closes. Which bytes
+// the new pod gets, and when a move cannot be made cleanly, is the
+// relay's (package relay/pump); what is allocated, dialled and replayed
+// is decided here.
+
+// ResumedHeader tells a pod that it takes over a call whose earlier pod
+// died mid-call: its value counts the call's moves so far, this one
+// included. The pod gets the stream's opening messages again, then the
+// media from where the provider is now. A client's header of that name
+// never reaches a pod.
+const ResumedHeader = "Edge-Resumed"
+
+// maxOpeningBytes bounds what a socket keeps of its stream's opening: a
+// Twilio start message with custom parameters is a few KiB.
+const maxOpeningBytes = 64 << 10
+
+// resumeOutcomes label edge_proxy_resumptions_total.
+var resumeOutcomes = []string{
+	"resumed",          // the call relays on with a new pod
+	"no_pod",           // the call's chain has no pod left
+	"dial_failed",      // every pod tried could not be reached
+	"limit",            // proxy.resume.max_per_call moves already
+	"torn",             // the dead pod left the client inside a message
+	"no_opening",       // the stream's opening had not all come, or was too big
+	"opening_mismatch", // the opening is not the messages the plugin names
+	"refused",          // the new pod's 101 negotiated what the client never agreed to
+	"error",            // Redis failed, or the call ended meanwhile
+}
+
+// redial is what dialling another pod for a socket needs of its client's
+// request, kept only for sockets that may move.
+type redial struct {
+	uri, key string
+	header   http.Header
+	// protocol is the subprotocol the first pod chose: the client holds
+	// it, so every later pod must choose it too.
+	protocol string
+	// opening names the events of the stream's opening messages.
+	opening []string
+}
+
+// mayResume decides, at a socket's start, whether it may move, and sets
+// it up to (relay.Socket.Resume): the call opted in (proxy.resume), its
+// provider names its stream's opening, and the pod's 101 negotiated no
+// extension (a new pod's frames could not follow its compression state).
+func (p *Proxy) mayResume(s *socket, r *http.Request, uri string, up *upstream) {
+	cfg := p.cfg()
+	if s.Ext || s.call.provider == "" || p.opening == nil || !cfg.Resume.covers(s.call.merchant, s.call.source) {
+		return
+	}
+	events := p.opening(s.call.provider)
+	if len(events) == 0 {
+		return
+	}
+	ctx := context.Background()
+	if s.span != nil {
+		ctx = trace.ContextWithSpan(ctx, s.span)
+	}
+	s.redial = &redial{uri: uri, key: r.Header.Get("Sec-WebSocket-Key"), header: podHeader(ctx, r, p.forwarded),
+		protocol: up.resp.Header.Get("Sec-WebSocket-Protocol"), opening: events}
+	s.Resume, s.Opening, s.OpeningMax = true, len(events), maxOpeningBytes
+}
+
+// Resume moves a socket whose pod died mid-call (relay.Host).
+func (h *relayHost) Resume(rs *relay.Socket, m relay.Move) (net.Conn, []byte, error) {
+	p := (*Proxy)(h)
+	s := p.socketOf(rs)
+	start := time.Now()
+	up, outcome, err := p.resume(s, m)
+	p.metrics.resumptions.WithLabelValues(outcome).Inc()
+	if err != nil {
+		p.log.Warn("media socket's pod died mid-call and the call could not move: ending it", append(s.attrs(),
+			"outcome", outcome, "cause", m.Cause, "err", err)...)
+		return nil, nil, err
+	}
+	gap := time.Since(start)
+	p.metrics.resumeSeconds.Observe(gap.Seconds())
+	p.log.Info("media socket's pod died mid-call: the call moved to another pod, the caller stayed", append(s.attrs(),
+		"from", s.lostPod, "cause", m.Cause, "resumptions", s.resumes, "took", gap.Round(time.Microsecond))...)
+	return up.conn, up.early, nil
+}
+
+// resume allocates another pod for s's call, dials it and replays the
+// stream's opening to it; the outcome labels the metric.
+func (p *Proxy) resume(s *socket, m relay.Move) (*upstream, string, error) {
+	cfg := p.cfg()
+	switch {
+	case s.redial == nil:
+		return nil, "error", errors.New("socket was not set up to move")
+	case m.Torn:
+		return nil, "torn", errors.New("the dead pod left the client inside a message")
+	case m.Opening == nil:
+		return nil, "no_opening", errors.New("the stream's opening messages had not all come, or were too big to keep")
+	case s.resumes >= cfg.Resume.MaxPerCall:
+		return nil, "limit", fmt.Errorf("the call moved %d times already (proxy.resume.max_per_call)", s.resumes)
+	}
+	replay, err := openingFrames(m.Opening, s.redial.opening)
+	if err != nil {
+		return nil, "opening_mismatch", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Resume.Budget)
+	defer cancel()
+	if s.span != nil {
+		ctx = trace.ContextWithSpan(ctx, s.span)
+	}
+	dead := s.podName()
+	ej := cfg.ejection()
+	pod, ejected, err := p.leases.ResumeCall(ctx, s.CallID, dead, s.holder, ej)
+	// The dead pod's failure is recorded whatever became of the move:
+	// the socket's end must not count it again.
+	s.lossRecorded = err == nil || errors.Is(err, mediacontract.ErrNoOtherPod)
+	if ejected {
+		addr, _ := p.lookup(dead)
+		p.ejected(dead, addr, "lost")
+	}
+	switch {
+	case errors.Is(err, mediacontract.ErrNoOtherPod):
+		return nil, "no_pod", err
+	case err != nil:
+		return nil, "error", err
+	}
+	moveEvent(ctx, dead, pod, "lost")
+	s.lostPod = dead
+	s.setPod(pod)
+	s.resumes++
+	h := s.redial.header.Clone()
+	h.Set(ResumedHeader, fmt.Sprint(s.resumes))
+	for attempt := 1; ; attempt++ {
+		up, addr, err := p.dialPod(ctx, cfg.DialTimeout, pod, s.redial.uri, s.redial.key, h)
+		if err == nil {
+			if err := p.startResumed(up, s, replay); err != nil {
+				up.conn.Close()
+				return nil, "refused", err
+			}
+			return up, "resumed", nil
+		}
+		reason := dialReason(err)
+		p.metrics.dialFailures.WithLabelValues(reason).Inc()
+		p.log.Warn("media socket could not reach the pod its call moved to", append(s.attrs(),
+			"address", addr, "reason", reason, "attempt", attempt, "err", err)...)
+		if attempt >= cfg.ConnectAttempts || ctx.Err() != nil {
+			p.podFailed(pod, addr, reason)
+			return nil, "dial_failed", err
+		}
+		next, ejected, merr := p.leases.MoveCall(ctx, s.CallID, pod, s.holder, reason, ej)
+		if ejected {
+			p.ejected(pod, addr, reason)
+		}
+		if merr != nil {
+			return nil, "dial_failed", errors.Join(err, merr)
+		}
+		moveEvent(ctx, pod, next, reason)
+		pod = next
+		s.setPod(pod)
+	}
+}
+
+// startResumed checks the new pod's 101 against what the client agreed to
+// with the first pod, and gives the pod the stream's opening.
+func (p *Proxy) startResumed(up *upstream, s *socket, replay []byte) error {
+	if up.resp.Header.Get("Sec-WebSocket-Extensions") != "" {
+		return errors.New("the new pod negotiated an extension the client never agreed to")
+	}
+	if got := up.resp.Header.Get("Sec-WebSocket-Protocol"); got != s.redial.protocol {
+		return fmt.Errorf("the new pod chose subprotocol %q, the client holds %q", got, s.redial.protocol)
+	}
+	up.conn.SetWriteDeadline(time.Now().Add(p.cfg().DialTimeout))
+	defer up.conn.SetWriteDeadline(noDeadline)
+	if _, err := up.conn.Write(replay); err != nil {
+		return fmt.Errorf("replay the stream's opening to the new pod: %w", err)
+	}
+	return nil
+}
+
+// openingFrames are the stream's opening messages, read from opening (the
+// client's first bytes as the relay kept them), checked against the
+// events the provider's plugin names, and framed again for a new pod
+// (masked afresh, as a client's frames are).
+func openingFrames(opening []byte, events []string) ([]byte, error) {
+	msgs, err := wsproto.FirstMessages(opening, len(events))
+	if err != nil {
+		return nil, fmt.Errorf("read the stream's opening: %w", err)
+	}
+	var out []byte
+	for i, m := range msgs {
+		var head struct {
+			Event string `json:"event"`
+		}
+		if m.Opcode != wsproto.OpText || json.Unmarshal(m.Payload, &head) != nil || head.Event != events[i] {
+			return nil, fmt.Errorf("the stream's message %d is not the %q event its provider opens with", i+1, events[i])
+		}
+		var mask [4]byte
+		rand.Read(mask[:])
+		out = append(out, wsproto.Frame(true, wsproto.OpText, m.Payload, &mask)...)
+	}
+	return out, nil
+}
