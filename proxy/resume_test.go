@@ -2,14 +2,17 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +21,8 @@ import (
 
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/internal/fakeagent"
+	"github.com/edge-voice/edge/internal/mediacontract"
+	"github.com/edge-voice/edge/internal/testwait"
 	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
@@ -32,6 +37,9 @@ type mortalPod struct {
 	mu      sync.Mutex
 	sockets []*podSocket
 	changed chan struct{}
+	gone    chan struct{} // closed when the test ends
+	// quiet: the pod reads and never answers (set before it serves).
+	quiet bool
 }
 
 // podSocket is one socket a mortalPod served.
@@ -39,6 +47,34 @@ type podSocket struct {
 	conn   *net.TCPConn
 	header http.Header
 	events []string // the JSON event of each text message, in order
+	read   int      // bytes read past the upgrade
+	// closeCode is the close frame's code the pod read (0: none).
+	closeCode int
+	// wmu orders the echoes and a tear's bytes; hung stops the reads.
+	wmu  sync.Mutex
+	hung chan struct{}
+}
+
+// countingReader counts a socket's bytes as the pod reads them.
+type countingReader struct {
+	p *mortalPod
+	s *podSocket
+	r io.Reader
+}
+
+func (c countingReader) Read(b []byte) (int, error) {
+	select {
+	case <-c.s.hung:
+		<-c.p.gone // a hung pod never reads again, until the test ends
+		return 0, io.EOF
+	default:
+	}
+	n, err := c.r.Read(b)
+	c.p.mu.Lock()
+	c.s.read += n
+	c.p.notifyLocked()
+	c.p.mu.Unlock()
+	return n, err
 }
 
 func newMortalPod(t testing.TB) *mortalPod {
@@ -47,7 +83,7 @@ func newMortalPod(t testing.TB) *mortalPod {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &mortalPod{t: t, ln: ln, changed: make(chan struct{})}
+	p := &mortalPod{t: t, ln: ln, changed: make(chan struct{}), gone: make(chan struct{})}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -66,7 +102,12 @@ func newMortalPod(t testing.TB) *mortalPod {
 	}()
 	t.Cleanup(func() {
 		ln.Close()
-		p.kill("reset")
+		close(p.gone)
+		p.mu.Lock()
+		for _, s := range p.sockets {
+			s.conn.Close()
+		}
+		p.mu.Unlock()
 		wg.Wait()
 	})
 	return p
@@ -85,14 +126,23 @@ func (p *mortalPod) serve(c *net.TCPConn) {
 		wsproto.AcceptKey(req.Header.Get("Sec-WebSocket-Key")) + "\r\n\r\n")); err != nil {
 		return
 	}
-	s := &podSocket{conn: c, header: req.Header}
+	s := &podSocket{conn: c, header: req.Header, hung: make(chan struct{})}
 	p.mu.Lock()
 	p.sockets = append(p.sockets, s)
 	p.notifyLocked()
 	p.mu.Unlock()
+	fr := bufio.NewReader(countingReader{p, s, br})
 	for {
-		fin, op, payload, err := readFrame(br)
-		if err != nil || op == 0x8 {
+		fin, op, payload, err := readFrame(fr)
+		if err != nil {
+			return
+		}
+		if op == 0x8 {
+			if len(payload) >= 2 {
+				p.mu.Lock()
+				s.closeCode = int(binary.BigEndian.Uint16(payload))
+				p.mu.Unlock()
+			}
 			return
 		}
 		if op == 0x1 {
@@ -105,7 +155,13 @@ func (p *mortalPod) serve(c *net.TCPConn) {
 			p.notifyLocked()
 			p.mu.Unlock()
 		}
-		if _, err := c.Write(frame(fin, op, payload, nil)); err != nil {
+		if p.quiet {
+			continue
+		}
+		s.wmu.Lock()
+		_, err = c.Write(frame(fin, op, payload, nil))
+		s.wmu.Unlock()
+		if err != nil {
 			return
 		}
 	}
@@ -116,26 +172,66 @@ func (p *mortalPod) notifyLocked() {
 	p.changed = make(chan struct{})
 }
 
-// kill ends every open socket as a dying pod does: "reset" (RST) or "fin"
-// (the stream ends without a close frame).
+// kill ends every open socket as a dying pod does: "reset" (RST), "fin"
+// (the stream ends without a close frame), "hang" (it never reads again,
+// its connection open), "tear" (it sends half a message, then resets).
 func (p *mortalPod) kill(how string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, s := range p.sockets {
-		if how == "reset" {
+		switch how {
+		case "hang":
+			close(s.hung)
+			continue
+		case "tear":
+			s.wmu.Lock()
+			s.conn.Write(frame(true, 1, bytes.Repeat([]byte("x"), 100), nil)[:12])
+			s.wmu.Unlock()
+			fallthrough
+		case "reset":
 			s.conn.SetLinger(0)
 		}
 		s.conn.Close()
 	}
 }
 
+// waitRead waits until socket i read at least n bytes past its upgrade.
+func (p *mortalPod) waitRead(i, n int) {
+	p.t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		p.mu.Lock()
+		got, ch := 0, p.changed
+		if i < len(p.sockets) {
+			got = p.sockets[i].read
+		}
+		p.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			p.t.Fatalf("the pod's socket %d read %d bytes, want %d", i, got, n)
+		}
+	}
+}
+
+// served is what a pod's socket carried: its upgrade's header, the event
+// of each text message and the close code read (0: none).
+type served struct {
+	header    http.Header
+	events    []string
+	closeCode int
+}
+
 // served is a copy of what each socket carried so far.
-func (p *mortalPod) served() []podSocket {
+func (p *mortalPod) served() []served {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]podSocket, len(p.sockets))
+	out := make([]served, len(p.sockets))
 	for i, s := range p.sockets {
-		out[i] = podSocket{header: s.header, events: slices.Clone(s.events)}
+		out[i] = served{header: s.header, events: slices.Clone(s.events), closeCode: s.closeCode}
 	}
 	return out
 }
@@ -227,6 +323,8 @@ type stream struct {
 	changed chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
+	// pauseOnce closes stop.
+	pauseOnce sync.Once
 }
 
 type echoed struct {
@@ -247,8 +345,9 @@ type twilioMsg struct {
 	} `json:"media,omitempty"`
 }
 
-// openStream dials url, sends the opening and streams media until close.
-func openStream(t testing.TB, e *env, url, callID string, interval time.Duration) *stream {
+// openStream dials url, sends the opening and streams media until close,
+// a message of payload bytes every interval.
+func openStream(t testing.TB, e *env, url, callID string, interval time.Duration, payload int) *stream {
 	t.Helper()
 	s := &stream{t: t, c: e.mustDial(url), callID: callID, changed: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	s.c.SetReadLimit(1 << 20)
@@ -278,7 +377,7 @@ func openStream(t testing.TB, e *env, url, callID string, interval time.Duration
 			b, _ := json.Marshal(twilioMsg{Event: "media", SequenceNumber: fmt.Sprint(seq), StreamSID: sid,
 				Media: &struct {
 					Payload string `json:"payload"`
-				}{"AAAA"}})
+				}{strings.Repeat("A", payload)}})
 			if s.c.Write(ctx, websocket.MessageText, b) != nil {
 				return
 			}
@@ -337,10 +436,15 @@ func (s *stream) snapshot() ([]echoed, error) {
 	return slices.Clone(s.echoes), s.ended
 }
 
+// pause stops sending media; the echoes are still read.
+func (s *stream) pause() {
+	s.pauseOnce.Do(func() { close(s.stop) })
+	<-s.done
+}
+
 // close ends the stream as a provider hanging up does (1000).
 func (s *stream) close() {
-	close(s.stop)
-	<-s.done
+	s.pause()
 	s.c.Close(websocket.StatusNormalClosure, "")
 }
 
@@ -354,15 +458,24 @@ func inOrder(es []echoed) int {
 	return -1
 }
 
-// A call whose pod dies mid-call (reset, or its stream ending without a
-// close frame) moves to another pod of its chain: the provider's socket
+// A call whose pod dies mid-call (a reset, its stream ending without a
+// close frame, or a hung pod that stops reading) moves to another pod of its chain: the provider's socket
 // stays open, the new pod is told it resumes a call and gets the
 // stream's opening again, the media echoes on in order, and the call's
 // record and the metrics show the move. The call ends normally after.
 func TestPodLostMidCallResumes(t *testing.T) {
-	for _, how := range []string{"reset", "fin"} {
+	for _, how := range []string{"reset", "fin", "hang"} {
 		t.Run(how, func(t *testing.T) {
-			e := newEnv(t, envOpt{cfg: resumeCfg, opening: twilioOpening})
+			// A hung pod is found out once its socket buffers are full and
+			// a write to it made no progress for pod_write_timeout: big
+			// messages fill them fast.
+			payload, every := 4, 5*time.Millisecond
+			cfg := resumeCfg
+			if how == "hang" {
+				payload, every = 16<<10, 2*time.Millisecond
+				cfg = func(c *Config) { resumeCfg(c); c.PodWriteTimeout = 300 * time.Millisecond }
+			}
+			e := newEnv(t, envOpt{cfg: cfg, opening: twilioOpening})
 			rec := fakeagent.NewRecorder()
 			for name, ag := range e.agents {
 				ag.Record(rec, name)
@@ -370,7 +483,7 @@ func TestPodLostMidCallResumes(t *testing.T) {
 			mortal := newMortalPod(t)
 			e.addPod("pod-x", "gold", mortal.addr())
 			callID, url := e.twilioCallOn("pod-x")
-			s := openStream(t, e, url, callID, 5*time.Millisecond)
+			s := openStream(t, e, url, callID, every, payload)
 			s.waitEchoes(10)
 			mortal.kill(how)
 			before, _ := s.snapshot()
@@ -504,5 +617,278 @@ func TestClientCannotForgeResumed(t *testing.T) {
 	hs := e.agents[pod].Headers()
 	if got := hs[len(hs)-1].Values(ResumedHeader); len(got) != 0 {
 		t.Errorf("pod got %s %v from the client", ResumedHeader, got)
+	}
+}
+
+// openingFrames are the Twilio opening a raw client sends, masked.
+func rawOpening(callID string) []byte {
+	mask := &[4]byte{9, 9, 9, 9}
+	return append(frame(true, 1, []byte(`{"event":"connected"}`), mask),
+		frame(true, 1, []byte(`{"event":"start","start":{"callSid":"`+callID+`","streamSid":"MZ1"},"streamSid":"MZ1"}`), mask)...)
+}
+
+// readEcho reads one unmasked text frame and returns its payload.
+func readEcho(t *testing.T, m *mediaConn) string {
+	t.Helper()
+	fin, op, payload, err := readFrame(m.br)
+	if err != nil || !fin || op != 1 {
+		t.Fatalf("read an echo: fin %v opcode %d % x, %v", fin, op, payload, err)
+	}
+	return string(payload)
+}
+
+// waitResumed waits until the proxy counted n moves.
+func (e *env) waitResumed(n float64) {
+	e.t.Helper()
+	testwait.Until(e.t, 10*time.Second, "the call moved", func() bool {
+		return value(e.px.metrics.resumptions.WithLabelValues("resumed")) >= n
+	})
+}
+
+// A pod that dies inside a client's message had part of it: the new pod
+// gets the opening, then nothing of that message, then the next whole
+// one. Anything else would be a torn frame to the new pod.
+func TestMoveDropsTheRestOfAPartialMessage(t *testing.T) {
+	e := newEnv(t, envOpt{cfg: resumeCfg, opening: twilioOpening})
+	mortal := newMortalPod(t)
+	e.addPod("pod-x", "gold", mortal.addr())
+	callID, url := e.twilioCallOn("pod-x")
+	m := dialMedia(t, e, nil, "plain", url, nil)
+	opening := rawOpening(callID)
+	if _, err := m.Write(opening); err != nil {
+		t.Fatal(err)
+	}
+	readEcho(t, m)
+	readEcho(t, m)
+	big := frame(true, 2, bytes.Repeat([]byte{7}, 1000), &[4]byte{1, 2, 3, 4})
+	if _, err := m.Write(big[:400]); err != nil {
+		t.Fatal(err)
+	}
+	mortal.waitRead(0, len(opening)+400)
+	mortal.kill("reset")
+	e.waitResumed(1)
+	next := `{"event":"media","sequenceNumber":"9"}`
+	if _, err := m.Write(append(big[400:], frame(true, 1, []byte(next), &[4]byte{4, 3, 2, 1})...)); err != nil {
+		t.Fatal(err)
+	}
+	// The new pod echoes what it got: the opening again, then the next
+	// message, whole.
+	for _, want := range []string{`{"event":"connected"}`, ""} {
+		got := readEcho(t, m)
+		if want != "" && got != want {
+			t.Fatalf("echo %q, want %q", got, want)
+		}
+	}
+	if got := readEcho(t, m); got != next {
+		t.Fatalf("after the opening the new pod echoed %q, want %q", got, next)
+	}
+}
+
+// A pod that dies inside a message toward the client cannot be followed
+// by another pod's messages: the call ends, the client reads exactly the
+// dead pod's bytes and the end of the stream, and the move is counted as
+// torn.
+func TestTornMessageEndsTheCall(t *testing.T) {
+	e := newEnv(t, envOpt{cfg: resumeCfg, opening: twilioOpening})
+	mortal := newMortalPod(t)
+	e.addPod("pod-x", "gold", mortal.addr())
+	callID, url := e.twilioCallOn("pod-x")
+	m := dialMedia(t, e, nil, "plain", url, nil)
+	if _, err := m.Write(rawOpening(callID)); err != nil {
+		t.Fatal(err)
+	}
+	readEcho(t, m)
+	readEcho(t, m)
+	mortal.kill("tear")
+	torn := frame(true, 1, bytes.Repeat([]byte("x"), 100), nil)[:12]
+	if got := m.drain(); !bytes.Equal(got, torn) {
+		t.Errorf("client read % x after the opening, want the torn bytes % x and the end", got, torn)
+	}
+	e.waitSockets(0)
+	if got := value(e.px.metrics.resumptions.WithLabelValues("torn")); got != 1 {
+		t.Errorf("torn = %v, want 1", got)
+	}
+	if tl, _ := e.alloc.Timeline(context.Background(), callID); tl.SocketEnd != "pod_lost" || tl.Resumptions != 0 {
+		t.Errorf("timeline = %+v; want pod_lost without a resumption", tl)
+	}
+}
+
+// heldLeases holds ResumeCall until the test lets it go.
+type heldLeases struct {
+	Leases
+	entered, release chan struct{}
+}
+
+func (h heldLeases) ResumeCall(ctx context.Context, callID, pod, holder string, ej mediacontract.Ejection) (string, bool, error) {
+	close(h.entered)
+	<-h.release
+	return h.Leases.ResumeCall(ctx, callID, pod, holder, ej)
+}
+
+// A stop that comes while the call moves (a drain's deadline) is kept:
+// the move completes and the socket then ends with the stop's code, to
+// the client and to the new pod alike, never left open nor blamed on a
+// pod.
+func TestStopDuringAMoveIsDelivered(t *testing.T) {
+	h := heldLeases{entered: make(chan struct{}), release: make(chan struct{})}
+	e := newEnv(t, envOpt{
+		// No idle deadline, whose arming would deliver the stop by itself.
+		cfg:     func(c *Config) { resumeCfg(c); c.DrainTimeout = 50 * time.Millisecond; c.IdleTimeout = 0 },
+		opening: twilioOpening,
+		leases:  func(l Leases) Leases { h.Leases = l; return h },
+	})
+	mortal := newMortalPod(t)
+	e.addPod("pod-x", "gold", mortal.addr())
+	callID, url := e.twilioCallOn("pod-x")
+	// The call's next pod says nothing, and the client goes quiet: no
+	// message of either may be what delivers the stop.
+	quiet := newMortalPod(t)
+	quiet.quiet = true
+	e.addPod("pod-q", "gold", quiet.addr())
+	for _, pod := range []string{"pod-a", "pod-b", "pod-s"} {
+		if _, err := e.alloc.Drain(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := openStream(t, e, url, callID, 5*time.Millisecond, 4)
+	s.waitEchoes(5)
+	s.pause()
+	mortal.kill("reset")
+	<-h.entered
+	e.cancel() // shutdown: after the drain timeout, every open socket is stopped with 1001
+	testwait.Until(t, 5*time.Second, "the stop recorded", func() bool {
+		open, _ := e.px.snapshot()
+		return len(open) == 1 && open[0].Stopped()
+	})
+	close(h.release)
+	testwait.Until(t, 10*time.Second, "the provider's socket ended", func() bool {
+		_, ended := s.snapshot()
+		return ended != nil
+	})
+	if _, ended := s.snapshot(); websocket.CloseStatus(ended) != closeGoingAway {
+		t.Errorf("the provider read %v, want close %d", ended, closeGoingAway)
+	}
+	e.waitSockets(0)
+	if got := quiet.served(); len(got) != 1 || got[0].header.Get(ResumedHeader) != "1" || got[0].closeCode != closeGoingAway {
+		t.Errorf("the new pod served %+v; want one resumed socket closed with %d", got, closeGoingAway)
+	}
+	if tl, _ := e.alloc.Timeline(context.Background(), callID); tl.SocketEnd != "drain" || tl.Resumptions != 1 {
+		t.Errorf("timeline = %+v; want ended by the drain after one resumption", tl)
+	}
+}
+
+// A hundred pod deaths under ten calls streaming as Twilio does (a 20 ms
+// frame each), ten deaths each, alternately resets and FINs: every call
+// moves every time, no provider socket closes, every echo after a gap
+// comes in order, and each new pod is told its count and given the
+// opening. The gaps the providers heard are logged, for
+// docs/media.md: the test judges what the providers and pods saw, not
+// how fast.
+func TestAHundredPodDeaths(t *testing.T) {
+	const calls, deaths, pods = 10, 10, 14
+	e := newEnv(t, envOpt{opening: twilioOpening, cfg: func(c *Config) {
+		resumeCfg(c)
+		c.Resume.MaxPerCall = deaths
+		c.MaxEjectionPercent = 0 // a dead pod's next socket is a new container's
+	}})
+	ctx := context.Background()
+	for _, pod := range []string{"pod-a", "pod-b", "pod-s"} {
+		if _, err := e.alloc.Drain(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mortals := map[string]*mortalPod{}
+	for i := range pods {
+		name := fmt.Sprintf("pod-m%d", i)
+		mortals[name] = newMortalPod(t)
+		e.addPod(name, "gold", mortals[name].addr())
+	}
+	type result struct {
+		// gaps: between the last echo before a death and the first
+		// after; heard: from the death to that first echo.
+		gaps, heard []time.Duration
+		lost []int // frames between the last echo before a death and the first after, not echoed
+	}
+	results := make([]result, calls)
+	var wg sync.WaitGroup
+	for c := range calls {
+		id := fmt.Sprintf("CA%02d", c)
+		al, err := e.alloc.Allocate(ctx, allocator.Request{CallID: id, Creator: "provider:twilio"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := openStream(t, e, e.url(al.PodName, e.signer.Mint(id, al.PodName, agentPath)), id, 20*time.Millisecond, 160)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d := range deaths {
+				before, _ := s.snapshot()
+				s.waitEchoes(len(before) + 5)
+				info, err := e.alloc.Call(ctx, id)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				// The death's phase in the 20 ms cadence, at random: not
+				// a wait for anything, the injection's timing.
+				time.Sleep(rand.N(20 * time.Millisecond))
+				before, _ = s.snapshot()
+				killed := time.Now()
+				mortals[info.PodName].kill([]string{"reset", "fin"}[d%2])
+				s.waitEchoes(len(before) + 1)
+				after, _ := s.snapshot()
+				last, next := before[len(before)-1], after[len(before)]
+				results[c].gaps = append(results[c].gaps, next.at.Sub(last.at))
+				results[c].heard = append(results[c].heard, next.at.Sub(killed))
+				results[c].lost = append(results[c].lost, next.seq-last.seq-1)
+			}
+			echoes, _ := s.snapshot()
+			s.waitEchoes(len(echoes) + 5)
+			echoes, ended := s.snapshot()
+			if ended != nil {
+				t.Errorf("%s: the provider's socket ended: %v", id, ended)
+			}
+			if i := inOrder(echoes); i >= 0 {
+				t.Errorf("%s: echo %d out of order: seq %d after %d", id, i, echoes[i].seq, echoes[i-1].seq)
+			}
+			s.close()
+		}()
+	}
+	wg.Wait()
+	e.waitSockets(0)
+	if got := value(e.px.metrics.resumptions.WithLabelValues("resumed")); got != calls*deaths {
+		t.Errorf("resumed = %v, want %d", got, calls*deaths)
+	}
+	// Every pod's socket began with the opening; the resumed ones were
+	// told their count, one to ten per call.
+	counts := map[string]int{}
+	for _, m := range mortals {
+		for _, ps := range m.served() {
+			if len(ps.events) < 2 || ps.events[0] != "connected" || ps.events[1] != "start" {
+				t.Errorf("a pod's socket began with %v", ps.events[:min(2, len(ps.events))])
+			}
+			counts[ps.header.Get(ResumedHeader)]++
+		}
+	}
+	for n := 1; n <= deaths; n++ {
+		if counts[fmt.Sprint(n)] != calls {
+			t.Errorf("%d sockets were told %s: %d, want %d", counts[fmt.Sprint(n)], ResumedHeader, n, calls)
+		}
+	}
+	var gaps, heard []time.Duration
+	var lost []int
+	for _, r := range results {
+		gaps, heard = append(gaps, r.gaps...), append(heard, r.heard...)
+		lost = append(lost, r.lost...)
+	}
+	slices.Sort(gaps)
+	slices.Sort(heard)
+	slices.Sort(lost)
+	if len(gaps) > 0 {
+		q := func(ds []time.Duration, p float64) time.Duration {
+			return ds[min(len(ds)-1, int(p*float64(len(ds))))].Round(10 * time.Microsecond)
+		}
+		t.Logf("%d pod deaths (frames every 20ms): gap in echoed media p50 %v, p99 %v, max %v; death to the next echo p50 %v, p99 %v, max %v; frames not echoed per death: median %d, max %d",
+			len(gaps), q(gaps, .5), q(gaps, .99), q(gaps, 1), q(heard, .5), q(heard, .99), q(heard, 1), lost[len(lost)/2], lost[len(lost)-1])
 	}
 }

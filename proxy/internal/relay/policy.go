@@ -79,7 +79,9 @@ type DirPolicy struct {
 }
 
 // opening is what a direction keeps of its stream's start: its bytes as
-// forwarded, until want whole messages have passed or max bytes.
+// forwarded, until want whole messages have passed (at the end of a read
+// that leaves the stream between messages: what follows them in that read
+// is kept too) or max bytes.
 type opening struct {
 	want      int64
 	max       int
@@ -105,7 +107,7 @@ func (d *DirPolicy) Kept() ([]byte, bool) {
 	return d.opening.buf, true
 }
 
-func (o *opening) add(b []byte, messages int64) {
+func (o *opening) add(b []byte, messages int64, between bool) {
 	if o.done || o.cut {
 		return
 	}
@@ -114,7 +116,7 @@ func (o *opening) add(b []byte, messages int64) {
 		return
 	}
 	o.buf = append(o.buf, b...)
-	o.done = messages >= o.want
+	o.done = messages >= o.want && between
 }
 
 // BetweenMessages reports whether d's destination has every message it
@@ -195,7 +197,9 @@ func (d *DirPolicy) Relayed(s *Socket, b []byte) (int, Verdict) {
 		}
 	}
 	if d.opening != nil {
-		d.opening.add(b[:n], d.sc.Messages)
+		// The scanner counts a message at its last frame's header: it is
+		// whole once the stream is between messages too.
+		d.opening.add(b[:n], d.sc.Messages, d.sc.BetweenMessages())
 	}
 	d.bytes += int64(n)
 	d.counter.Bytes.Add(float64(n))
