@@ -807,7 +807,7 @@ func TestAHundredPodDeaths(t *testing.T) {
 		// gaps: between the last echo before a death and the first
 		// after; heard: from the death to that first echo.
 		gaps, heard []time.Duration
-		lost []int // frames between the last echo before a death and the first after, not echoed
+		lost        []int // frames between the last echo before a death and the first after, not echoed
 	}
 	results := make([]result, calls)
 	var wg sync.WaitGroup
