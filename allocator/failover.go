@@ -146,6 +146,22 @@ func parseMillis(s string) time.Time {
 	return time.UnixMilli(n)
 }
 
+// MarkResumable marks the call as one holder's media socket moves to
+// another pod when its pod dies or leaves the registry (the proxy's
+// proxy.resume): UnregisterPod then leaves the call to the socket
+// (RenewSockets reports it RenewalPodGone) instead of ending it. It
+// reports false when holder does not hold the call's media claim.
+func (a *Allocator) MarkResumable(ctx context.Context, callID, holder string) (bool, error) {
+	if err := ValidateID("call_sid", callID); err != nil {
+		return false, err
+	}
+	r, err := a.run(ctx, "resumable", []string{a.keys.Call(callID)}, holder)
+	if err != nil {
+		return false, fmt.Errorf("mark %s resumable: %w", callID, err)
+	}
+	return reply(r).int(0) == 1, nil
+}
+
 // boolArg is a script's flag argument.
 func boolArg(b bool) string {
 	if b {

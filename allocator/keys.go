@@ -202,7 +202,12 @@ func (k Keys) PredecessorPodCalls(pod string) string { return k.prefix + "pod:" 
 // socket was open (renew.lua then renews it no more, allocate.lua answers a
 // replay "ended"); unclaim.lua counts in
 // failed_handshakes the sockets that reached no pod and left the call to
-// the provider's own retry (claim.lua returns it); traceparent (the W3C
+// the provider's own retry (claim.lua returns it); resumable (the media
+// claim of a socket that moves the call when its pod dies or leaves,
+// written by resumable.lua, never kept in the tombstone), pod_gone
+// (unregister.lua: the pod left and the call is that socket's to move),
+// resumptions and resumed_at (unix ms; failover.lua counts the moves of a
+// call whose socket was relaying); traceparent (the W3C
 // trace context of the webhook that allocated the call, written by allocate
 // only when tracing is on, read by claim.lua so the media socket's span
 // links to the webhook's trace). Expires after the call info TTL, which

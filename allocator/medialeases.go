@@ -83,12 +83,20 @@ func (l MediaLeases) PodCall(ctx context.Context, pod string) (string, error) {
 	return info.Lease, nil
 }
 
-func (l MediaLeases) Renew(ctx context.Context, ls []mediacontract.Lease) ([]bool, error) {
+func (l MediaLeases) Renew(ctx context.Context, ls []mediacontract.Lease) ([]mediacontract.Renewal, error) {
 	in := make([]Lease, len(ls))
 	for i, x := range ls {
 		in[i] = Lease{CallID: x.CallID, PodName: x.Pod, Holder: x.Holder}
 	}
-	return l.Alloc.Renew(ctx, in)
+	return l.Alloc.RenewSockets(ctx, in)
+}
+
+func (l MediaLeases) MarkResumable(ctx context.Context, callID, holder string) error {
+	marked, err := l.Alloc.MarkResumable(ctx, callID, holder)
+	if err == nil && !marked {
+		return fmt.Errorf("mark %s resumable: %w", callID, mediacontract.ErrNoAllocation)
+	}
+	return noAllocation(err)
 }
 
 func (l MediaLeases) Release(ctx context.Context, callID string, end mediacontract.SocketEnd) (string, error) {

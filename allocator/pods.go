@@ -48,12 +48,16 @@ func (a *Allocator) RegisterPod(ctx context.Context, p Pod) (Registered, error) 
 type Unregistered struct {
 	Tier       string
 	CallsEnded int
+	// CallsMoving counts the calls handed to their media sockets, which
+	// move them to another pod (MarkResumable) rather than end them.
+	CallsMoving int
 	// Calls are the calls ended (their tombstones say "unregistered").
 	Calls []string
 }
 
 // UnregisterPod forgets the pod: out of every pool, its keys deleted, its
-// calls ended (each leaves a tombstone, see Keys.CallEnded). An unknown pod is ErrPodNotFound (leftover keys are still
+// calls ended (each leaves a tombstone, see Keys.CallEnded) but those whose
+// socket moves them (MarkResumable), which are left to it. An unknown pod is ErrPodNotFound (leftover keys are still
 // deleted). fence is "" or the Redis leader lock value the caller holds, as
 // for SyncPods: a leader that lost the lock gets ErrFenced and removes
 // nothing.
@@ -73,5 +77,5 @@ func (a *Allocator) UnregisterPod(ctx context.Context, fence, pod string) (Unreg
 	case "fenced":
 		return Unregistered{}, fmt.Errorf("unregister %s: %w", pod, ErrFenced)
 	}
-	return Unregistered{Tier: rep.str(1), CallsEnded: int(rep.int(2)), Calls: rep.strs(3)}, nil
+	return Unregistered{Tier: rep.str(1), CallsEnded: int(rep.int(2)), CallsMoving: int(rep.int(3)), Calls: rep.strs(4)}, nil
 }

@@ -3,6 +3,8 @@ package allocator
 import (
 	"context"
 	"fmt"
+
+	"github.com/edge-voice/edge/internal/mediacontract"
 )
 
 // Lease names a call and the pod it holds, for Renew.
@@ -27,6 +29,22 @@ const RenewBatch = 500
 // removed) or the socket lost its claim, and its media should stop. On error, the batches
 // already renewed stay renewed.
 func (a *Allocator) Renew(ctx context.Context, leases []Lease) (held []bool, err error) {
+	rs, err := a.RenewSockets(ctx, leases)
+	if err != nil {
+		return nil, err
+	}
+	held = make([]bool, len(rs))
+	for i, r := range rs {
+		held[i] = r == mediacontract.RenewalHeld
+	}
+	return held, nil
+}
+
+// RenewSockets is Renew for media sockets: a call whose pod left the
+// registry while a socket that moves its call holds it (MarkResumable) is
+// reported as mediacontract.RenewalPodGone, for that socket to move it
+// (ResumeCall), rather than lost.
+func (a *Allocator) RenewSockets(ctx context.Context, leases []Lease) ([]mediacontract.Renewal, error) {
 	if len(leases) == 0 {
 		return nil, nil
 	}
@@ -35,7 +53,7 @@ func (a *Allocator) Renew(ctx context.Context, leases []Lease) (held []bool, err
 	known := a.tracked.knownEpoch()
 	var epoch string
 	var back, lost int
-	held = make([]bool, 0, len(leases))
+	held := make([]mediacontract.Renewal, 0, len(leases))
 	for len(leases) > 0 {
 		n := min(len(leases), RenewBatch)
 		h, e, err := a.renewBatch(ctx, known, leases[:n], &back, &lost)
@@ -52,7 +70,7 @@ func (a *Allocator) Renew(ctx context.Context, leases []Lease) (held []bool, err
 	return held, nil
 }
 
-func (a *Allocator) renewBatch(ctx context.Context, known string, leases []Lease, back, lost *int) ([]bool, string, error) {
+func (a *Allocator) renewBatch(ctx context.Context, known string, leases []Lease, back, lost *int) ([]mediacontract.Renewal, string, error) {
 	s := a.current.Load()
 	keys := make([]string, len(leases))
 	args := make([]any, 0, 6+7*len(leases))
@@ -75,9 +93,14 @@ func (a *Allocator) renewBatch(ctx context.Context, known string, leases []Lease
 	rep := reply(r)
 	*back += int(rep.int(1))
 	*lost += int(rep.int(2))
-	held := make([]bool, len(leases))
+	held := make([]mediacontract.Renewal, len(leases))
 	for i := range held {
-		held[i] = rep.int(i+3) == 1
+		switch rep.int(i + 3) {
+		case 1:
+			held[i] = mediacontract.RenewalHeld
+		case 2:
+			held[i] = mediacontract.RenewalPodGone
+		}
 	}
 	return held, rep.str(0), nil
 }

@@ -17,7 +17,7 @@ var scriptNames = []string{
 	"allocate", "release", "renew", "drain", "undrain", "unregister", "status",
 	"sync", "sweep", "rebalance", "leader_acquire", "leader_renew", "leader_release", "leader_lease_fence",
 	"claim", "unclaim", "failover", "pod_failure", "reinstate",
-	"wait_poll", "unwait", "presence", "orphans", "leave",
+	"wait_poll", "unwait", "presence", "orphans", "leave", "resumable",
 }
 
 // script is one Lua state change, run with EVALSHA (EVAL on NOSCRIPT, e.g.

@@ -60,7 +60,7 @@ func (r *reconciler) reconcile(ctx context.Context) error {
 			return fmt.Errorf("reconcile: %w", err)
 		}
 		r.m.Metrics.PodsRemoved.Inc()
-		r.m.Log.Info("reconcile: ghost pod removed", "pod", pod, "tier", out.Tier, "calls_ended", out.CallsEnded,
+		r.m.Log.Info("reconcile: ghost pod removed", "pod", pod, "tier", out.Tier, "calls_ended", out.CallsEnded, "calls_moving", out.CallsMoving,
 			"call_sids", out.Calls[:min(len(out.Calls), maxNamedCalls)])
 	}
 	moves, err := r.m.Pools.Rebalance(ctx, r.fence, rebalanceBudget)

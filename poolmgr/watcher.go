@@ -73,7 +73,7 @@ func (w *watcher) apply(ctx context.Context) error {
 			return err
 		}
 		w.m.Metrics.PodsRemoved.Inc()
-		w.m.Log.Info("watcher: pod removed", "pod", pod, "tier", out.Tier, "calls_ended", out.CallsEnded,
+		w.m.Log.Info("watcher: pod removed", "pod", pod, "tier", out.Tier, "calls_ended", out.CallsEnded, "calls_moving", out.CallsMoving,
 			"call_sids", out.Calls[:min(len(out.Calls), maxNamedCalls)])
 	}
 	return nil

@@ -248,6 +248,9 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request, uri string, up *up
 	p.log.Info("media socket opened", append(s.attrs(), "failovers", call.failovers, "may_resume", s.Resume)...)
 	// Either way this handler, and net/http's connection goroutine with its
 	// grown stack and buffers, return now.
+	if s.Resume {
+		p.markResumable(s)
+	}
 	// Only the goroutine relay moves a socket to another pod.
 	if p.cfg().Relay != relayGoroutines && p.loops.Running() && !s.Resume {
 		var t *tls13.Takeover

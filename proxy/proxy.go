@@ -71,9 +71,15 @@ type Leases interface {
 	// sockets without a token when proxy.require_token is false.
 	PodCall(ctx context.Context, pod string) (callID string, err error)
 	// Renew extends a batch of leases in one round trip, each only while
-	// its Holder holds the call's claim; held[i] false means leases[i]'s
-	// call lost its pod or the socket its claim.
-	Renew(ctx context.Context, leases []mediacontract.Lease) (held []bool, err error)
+	// its Holder holds the call's claim: RenewalLost means leases[i]'s call
+	// lost its pod or the socket its claim, RenewalPodGone that its pod
+	// left the registry and the call is the socket's to move.
+	Renew(ctx context.Context, leases []mediacontract.Lease) ([]mediacontract.Renewal, error)
+	// MarkResumable tells every replica that holder's socket moves its
+	// call to another pod when its pod dies or leaves the registry: the
+	// pod's removal then leaves the call to the socket (RenewalPodGone)
+	// instead of ending it. ErrNoAllocation when holder holds no claim.
+	MarkResumable(ctx context.Context, callID, holder string) error
 	// Release ends the call's allocation (fenced, idempotent) and returns an
 	// outcome label for metrics ("released", "not_found", "stale"). end is
 	// how the socket ended and what it carried, kept in the call's record

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -83,6 +84,9 @@ type socket struct {
 	// lossRecorded: the move recorded the dead pod's failure, which the
 	// socket's end must not count again.
 	lossRecorded bool
+	// podGone: the pod left the registry (set by the renewal): it is not
+	// to blame, nor to be recorded as failed, whatever becomes of the move.
+	podGone atomic.Bool
 }
 
 func (s *socket) podName() string {
@@ -145,7 +149,7 @@ func (p *Proxy) finish(s *socket, c relay.Counts) {
 		"messages_in", end.MessagesIn, "messages_out", end.MessagesOut,
 		"bytes_in", end.BytesIn, "bytes_out", end.BytesOut,
 		"released", end.Ended, "release", outcome, "resumptions", s.resumes)...)
-	if r.Lost && !s.lossRecorded {
+	if r.Lost && !s.lossRecorded && !s.podGone.Load() {
 		addr, _ := p.lookup(s.podName())
 		p.podFailed(s.podName(), addr, "lost")
 	}

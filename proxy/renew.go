@@ -36,7 +36,7 @@ func (p *Proxy) renewOnce(ctx context.Context) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, p.cfg().RenewInterval)
 	defer cancel()
-	held, err := p.leases.Renew(rctx, leases)
+	renewed, err := p.leases.Renew(rctx, leases)
 	if err != nil {
 		p.metrics.renewals.WithLabelValues("error").Add(float64(len(leases)))
 		p.log.Warn("lease renewal failed; retrying next interval", "sockets", len(leases), "err", err)
@@ -44,12 +44,19 @@ func (p *Proxy) renewOnce(ctx context.Context) {
 	}
 	var lost int
 	for i, s := range open {
-		if i < len(held) && held[i] {
+		r := mediacontract.RenewalLost
+		if i < len(renewed) {
+			r = renewed[i]
+		}
+		if r == mediacontract.RenewalHeld {
 			continue
 		}
 		if s.Resuming() || s.podName() != leases[i].Pod {
 			// The socket is moving, or moved since the batch was read:
 			// its call left that pod, for the one the move holds.
+			continue
+		}
+		if r == mediacontract.RenewalPodGone && p.podLeft(s) {
 			continue
 		}
 		lost++

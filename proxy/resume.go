@@ -87,6 +87,33 @@ func (p *Proxy) mayResume(s *socket, r *http.Request, uri string, up *upstream) 
 	s.Resume, s.Opening, s.OpeningMax = true, len(events), maxOpeningBytes
 }
 
+// errPodLeft: the call's pod left the registry (deleted from Kubernetes,
+// removed from the static list) while its socket still flowed.
+var errPodLeft = errors.New("the pod left the registry")
+
+// podLeft moves a socket whose pod left the registry, as if the pod had
+// died: it reports whether the move began (false: the socket may not
+// move, or its end already began, and it ends as a lost lease).
+func (p *Proxy) podLeft(s *socket) bool {
+	if s.redial == nil {
+		return false
+	}
+	s.podGone.Store(true)
+	p.log.Info("media socket's pod left the registry mid-call: moving the call", s.attrs()...)
+	return p.relayEnv.PodLeft(&s.Socket, errPodLeft)
+}
+
+// markResumable tells every replica that s moves its call (a pod's removal
+// leaves the call to it). Without it a pod death still moves the call;
+// only a removal of a live pod from the registry ends it.
+func (p *Proxy) markResumable(s *socket) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg().Resume.Budget)
+	defer cancel()
+	if err := p.leases.MarkResumable(ctx, s.CallID, s.holder); err != nil {
+		p.log.Warn("marking a call as moving with its socket failed: its pod's removal from the registry will end it", append(s.attrs(), "err", err)...)
+	}
+}
+
 // Resume moves a socket whose pod died mid-call (relay.Host).
 func (h *relayHost) Resume(rs *relay.Socket, m relay.Move) (net.Conn, []byte, error) {
 	p := (*Proxy)(h)
@@ -132,8 +159,9 @@ func (p *Proxy) resume(s *socket, m relay.Move) (*upstream, string, error) {
 	dead := s.podName()
 	ej := cfg.ejection()
 	pod, ejected, err := p.leases.ResumeCall(ctx, s.CallID, dead, s.holder, ej)
-	// The dead pod's failure is recorded whatever became of the move:
-	// the socket's end must not count it again.
+	// The dead pod's failure is recorded whatever became of the move (of
+	// a pod that left the registry, nothing is): the socket's end must not
+	// count it again.
 	s.lossRecorded = err == nil || errors.Is(err, mediacontract.ErrNoOtherPod)
 	if ejected {
 		addr, _ := p.lookup(dead)

@@ -892,3 +892,81 @@ func TestAHundredPodDeaths(t *testing.T) {
 			len(gaps), q(gaps, .5), q(gaps, .99), q(gaps, 1), q(heard, .5), q(heard, .99), q(heard, 1), lost[len(lost)/2], lost[len(lost)-1])
 	}
 }
+
+// A pod removed from the registry while its call streams (deleted from
+// Kubernetes, dropped from the static list) leaves a call that opted in to
+// its socket: at the next renewal the call moves to another pod, the
+// provider's socket stays open, and the removed pod is neither blamed nor
+// written back. Without the opt-in the call ends as before (1008).
+func TestPodLeftTheRegistryMidCall(t *testing.T) {
+	for _, resume := range []bool{true, false} {
+		t.Run(fmt.Sprint("resume=", resume), func(t *testing.T) {
+			cfg := resumeCfg
+			if !resume {
+				cfg = failoverCfg
+			}
+			e := newEnv(t, envOpt{cfg: cfg, opening: twilioOpening, leaseTTL: 2 * time.Second})
+			rec := fakeagent.NewRecorder()
+			for name, ag := range e.agents {
+				ag.Record(rec, name)
+			}
+			left := newMortalPod(t)
+			e.addPod("pod-x", "gold", left.addr())
+			callID, url := e.twilioCallOn("pod-x")
+			s := openStream(t, e, url, callID, 5*time.Millisecond, 4)
+			s.waitEchoes(10)
+			ctx := context.Background()
+			out, err := e.alloc.UnregisterPod(ctx, "", "pod-x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !resume {
+				if out.CallsEnded != 1 {
+					t.Errorf("unregister = %+v; want the call ended", out)
+				}
+				testwait.Until(t, 10*time.Second, "the provider's socket ended", func() bool {
+					_, ended := s.snapshot()
+					return ended != nil
+				})
+				if _, ended := s.snapshot(); websocket.CloseStatus(ended) != closePolicy {
+					t.Errorf("the provider read %v, want close %d", ended, closePolicy)
+				}
+				return
+			}
+			if out.CallsMoving != 1 || out.CallsEnded != 0 {
+				t.Fatalf("unregister = %+v; want the call left to its socket", out)
+			}
+			e.waitResumed(1)
+			before, _ := s.snapshot()
+			s.waitEchoes(len(before) + 10)
+			echoes, ended := s.snapshot()
+			if ended != nil {
+				t.Fatalf("the provider's socket ended: %v", ended)
+			}
+			if i := inOrder(echoes); i >= 0 {
+				t.Errorf("echo %d out of order", i)
+			}
+			tl, _ := e.alloc.Timeline(ctx, callID)
+			if tl.Resumptions != 1 || !slices.Equal(tl.MovedFrom, []string{"pod-x"}) {
+				t.Errorf("timeline = %+v", tl)
+			}
+			var took int
+			for _, ss := range rec.Sessions() {
+				if ss.CallID == callID && ss.Frames > 0 {
+					took++
+				}
+			}
+			if took != 1 {
+				t.Errorf("%d other pods serve the call, want 1", took)
+			}
+			s.close()
+			e.waitSockets(0)
+			if pi, err := e.alloc.PodInfo(ctx, "pod-x"); err == nil {
+				t.Errorf("the removed pod is back: %+v", pi)
+			}
+			if got := value(e.px.metrics.ejections.WithLabelValues("lost")); got != 0 {
+				t.Errorf("the removed pod was ejected (%v)", got)
+			}
+		})
+	}
+}

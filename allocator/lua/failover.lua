@@ -37,7 +37,10 @@
 
 local call_key, call_id, broken, holder = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local info = redis.call('HMGET', call_key, 'pod_name', 'media_claim', 'source_pool', 'pool_type',
-  'merchant_id', 'moved_from')
+  'merchant_id', 'moved_from', 'pod_gone')
+-- A pod that left the registry (unregister.lua handed the call to its
+-- socket) has no keys left: nothing of it is recorded or freed.
+local gone = info[7] ~= false and info[7] ~= nil
 if info[1] ~= broken then
   return {'gone', info[1] or ''}
 end
@@ -45,7 +48,10 @@ if info[2] ~= holder then
   return {'held'}
 end
 local now = now_ms()
-local ejected, due = mark_failed(broken, ARGV[4], now, tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]))
+local ejected, due = 0, 0
+if not gone then
+  ejected, due = mark_failed(broken, ARGV[4], now, tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]))
+end
 
 local tiers, default_chain = parse_tiers(10)
 local chain = chain_of(info[5] or '', default_chain, tiers)
@@ -63,7 +69,9 @@ local old_tier = tier_of_source(info[3] or '')
 local old_avail = pools_of(old_tier)
 local state = is_draining(broken) and 'draining' or 'available'
 local released_at = tostring(math.floor(now / 1000))
-if info[4] == 'shared' then
+if gone then
+  redis.call('HDEL', call_key, 'pod_gone')
+elseif info[4] == 'shared' then
   redis.call('ZREM', K.pod_calls(broken), call_id)
   local score = redis.call('ZSCORE', old_avail, broken)
   if score and tonumber(score) > 0 and redis.call('GET', K.pod_tier(broken)) == old_tier then

@@ -460,8 +460,8 @@ local function ended_mark(call_id, horizon_ms, now)
 end
 
 -- end_call_record ends a call's info: its tombstone (K.call_ended) becomes
--- the call's record, the call info's fields but the media claim (a socket's
--- identity, never shown), with how it ended, ended_at (unix ms) and extra,
+-- the call's record, the call info's fields but the media claim and the
+-- resumable mark (a socket's identity, never shown), with how it ended, ended_at (unix ms) and extra,
 -- a flat list of field/value pairs; it lives ttl_ms. The call's compact
 -- mark (mark_ended) keeps it ended for horizon_ms. The caller has checked
 -- that the call info is the one to end. The old tombstone is deleted first:
@@ -485,7 +485,7 @@ local function end_call_record(call_id, how, ttl_ms, horizon_ms, extra)
   local fields = redis.call('HGETALL', call_key)
   redis.call('DEL', tomb, call_key)
   for i = #fields - 1, 1, -2 do
-    if fields[i] == 'media_claim' then
+    if fields[i] == 'media_claim' or fields[i] == 'resumable' then
       table.remove(fields, i + 1)
       table.remove(fields, i)
     end

@@ -16,7 +16,10 @@
 -- calls that could not be (see below), then one integer per call: 1 renewed,
 -- 0 the call no longer owns the pod (released, swept, or its pod removed),
 -- the holder no longer holds the call's media claim, or the provider said
--- the call ended (its ended_by, release.lua): its socket should close.
+-- the call ended (its ended_by, release.lua): its socket should close; 2
+-- its pod left the registry and the call was handed to this socket
+-- (unregister.lua's pod_gone): the socket moves it to another pod
+-- (failover.lua), nothing is renewed meanwhile.
 --
 -- Only the socket holding the claim keeps the call alive: a socket that lost
 -- its claim (dropped, or never taken, e.g. admitted by an edge before claims)
@@ -85,7 +88,7 @@ local reasserted, lost = 0, 0
 for i, call_key in ipairs(KEYS) do
   local a = 7 + 7 * (i - 1)
   local call_id, pod, holder = ARGV[a], ARGV[a + 1], ARGV[a + 2]
-  local info = redis.call('HMGET', call_key, 'pod_name', 'pool_type', 'media_claim', 'merchant_id', 'ended_by')
+  local info = redis.call('HMGET', call_key, 'pod_name', 'pool_type', 'media_claim', 'merchant_id', 'ended_by', 'pod_gone')
   local ok = 0
   if not info[1] and emptied then
     ok = reassert(call_key, call_id, pod, holder, ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6])
@@ -95,6 +98,10 @@ for i, call_key in ipairs(KEYS) do
     -- socket should have closed; a socket the provider never closed is
     -- not kept alive, and its end releases the call.
     ok = 0
+  elseif info[6] then
+    if info[1] == pod and holder ~= '' and info[3] == holder then
+      ok = 2
+    end
   elseif info[1] == pod and (holder == '' or info[3] == holder or (emptied and not info[3])) then
     if holder ~= '' and not info[3] then
       -- Written back by the replica that answered the call, before this

@@ -1,7 +1,12 @@
 -- unregister.lua: forget a pod: out of every pool, its keys deleted, and the
 -- calls it served ended (their call info removed, so their releases answer
 -- "not_found" and nothing returns the pod; their tombstones written, so a
--- replayed webhook gets a hangup).
+-- replayed webhook gets a hangup). A call whose media socket may move to
+-- another pod (resumable.lua: its resumable field names the socket holding
+-- its claim) is handed to that socket instead: marked pod_gone, it lives
+-- on, and the socket's next renewal (renew.lua) tells the socket to move
+-- it (failover.lua); the socket's end, or the call info's expiry, ends it
+-- otherwise.
 --
 -- KEYS[1] -> the pod's tier key (K.pod_tier(pod))
 -- ARGV[1] -> pod name
@@ -10,7 +15,8 @@
 -- ARGV[3] -> call info TTL in ms (the tombstones')
 -- ARGV[4] -> ended TTL in ms (the calls' compact marks)
 --
--- Returns {"removed", tier or "", calls ended}, {"not_found"} or {"fenced"}.
+-- Returns {"removed", tier or "", calls ended, calls handed to their socket,
+-- the ended calls' ids...}, {"not_found"} or {"fenced"}.
 
 local pod = ARGV[1]
 if fence_lost(ARGV[2]) then
@@ -24,13 +30,23 @@ if tier then
   redis.call('SREM', assigned, pod)
 end
 
-local ended, ended_ids = 0, {}
+local ended, kept, ended_ids = 0, 0, {}
 local function end_call(call_id)
-  if call_id and call_id ~= '' and redis.call('HGET', K.call(call_id), 'pod_name') == pod then
-    end_call_record(call_id, 'unregistered', tonumber(ARGV[3]), tonumber(ARGV[4]))
-    ended = ended + 1
-    ended_ids[#ended_ids + 1] = call_id
+  if not call_id or call_id == '' then
+    return
   end
+  local info = redis.call('HMGET', K.call(call_id), 'pod_name', 'media_claim', 'resumable', 'pod_gone')
+  if info[1] ~= pod or info[4] then
+    return
+  end
+  if info[2] and info[2] == info[3] then
+    redis.call('HSET', K.call(call_id), 'pod_gone', '1')
+    kept = kept + 1
+    return
+  end
+  end_call_record(call_id, 'unregistered', tonumber(ARGV[3]), tonumber(ARGV[4]))
+  ended = ended + 1
+  ended_ids[#ended_ids + 1] = call_id
 end
 end_call(redis.call('HGET', K.pod_info(pod), 'allocated_call_sid'))
 end_call(redis.call('GET', K.lease(pod)))
@@ -45,4 +61,4 @@ if not known then
   return {'not_found'}
 end
 -- Then the calls ended, for the log line that names them.
-return {'removed', tier or '', ended, unpack(ended_ids)}
+return {'removed', tier or '', ended, kept, unpack(ended_ids)}

@@ -18,6 +18,21 @@ type Lease struct {
 	Holder string
 }
 
+// Renewal is what a renewal found of one socket's call.
+type Renewal int8
+
+const (
+	// RenewalLost: the call lost its pod or the socket its claim (or the
+	// provider said the call ended): the socket should close.
+	RenewalLost Renewal = iota
+	// RenewalHeld: the lease is renewed.
+	RenewalHeld
+	// RenewalPodGone: the call's pod left the registry and the call was
+	// left to this socket, which moves it to another pod (it opted in to
+	// moving: Leases.MarkResumable).
+	RenewalPodGone
+)
+
 // Ejection is how pods whose dials fail are taken out of allocation on
 // every replica: the probe backoff starts at Backoff and doubles with every
 // consecutive failure up to MaxBackoff, and at most MaxPercent percent of

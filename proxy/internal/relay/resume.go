@@ -80,3 +80,18 @@ func (s *Socket) CanResume() bool {
 	defer s.mu.Unlock()
 	return s.resuming.Load() && s.closing.WouldCost(Pod)
 }
+
+// PodLeft moves s as if its pod had died, for a pod that left the registry
+// while the socket still flowed (the pod is not to blame: the host knows).
+// It reports whether the move began: false when s may not move or its end
+// already began.
+func (e *Env) PodLeft(s *Socket, cause error) bool {
+	if !s.Resume {
+		return false
+	}
+	moving, started := s.beginResume(Failed, cause)
+	if started {
+		s.Interrupt()
+	}
+	return moving
+}
