@@ -69,8 +69,9 @@ func goSource(t *testing.T, root string) string {
 }
 
 // The dashboard has the call-thread view: refusals by reason,
-// failovers by outcome, ejections by reason and ejected pods per tier,
-// socket closes by initiator and code.
+// failovers by outcome, mid-call moves by outcome and how long they take,
+// ejections by reason and ejected pods per tier, socket closes by
+// initiator and code.
 func TestDashboardCallThread(t *testing.T) {
 	raw, err := os.ReadFile("dashboards/edge.json")
 	if err != nil {
@@ -107,6 +108,9 @@ func TestDashboardCallThread(t *testing.T) {
 		"sum by (result) (rate(allocations_total", "sum by (reason) (rate(edge_proxy_refused_total",
 		"sum by (outcome) (rate(edge_proxy_failovers_total", "sum by (reason) (increase(edge_proxy_pod_ejections_total",
 		"max by (tier) (pool_ejected_pods)", "sum by (initiator, code) (rate(edge_proxy_closes_total",
+		"sum by (outcome) (rate(edge_proxy_resumptions_total",
+		"histogram_quantile(0.5, sum by (le) (rate(edge_proxy_resume_seconds_bucket",
+		"histogram_quantile(0.99, sum by (le) (rate(edge_proxy_resume_seconds_bucket",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("the call-thread row has no query %q", want)
