@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/edge-voice/edge/allocator"
@@ -141,6 +142,10 @@ type pagePod struct {
 type pageCall struct {
 	ID, State, Merchant, Creator, Pod, Source, MovedFrom string
 	Allocated, Age, SocketOpened, SocketReplica          string
+	// Resumed is how often the call moved mid-call and when it last did
+	// (proxy.resume): "" for a call that never did, so that the column
+	// stands out on the few that were.
+	Resumed string
 }
 
 type pageEjection struct {
@@ -220,6 +225,12 @@ func (p *StatusPage) read(ctx context.Context, h *Handlers) (pageData, error) {
 				c.MovedFrom += ", "
 			}
 			c.MovedFrom += m
+		}
+		if tl.Resumptions > 0 {
+			c.Resumed = strconv.Itoa(tl.Resumptions)
+			if !tl.ResumedAt.IsZero() {
+				c.Resumed += ", last " + clock(tl.ResumedAt, now)
+			}
 		}
 		if !tl.AllocatedAt.IsZero() {
 			c.Age = now.Sub(tl.AllocatedAt).Truncate(time.Second).String()

@@ -146,3 +146,53 @@ func TestPodsUndrainAndConfigRoutes(t *testing.T) {
 		t.Errorf("config = %d %v", st, out)
 	}
 }
+
+// A live call that moved mid-call shows how often and when it last did
+// beside the pods it left; a call that never moved shows neither.
+func TestStatusPageShowsResumptions(t *testing.T) {
+	e := newEnv(t)
+	const token = "page-token-0123456789"
+	srv := pageServer(t, e, token, "edge-0")
+	ctx := context.Background()
+	e.register(t, "gold", "g0", "g1", "g2")
+	first, err := e.alloc.Allocate(ctx, allocator.Request{CallID: "CA1", MerchantID: "m1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.alloc.Allocate(ctx, allocator.Request{CallID: "CA2", MerchantID: "m1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.alloc.ClaimMedia(ctx, "CA1", first.PodName, "r/1"); err != nil {
+		t.Fatal(err)
+	}
+	moved, err := e.alloc.ResumeCall(ctx, "CA1", first.PodName, "r/1", allocator.Ejection{Backoff: time.Second, MaxBackoff: time.Minute, MaxPercent: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := e.alloc.Timeline(ctx, "CA1")
+	if err != nil || tl.Resumptions != 1 || tl.ResumedAt.IsZero() {
+		t.Fatalf("timeline = %+v, %v", tl, err)
+	}
+
+	_, body := getPage(t, srv.URL+"/", func(r *http.Request) { r.SetBasicAuth("op", token) })
+	if !strings.Contains(body, "<th>resumed</th>") {
+		t.Errorf("the live calls table has no resumed column:\n%s", body)
+	}
+	row := func(id string) string {
+		_, after, ok := strings.Cut(body, `<tr><td class="id">`+id+`</td>`)
+		if !ok {
+			t.Fatalf("page has no row for %s:\n%s", id, body)
+		}
+		r, _, _ := strings.Cut(after, "</tr>")
+		return r
+	}
+	resumed := row("CA1")
+	at := tl.ResumedAt.UTC().Format("15:04:05.000")
+	if !strings.Contains(resumed, `<td class="id">`+moved.Pod+`</td>`) || !strings.Contains(resumed, `<td class="id">`+first.PodName+`</td>`) ||
+		!strings.Contains(resumed, "<td>1, last "+at+" (") {
+		t.Errorf("CA1's row does not show its resumption (1, last %s) off %s:\n%s", at, first.PodName, resumed)
+	}
+	if still := row("CA2"); !strings.HasSuffix(still, "<td></td>") {
+		t.Errorf("CA2 never moved, yet its row shows a resumption:\n%s", still)
+	}
+}

@@ -43,7 +43,8 @@ Pods and calls:
                                  (what an agent's release does)
   call CALL_SID                  print the call's timeline: live or ended,
                                  merchant, pod, socket opened/closed, close
-                                 code, messages and bytes, failovers
+                                 code, messages and bytes, failovers, moves
+                                 mid-call (resumptions, resumed_at)
   calls POD                      list the pod's live calls
 
 Configuration:
