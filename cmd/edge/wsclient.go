@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/spf13/pflag"
+
+	"github.com/edge-voice/edge/internal/fakeagent"
 )
 
 func init() { subcommands["ws"] = wsClient }
@@ -23,6 +26,7 @@ func wsClient(ctx context.Context, args, _ []string, stdout, stderr io.Writer) e
 	fs.SetOutput(stderr)
 	n := fs.IntP("frames", "n", 5, "media frames to send")
 	every := fs.Duration("interval", 20*time.Millisecond, "time between media frames (Twilio sends one per 20ms)")
+	crash := fs.Int("crash-pod-after", 0, "after this many media frames, tell edge's built-in fake agent to drop the socket as a crashed pod does (no close frame): with proxy.resume the call moves to another pod and the echoes go on")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: edge ws [flags] <ws_url>\n\nOpens a media WebSocket, sends Twilio-like frames and prints the echoes.")
 		fs.PrintDefaults()
@@ -54,21 +58,36 @@ func wsClient(ctx context.Context, args, _ []string, stdout, stderr io.Writer) e
 	}
 	frames = append(frames, fmt.Sprintf(`{"event":"stop","sequenceNumber":"%d","streamSid":"MZdemo"}`, *n+2))
 
+	echoes := make(chan []byte, 16)
+	readErr := make(chan error, 1)
+	go func() {
+		for {
+			_, echo, err := c.Read(ctx)
+			if err != nil {
+				readErr <- err
+				return
+			}
+			echoes <- echo
+		}
+	}()
 	tick := time.NewTicker(*every)
 	defer tick.Stop()
-	for _, f := range frames {
+	crashed := false
+	for i, f := range frames {
+		if *crash > 0 && i == *crash+2 {
+			if err := c.Write(ctx, websocket.MessageText, []byte(fakeagent.CloseMessage+"0")); err != nil {
+				return fmt.Errorf("ws: send: %w", ended(readErr, err))
+			}
+			fmt.Fprintln(stdout, "pod crashed: the fake agent dropped the socket without a close frame")
+			crashed = true
+		}
 		start := time.Now()
 		if err := c.Write(ctx, websocket.MessageText, []byte(f)); err != nil {
-			return fmt.Errorf("ws: send: %w", err)
+			return fmt.Errorf("ws: send: %w", ended(readErr, err))
 		}
-		_, echo, err := c.Read(ctx)
-		if err != nil {
+		if err := awaitEcho(ctx, echoes, readErr, start, crashed, stdout); err != nil {
 			return fmt.Errorf("ws: read echo: %w", err)
 		}
-		if len(echo) > 100 {
-			echo = append(echo[:97:97], "..."...)
-		}
-		fmt.Fprintf(stdout, "echo (%v): %s\n", time.Since(start).Round(10*time.Microsecond), echo)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -80,4 +99,55 @@ func wsClient(ctx context.Context, args, _ []string, stdout, stderr io.Writer) e
 	}
 	fmt.Fprintln(stdout, "closed: the call is released")
 	return nil
+}
+
+// echoWait bounds the wait for one echo after a crash: a frame written
+// into the dead pod's socket before edge saw it die is lost with it.
+const echoWait = time.Second
+
+// awaitEcho prints the echo of the frame sent at start. After a crash,
+// the pod the call moved to echoes the stream's opening that edge gave it
+// again first: those are shown as such.
+func awaitEcho(ctx context.Context, echoes <-chan []byte, readErr <-chan error, start time.Time, crashed bool, stdout io.Writer) error {
+	var timeout <-chan time.Time
+	if crashed {
+		t := time.NewTimer(echoWait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-readErr:
+			return err
+		case <-timeout:
+			fmt.Fprintln(stdout, "no echo: the frame went to the crashed pod before edge saw it die")
+			return nil
+		case echo := <-echoes:
+			var m struct {
+				Event string `json:"event"`
+			}
+			if crashed && json.Unmarshal(echo, &m) == nil && (m.Event == "connected" || m.Event == "start") {
+				fmt.Fprintf(stdout, "another pod took the call: edge gave it the stream's %q again\n", m.Event)
+				continue
+			}
+			if len(echo) > 100 {
+				echo = append(echo[:97:97], "..."...)
+			}
+			fmt.Fprintf(stdout, "echo (%v): %s\n", time.Since(start).Round(10*time.Microsecond), echo)
+			return nil
+		}
+	}
+}
+
+// ended is why a write failed: the socket's end as its reader saw it (a
+// close frame and its code), when the reader saw one, else err.
+func ended(readErr <-chan error, err error) error {
+	select {
+	case rerr := <-readErr:
+		return rerr
+	case <-time.After(100 * time.Millisecond):
+		return err
+	}
 }
