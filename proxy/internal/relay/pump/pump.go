@@ -34,8 +34,11 @@ func (r *Relay) Add(s *relay.Socket, podEarly, early []byte) {
 		pod := s.PodConn()
 		if s.Resuming() {
 			// Both directions stop where they are; the client hears
-			// nothing, and a write to the dead pod gives up.
+			// nothing, and a write to the dead pod gives up. A write
+			// to a client that does not read is bounded as in a close:
+			// the move waits for it.
 			s.Client.SetReadDeadline(aLongTimeAgo)
+			s.Client.SetWriteDeadline(time.Now().Add(relay.CloseGrace))
 			pod.SetReadDeadline(aLongTimeAgo)
 			pod.SetWriteDeadline(aLongTimeAgo)
 			return
