@@ -249,7 +249,13 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request, uri string, up *up
 	// Either way this handler, and net/http's connection goroutine with its
 	// grown stack and buffers, return now.
 	if s.Resume {
-		p.markResumable(s)
+		// Off the media's path: a slow Redis must not hold the call's
+		// first frames. Counted, so that Redis outlives it at shutdown.
+		p.handlers.Add(1)
+		go func() {
+			defer p.handlers.Done()
+			p.markResumable(s)
+		}()
 	}
 	// Only the goroutine relay moves a socket to another pod.
 	if p.cfg().Relay != relayGoroutines && p.loops.Running() && !s.Resume {

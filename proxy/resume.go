@@ -105,7 +105,8 @@ func (p *Proxy) podLeft(s *socket) bool {
 
 // markResumable tells every replica that s moves its call (a pod's removal
 // leaves the call to it). Without it a pod death still moves the call;
-// only a removal of a live pod from the registry ends it.
+// only a removal of a live pod from the registry ends it, as it would
+// before the mark lands.
 func (p *Proxy) markResumable(s *socket) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg().Resume.Budget)
 	defer cancel()
