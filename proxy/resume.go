@@ -87,12 +87,9 @@ func (p *Proxy) mayResume(s *socket, r *http.Request, uri string, up *upstream) 
 	s.Resume, s.Opening, s.OpeningMax = true, len(events), maxOpeningBytes
 }
 
-// errPodLeft: the call's pod left the registry (deleted from Kubernetes,
-// removed from the static list) while its socket still flowed.
-var errPodLeft = errors.New("the pod left the registry")
-
-// podLeft moves a socket whose pod left the registry, as if the pod had
-// died: it reports whether the move began (false: the socket may not
+// podLeft moves a socket whose pod left the registry (deleted from
+// Kubernetes, removed from the static list) while it still flowed, as if
+// the pod had died: it reports whether the move began (false: the socket may not
 // move, or its end already began, and it ends as a lost lease).
 func (p *Proxy) podLeft(s *socket) bool {
 	if s.redial == nil {
@@ -100,7 +97,7 @@ func (p *Proxy) podLeft(s *socket) bool {
 	}
 	s.podGone.Store(true)
 	p.log.Info("media socket's pod left the registry mid-call: moving the call", s.attrs()...)
-	return p.relayEnv.PodLeft(&s.Socket, errPodLeft)
+	return p.relayEnv.PodLeft(&s.Socket, relay.ErrPodLeft)
 }
 
 // markResumable tells every replica that s moves its call (a pod's removal

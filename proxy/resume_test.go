@@ -967,6 +967,10 @@ func TestPodLeftTheRegistryMidCall(t *testing.T) {
 			if got := value(e.px.metrics.ejections.WithLabelValues("lost")); got != 0 {
 				t.Errorf("the removed pod was ejected (%v)", got)
 			}
+			// It still served: it heard the socket go away.
+			if got := left.served(); len(got) != 1 || got[0].closeCode != closeGoingAway {
+				t.Errorf("the removed pod served %+v; want one socket closed with %d", got, closeGoingAway)
+			}
 		})
 	}
 }

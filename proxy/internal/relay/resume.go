@@ -1,6 +1,17 @@
 package relay
 
-import "net"
+import (
+	"crypto/rand"
+	"errors"
+	"net"
+
+	"github.com/edge-voice/edge/proxy/internal/wsproto"
+)
+
+// ErrPodLeft is the cause of a move whose pod left the registry while it
+// still served (Env.PodLeft): that pod is told the socket goes away
+// (LeaveFrame) rather than cut off.
+var ErrPodLeft = errors.New("the pod left the registry")
 
 // A socket that may move (Socket.Resume) does, when its pod's own end
 // would cost the pod (Closing.WouldCost): the relay stops both directions
@@ -94,4 +105,16 @@ func (e *Env) PodLeft(s *Socket, cause error) bool {
 		s.Interrupt()
 	}
 	return moving
+}
+
+// LeaveFrame is the close frame (1001) edge sends a pod it leaves while the
+// pod still serves, for a socket whose call moved away (ErrPodLeft); nil
+// when d, the client's direction, left the pod inside a frame.
+func (d *DirPolicy) LeaveFrame() []byte {
+	if d.src != Client || !d.atBoundary() {
+		return nil
+	}
+	mask := new([4]byte)
+	rand.Read(mask[:])
+	return wsproto.CloseFrame(wsproto.CloseGoingAway, "call moved to another pod", mask)
 }

@@ -75,6 +75,12 @@ func (r *Relay) bridge(s *relay.Socket, podEarly, early []byte) {
 		if !moving {
 			break
 		}
+		if f := pol.Dirs[0].LeaveFrame(); f != nil && errors.Is(s.LostCause(), relay.ErrPodLeft) {
+			// A pod that left the registry still serves: it hears the
+			// socket go away, not a cut.
+			s.Pod.SetWriteDeadline(time.Now().Add(relay.CloseGrace))
+			s.Pod.Write(f)
+		}
 		s.Pod.Close()
 		podEarly, resumed = r.move(s, &pol)
 		if !resumed {
