@@ -38,8 +38,10 @@ type mortalPod struct {
 	sockets []*podSocket
 	changed chan struct{}
 	gone    chan struct{} // closed when the test ends
-	// quiet: the pod reads and never answers (set before it serves).
-	quiet bool
+	// quiet: the pod reads and never answers; protocol: the subprotocol
+	// its 101 chooses (both set before it serves).
+	quiet    bool
+	protocol string
 }
 
 // podSocket is one socket a mortalPod served.
@@ -122,8 +124,12 @@ func (p *mortalPod) serve(c *net.TCPConn) {
 	if err != nil {
 		return
 	}
-	if _, err := c.Write([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
-		wsproto.AcceptKey(req.Header.Get("Sec-WebSocket-Key")) + "\r\n\r\n")); err != nil {
+	chosen := ""
+	if p.protocol != "" {
+		chosen = "Sec-WebSocket-Protocol: " + p.protocol + "\r\n"
+	}
+	if _, err := c.Write([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" + chosen +
+		"Sec-WebSocket-Accept: " + wsproto.AcceptKey(req.Header.Get("Sec-WebSocket-Key")) + "\r\n\r\n")); err != nil {
 		return
 	}
 	s := &podSocket{conn: c, header: req.Header, hung: make(chan struct{})}
@@ -970,6 +976,68 @@ func TestPodLeftTheRegistryMidCall(t *testing.T) {
 			// It still served: it heard the socket go away.
 			if got := left.served(); len(got) != 1 || got[0].closeCode != closeGoingAway {
 				t.Errorf("the removed pod served %+v; want one socket closed with %d", got, closeGoingAway)
+			}
+		})
+	}
+}
+
+// Where the next pod cannot take the call, it ends as without
+// proxy.resume (1014), and the outcome says why: a call at
+// proxy.resume.max_per_call, a next pod that cannot be reached, or one
+// whose 101 chooses what the provider never agreed to.
+func TestMoveThatCannotBeMade(t *testing.T) {
+	for _, tc := range []struct {
+		outcome string
+		// next starts the only other pod and returns its address; kill,
+		// when set, kills it after the call moved there.
+		next func(t *testing.T) (addr string, kill func())
+	}{
+		{outcome: "limit", next: func(t *testing.T) (string, func()) {
+			p := newMortalPod(t)
+			return p.addr(), func() { p.kill("reset") }
+		}},
+		{outcome: "dial_failed", next: func(t *testing.T) (string, func()) { return brokenPod(t, "closed"), nil }},
+		{outcome: "refused", next: func(t *testing.T) (string, func()) {
+			p := newMortalPod(t)
+			p.protocol = "audio.other"
+			return p.addr(), nil
+		}},
+	} {
+		t.Run(tc.outcome, func(t *testing.T) {
+			e := newEnv(t, envOpt{opening: twilioOpening, cfg: func(c *Config) { resumeCfg(c); c.Resume.MaxPerCall = 1 }})
+			ctx := context.Background()
+			for _, pod := range []string{"pod-a", "pod-b", "pod-s"} {
+				if _, err := e.alloc.Drain(ctx, pod); err != nil {
+					t.Fatal(err)
+				}
+			}
+			first := newMortalPod(t)
+			e.addPod("pod-x", "gold", first.addr())
+			callID, url := e.twilioCallOn("pod-x")
+			addr, kill := tc.next(t)
+			e.addPod("pod-y", "gold", addr)
+			s := openStream(t, e, url, callID, 5*time.Millisecond, 4)
+			s.waitEchoes(5)
+			first.kill("reset")
+			if kill != nil {
+				e.waitResumed(1)
+				before, _ := s.snapshot()
+				s.waitEchoes(len(before) + 5)
+				kill()
+			}
+			testwait.Until(t, 10*time.Second, "the provider's socket ended", func() bool {
+				_, ended := s.snapshot()
+				return ended != nil
+			})
+			if _, ended := s.snapshot(); websocket.CloseStatus(ended) != closeBadGateway {
+				t.Errorf("the provider read %v, want close %d", ended, closeBadGateway)
+			}
+			e.waitSockets(0)
+			if got := value(e.px.metrics.resumptions.WithLabelValues(tc.outcome)); got != 1 {
+				t.Errorf("%s = %v, want 1", tc.outcome, got)
+			}
+			if tl, _ := e.alloc.Timeline(ctx, callID); tl.State != "ended" || tl.SocketEnd != "pod_lost" {
+				t.Errorf("timeline = %+v; want ended as pod_lost", tl)
 			}
 		})
 	}
