@@ -13,7 +13,7 @@ FUZZTIME ?= 5s
 FUZZ := ./allocator:FuzzParseTierConfig ./allocator:FuzzValidateID \
 	./plugins:FuzzParseForm ./plugins/twilio:FuzzWebhook ./plugins/plivo:FuzzWebhook ./plugins/exotel:FuzzWebhook ./plugins/telnyx:FuzzWebhook \
 	./plugins/twilio:FuzzVerifyAgainstSDK ./plugins/plivo:FuzzVerifyAgainstPlivoGo \
-	./proxy/internal/tls13:FuzzTLSRecordOpen
+	./proxy/internal/tls13:FuzzTLSRecordOpen ./proxy/internal/relay:FuzzKeptOpening
 
 run:
 	$(GO) run ./cmd/edge

@@ -80,3 +80,48 @@ func TestDropPartialSkipsToTheNextMessage(t *testing.T) {
 		t.Errorf("between messages, %d bytes dropped", k)
 	}
 }
+
+// The opening a socket keeps comes from the client, a stranger: whatever
+// bytes it sends, in whatever reads, keeping them, reading the kept
+// messages and framing them again for a new pod neither panics nor
+// changes a payload, and dropping a partial message never reaches past
+// what it was given.
+func FuzzKeptOpening(f *testing.F) {
+	mask := &[4]byte{1, 2, 3, 4}
+	f.Add(append(wsproto.Frame(true, 1, []byte(`{"event":"connected"}`), mask),
+		wsproto.Frame(true, 1, []byte(`{"event":"start"}`), mask)...), uint8(7))
+	f.Add(append(wsproto.Frame(false, 1, []byte(`{"ev`), mask), wsproto.Frame(true, 0, []byte(`ent":"x"}`), mask)...), uint8(1))
+	f.Add([]byte{0x81, 0xff, 0, 0, 0, 0, 0, 0, 0, 9}, uint8(3))
+	f.Fuzz(func(t *testing.T, stream []byte, chunk uint8) {
+		p, s := newTestPolicy(1<<16, 0)
+		d := &p.Dirs[0]
+		d.Keep(2, 4<<10)
+		step := int(chunk%32) + 1
+		for b := stream; len(b) > 0; {
+			n := min(step, len(b))
+			d.Relayed(s, b[:n])
+			b = b[n:]
+		}
+		if kept, ok := d.Kept(); ok {
+			msgs, err := wsproto.FirstMessages(kept, 2)
+			if err == nil {
+				var again []byte
+				for _, m := range msgs {
+					again = append(again, wsproto.Frame(true, m.Opcode, m.Payload, mask)...)
+				}
+				back, err := wsproto.FirstMessages(again, len(msgs))
+				if err != nil || len(back) != len(msgs) {
+					t.Fatalf("framed again: %v, %d messages of %d", err, len(back), len(msgs))
+				}
+				for i := range msgs {
+					if !bytes.Equal(back[i].Payload, msgs[i].Payload) || back[i].Opcode != msgs[i].Opcode {
+						t.Fatalf("message %d changed when framed again", i)
+					}
+				}
+			}
+		}
+		if k := d.DropPartial(stream); k < 0 || k > len(stream) {
+			t.Fatalf("DropPartial = %d of %d bytes", k, len(stream))
+		}
+	})
+}
