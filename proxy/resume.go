@@ -36,9 +36,11 @@ import (
 // never reaches a pod.
 const ResumedHeader = "Edge-Resumed"
 
-// maxOpeningBytes bounds what a socket keeps of its stream's opening: a
-// Twilio start message with custom parameters is a few KiB.
-const maxOpeningBytes = 64 << 10
+// maxOpeningBytes bounds what a socket keeps of its stream's opening, for
+// its whole life: a Twilio start message with custom parameters is a few
+// KiB, and a client that sends more cannot make every socket of a full
+// replica hold much (10,000 sockets: at most 160 MiB).
+const maxOpeningBytes = 16 << 10
 
 // resumeOutcomes label edge_proxy_resumptions_total.
 var resumeOutcomes = []string{

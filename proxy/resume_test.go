@@ -554,11 +554,14 @@ func TestPodLostMidCallWithoutAMove(t *testing.T) {
 		noPods  bool
 		outcome string // the resumption outcome counted ("": none)
 		first   string // the first message's event ("": connected)
+		// pad makes the start message this much bigger.
+		pad int
 	}{
 		{name: "no other pod", cfg: resumeCfg, opening: twilioOpening, noPods: true, outcome: "no_pod"},
 		{name: "tier not opted in", cfg: func(c *Config) { failoverCfg(c); c.Resume.Tiers = []string{"basic"} }, opening: twilioOpening},
 		{name: "provider names no opening", cfg: resumeCfg},
 		{name: "opening unlike the provider's", cfg: resumeCfg, opening: twilioOpening, first: "media", outcome: "opening_mismatch"},
+		{name: "opening too big to keep", cfg: resumeCfg, opening: twilioOpening, pad: maxOpeningBytes, outcome: "no_opening"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, envOpt{cfg: tc.cfg, opening: tc.opening})
@@ -579,7 +582,11 @@ func TestPodLostMidCallWithoutAMove(t *testing.T) {
 				first = "connected"
 			}
 			for _, ev := range []string{first, "start", "media"} {
-				if err := c.Write(ctx, websocket.MessageText, []byte(`{"event":"`+ev+`"}`)); err != nil {
+				msg := `{"event":"` + ev + `"}`
+				if ev == "start" && tc.pad > 0 {
+					msg = `{"event":"start","start":{"customParameters":{"p":"` + strings.Repeat("x", tc.pad) + `"}}}`
+				}
+				if err := c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
 					t.Fatal(err)
 				}
 				if _, _, err := c.Read(ctx); err != nil {
