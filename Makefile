@@ -133,7 +133,10 @@ runtime-e2e: deps image
 # namespace of its own (etcd, kube-apiserver, controller-manager,
 # scheduler, containerd + runc + the CNI bridge, kubelet, kube-proxy,
 # CoreDNS), places calls through the edge Service and rolls edge and the
-# agents with calls on the line (test/node-e2e). Run it before every change
+# agents with calls on the line, force-deletes an agent holding a call (one
+# ending with it; one of the merchant opted in to proxy.resume, which moves
+# to another agent) and deletes the leading edge pod (test/node-e2e;
+# scenarios in docs/node-e2e.md). Run it before every change
 # to deploy/ or to edge's start-up and shutdown. The first run on a machine
 # builds kubelet, kube-controller-manager, kube-scheduler, kube-proxy,
 # kubectl and CoreDNS from the Go module proxy, cached beside kube-e2e's

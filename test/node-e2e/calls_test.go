@@ -112,7 +112,16 @@ type provider struct {
 	client *http.Client
 }
 
-const webhookPath = "/api/v1/twilio/allocate?merchant_id=demo"
+// webhookPath is the Twilio voice webhook's route for calls of merchant:
+// Twilio is configured with one URL per merchant, the merchant in its
+// query, which the signature covers.
+func webhookPath(merchant string) string {
+	return "/api/v1/twilio/allocate?merchant_id=" + url.QueryEscape(merchant)
+}
+
+// defaultMerchant places every call but a moved one's (keptMerchant): not
+// opted in to proxy.resume, its calls end with their pod.
+const defaultMerchant = "demo"
 
 var twimlStream = regexp.MustCompile(`<Stream url="([^"]+)"`)
 
@@ -125,22 +134,22 @@ func (p *provider) sid() string {
 	return fmt.Sprintf("CA%032x", uint64(time.Now().UnixNano())<<8|uint64(p.seq.Add(1)&0xff))
 }
 
-// webhook posts a signed voice webhook and returns the status and the
-// media URL's path.
-func (p *provider) webhook(sid string) (int, string, error) {
+// webhook posts a signed voice webhook for a call of merchant and returns
+// the status and the media URL's path.
+func (p *provider) webhook(sid, merchant string) (int, string, error) {
 	form := url.Values{"CallSid": {sid}, "From": {"+15550100"}, "To": {"+15550199"}}
 	names := make([]string, 0, len(form))
 	for n := range form {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	signed := p.base + webhookPath
+	signed := p.base + webhookPath(merchant)
 	for _, n := range names {
 		signed += n + form.Get(n)
 	}
 	mac := hmac.New(sha1.New, []byte(p.token))
 	mac.Write([]byte(signed))
-	req, _ := http.NewRequest(http.MethodPost, p.public+webhookPath, strings.NewReader(form.Encode()))
+	req, _ := http.NewRequest(http.MethodPost, p.public+webhookPath(merchant), strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("X-Twilio-Signature", base64.StdEncoding.EncodeToString(mac.Sum(nil)))
 	resp, err := p.client.Do(req)
@@ -165,7 +174,7 @@ func (p *provider) webhook(sid string) (int, string, error) {
 // hangs up (close 1000). A socket edge ends first is a cut call.
 func (p *provider) place(ctx context.Context, d time.Duration) call {
 	c := call{Sid: p.sid(), CloseCode: -1}
-	status, path, err := p.webhook(c.Sid)
+	status, path, err := p.webhook(c.Sid, defaultMerchant)
 	c.Webhook, c.Status = time.Now(), status
 	if err != nil {
 		c.Err = err.Error()

@@ -8,9 +8,10 @@
 // StatefulSet of fake voice agents with the preStop drain), places calls
 // through the edge Service as a provider would (signed Twilio webhooks,
 // media sockets that check their echoes), and rolls edge and the agents,
-// deletes an agent and the leading edge pod, and moves edge to the uring
-// overlay, judging each from what the provider-side clients and the agents
-// saw.
+// deletes an agent holding a call (one that ends with it, one of the
+// merchant opted in to proxy.resume that moves to another agent) and the
+// leading edge pod, and moves edge to the uring overlay, judging each from
+// what the provider-side clients and the agents saw.
 //
 // `make node-e2e` installs what it needs (node-deps), builds the images and
 // the Kubernetes binaries (cached, test/node-e2e/build.sh) and runs it

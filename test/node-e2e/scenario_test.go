@@ -64,6 +64,7 @@ func runNode(t *testing.T, work string) {
 	t.Run("edge-rolling-update", c.edgeRollingUpdate)
 	t.Run("agent-rolling-update", c.agentRollingUpdate)
 	t.Run("agent-deleted-mid-call", c.agentDeleted)
+	t.Run("agent-deleted-mid-call-kept", c.agentDeletedKept)
 	t.Run("leader-deleted", c.leaderDeleted)
 	t.Run("uring-overlay", c.uringOverlay)
 	t.Run("edge-logs", c.edgeLogsClean)
@@ -389,19 +390,7 @@ func (c *cluster) agentDeleted(t *testing.T) {
 			t.Logf("%s (%s): %s %s %s %d %s", e.Pod, e.IP, clock(e.At), e.Kind, e.Call, e.Code, e.Note)
 		}
 	}
-	// The StatefulSet's replacement, under the same name, takes calls: the
-	// deleted pod's preStop, which runs on after the delete, drains only
-	// its own instance.
-	c.waitRollout("statefulset/voice-agent", 5*time.Minute)
-	c.waitFor("edge has the 4 agents in its pools", time.Minute, func() bool { return c.admin.pooled() == 4 }, nil)
-	var rec podRecord
-	c.waitFor("the replacement of "+on.Pod+" available in edge's pools", 20*time.Second, func() bool {
-		rec = podRecord{}
-		err := c.admin.get("/api/v1/pod/"+on.Pod, &struct {
-			Pod *podRecord `json:"pod"`
-		}{&rec})
-		return err == nil && rec.Status == "available" && !rec.Draining
-	}, nil)
+	c.waitReplaced(on.Pod)
 }
 
 // leaderDeleted: the leading edge pod deleted with calls on the line:

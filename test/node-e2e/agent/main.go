@@ -13,8 +13,10 @@
 //
 // Both tell what they saw to the test's recorder, RECORDER_URL (a JSON
 // event per POST; off when unset): sockets opened and how they ended, the
-// preStop's start and end, SIGTERM and the exit. The test judges the
-// rollouts from these and from what its provider-side clients saw.
+// preStop's start and end, SIGTERM and the exit; of a socket edge moved
+// here from a dead pod (Edge-Resumed), also the opening edge replayed and
+// the first media after it. The test judges the rollouts and the moves
+// from these and from what its provider-side clients saw.
 package main
 
 import (
@@ -39,8 +41,12 @@ import (
 type Event struct {
 	Pod string `json:"pod"`
 	IP  string `json:"ip,omitempty"`
-	// start, open, call (the call's "start" message named it: Call),
-	// close, prestop, draining (edge took the drain), drained, term, exit
+	// start, open (Note: "Edge-Resumed: <n>" when edge moved the call
+	// here), call (the call's "start" message named it: Call; Note: the
+	// events of the socket's messages up to it, "opening connected,start"),
+	// media (a moved call's first media message: Note "sequenceNumber
+	// <n>"), close, prestop, draining (edge took the drain), drained,
+	// term, exit
 	Kind string    `json:"kind"`
 	Call string    `json:"call,omitempty"`
 	Path string    `json:"path,omitempty"`
@@ -113,7 +119,24 @@ func serve(rep *reporter, addr string) error {
 	return nil
 }
 
-// echo accepts a WebSocket and echoes until it closes.
+// resumedHeader is what edge adds to the upgrade of a call it moved here
+// from a dead pod (proxy.ResumedHeader): its moves so far.
+const resumedHeader = "Edge-Resumed"
+
+// message is what the agent reads of a media stream's message.
+type message struct {
+	Event    string `json:"event"`
+	Sequence string `json:"sequenceNumber"`
+	Start    struct {
+		CallSid string `json:"callSid"`
+	} `json:"start"`
+}
+
+// echo accepts a WebSocket and echoes until it closes. On a socket edge
+// moved here it echoes no opening message (connected, start): edge
+// replays those for this pod alone, the provider sent them once, to the
+// first pod, and had their echo then; an echo now would put messages in
+// the provider's stream it never sent at this point of it.
 func echo(rep *reporter, w http.ResponseWriter, r *http.Request) {
 	var protos []string
 	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
@@ -128,8 +151,16 @@ func echo(rep *reporter, w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	path := r.URL.RequestURI()
-	rep.send(Event{Kind: "open", Path: path})
+	resumed := r.Header.Get(resumedHeader)
+	open := Event{Kind: "open", Path: path}
+	if resumed != "" {
+		open.Note = resumedHeader + ": " + resumed
+	}
+	rep.send(open)
 	c.SetReadLimit(1 << 20)
+	// opening: the events of the messages before the first media one.
+	var opening []string
+	inMedia := false
 	for {
 		typ, msg, err := c.Read(context.Background())
 		if err != nil {
@@ -141,16 +172,27 @@ func echo(rep *reporter, w http.ResponseWriter, r *http.Request) {
 			c.Close(code, "")
 			return
 		}
-		if typ == websocket.MessageText && bytes.Contains(msg, []byte(`"start"`)) {
-			var start struct {
-				Event string `json:"event"`
-				Start struct {
-					CallSid string `json:"callSid"`
-				} `json:"start"`
+		var m message
+		if typ == websocket.MessageText {
+			json.Unmarshal(msg, &m)
+		}
+		replayed := false
+		switch {
+		case inMedia:
+		case m.Event == "media":
+			inMedia = true
+			if resumed != "" {
+				rep.send(Event{Kind: "media", Path: path, Note: "sequenceNumber " + m.Sequence})
 			}
-			if json.Unmarshal(msg, &start) == nil && start.Event == "start" {
-				rep.send(Event{Kind: "call", Path: path, Call: start.Start.CallSid})
+		default:
+			opening = append(opening, m.Event)
+			replayed = resumed != "" && (m.Event == "connected" || m.Event == "start")
+			if m.Event == "start" {
+				rep.send(Event{Kind: "call", Path: path, Call: m.Start.CallSid, Note: "opening " + strings.Join(opening, ",")})
 			}
+		}
+		if replayed {
+			continue
 		}
 		if err := c.Write(context.Background(), typ, msg); err != nil {
 			rep.send(Event{Kind: "close", Path: path, Code: -1, Note: "write: " + err.Error()})
