@@ -51,18 +51,30 @@ type Failover struct {
 // ErrNoOtherPod (with the failure still recorded) when the chain has no
 // other pod.
 func (a *Allocator) MoveCall(ctx context.Context, callID, pod, holder, reason string, ej Ejection) (Failover, error) {
-	return a.moveCall(ctx, callID, pod, holder, reason, ej, false)
+	return a.moveCall(ctx, callID, pod, holder, reason, ej, moveConnect)
 }
 
 // ResumeCall is MoveCall for a call whose pod died while holder's socket
 // relayed it: the socket goes on with the new pod, and the call's record
-// counts the move (CallTimeline.Resumptions, ResumedAt). The pod's
-// failure is recorded as "lost".
-func (a *Allocator) ResumeCall(ctx context.Context, callID, pod, holder string, ej Ejection) (Failover, error) {
-	return a.moveCall(ctx, callID, pod, holder, "lost", ej, true)
+// counts the move (CallTimeline.Resumptions, ResumedAt). With blame, the
+// pod's failure is recorded as "lost"; without, nothing of the pod is
+// (the instance that died is not the one its name stands for now).
+func (a *Allocator) ResumeCall(ctx context.Context, callID, pod, holder string, ej Ejection, blame bool) (Failover, error) {
+	mode := moveMidCallSpared
+	if blame {
+		mode = moveMidCall
+	}
+	return a.moveCall(ctx, callID, pod, holder, "lost", ej, mode)
 }
 
-func (a *Allocator) moveCall(ctx context.Context, callID, pod, holder, reason string, ej Ejection, midCall bool) (Failover, error) {
+// Kinds of move, failover.lua's ARGV[9].
+const (
+	moveConnect       = "0" // a failed connect: the pod blamed
+	moveMidCall       = "1" // the pod died mid-call: blamed, the move counted
+	moveMidCallSpared = "2" // mid-call, the instance gone: counted, nobody blamed
+)
+
+func (a *Allocator) moveCall(ctx context.Context, callID, pod, holder, reason string, ej Ejection, mode string) (Failover, error) {
 	if err := ValidateID("call_sid", callID); err != nil {
 		return Failover{}, err
 	}
@@ -71,7 +83,7 @@ func (a *Allocator) moveCall(ctx context.Context, callID, pod, holder, reason st
 	}
 	s := a.current.Load()
 	args := append([]any{callID, pod, holder, reason, s.cfg.LeaseTTL.Milliseconds()}, ejectionArgs(ej)...)
-	args = append(args, boolArg(midCall))
+	args = append(args, mode)
 	args = append(args, s.tierArgs...)
 	r, err := a.run(ctx, "failover", []string{a.keys.Call(callID)}, args...)
 	if err != nil {
@@ -160,12 +172,4 @@ func (a *Allocator) MarkResumable(ctx context.Context, callID, holder string) (b
 		return false, fmt.Errorf("mark %s resumable: %w", callID, err)
 	}
 	return reply(r).int(0) == 1, nil
-}
-
-// boolArg is a script's flag argument.
-func boolArg(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
 }

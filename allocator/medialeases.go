@@ -35,8 +35,8 @@ func (l MediaLeases) MoveCall(ctx context.Context, callID, pod, holder, reason s
 	return f.Pod, f.Ejected, noAllocation(err)
 }
 
-func (l MediaLeases) ResumeCall(ctx context.Context, callID, pod, holder string, ej mediacontract.Ejection) (string, bool, error) {
-	f, err := l.Alloc.ResumeCall(ctx, callID, pod, holder, ej)
+func (l MediaLeases) ResumeCall(ctx context.Context, callID, pod, holder string, ej mediacontract.Ejection, blame bool) (string, bool, error) {
+	f, err := l.Alloc.ResumeCall(ctx, callID, pod, holder, ej, blame)
 	if errors.Is(err, ErrNoOtherPod) {
 		return "", f.Ejected, fmt.Errorf("%w: %w", mediacontract.ErrNoOtherPod, err)
 	}

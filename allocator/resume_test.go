@@ -31,7 +31,7 @@ func TestResumeCallCountsTheMove(t *testing.T) {
 		if tl, _ := a.Timeline(ctx, "CA1"); tl.Resumptions != 0 || !tl.ResumedAt.IsZero() {
 			t.Errorf("a failed connect's move counted as a resumption: %+v", tl)
 		}
-		f, err := a.ResumeCall(ctx, "CA1", moved.Pod, "r/1", testEjection)
+		f, err := a.ResumeCall(ctx, "CA1", moved.Pod, "r/1", testEjection, true)
 		if err != nil || f.Pod == moved.Pod || f.Pod == first {
 			t.Fatalf("resume = %+v, %v", f, err)
 		}
@@ -100,7 +100,7 @@ func TestRemovedPodLeavesAResumableCallToItsSocket(t *testing.T) {
 		if held, _ := a.Renew(ctx, []allocator.Lease{{CallID: "CA-move", PodName: moving, Holder: "r/CA-move"}}); held[0] {
 			t.Error("Renew says a call whose pod left is held")
 		}
-		f, err := a.ResumeCall(ctx, "CA-move", moving, "r/CA-move", testEjection)
+		f, err := a.ResumeCall(ctx, "CA-move", moving, "r/CA-move", testEjection, true)
 		if err != nil || f.Ejected || f.Pod == moving {
 			t.Fatalf("resume = %+v, %v", f, err)
 		}
@@ -153,7 +153,7 @@ func TestRemovedPodsCallWithNowhereToGoEndsWithItsSocket(t *testing.T) {
 		if _, err := a.UnregisterPod(ctx, "", "s0"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.ResumeCall(ctx, "CA1", "s0", "r/1", testEjection); !errors.Is(err, allocator.ErrNoOtherPod) {
+		if _, err := a.ResumeCall(ctx, "CA1", "s0", "r/1", testEjection, true); !errors.Is(err, allocator.ErrNoOtherPod) {
 			t.Fatalf("resume with no pod left: %v, want ErrNoOtherPod", err)
 		}
 		if _, err := a.Release(ctx, "CA1"); err != nil {
@@ -171,5 +171,31 @@ func TestRemovedPodsCallWithNowhereToGoEndsWithItsSocket(t *testing.T) {
 			t.Error("the removed pod was ejected")
 		}
 		checkQuiescent(t, rdb, a, map[string]string{})
+	})
+}
+
+// A move off an instance the pod's name no longer stands for (blame
+// false) counts the resumption and records nothing of the pod: the
+// replacement behind the name stays in allocation.
+func TestResumeCallWithoutBlame(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		a := newAllocator(t, rdb)
+		register(t, a, "standard", "s0", "s1", "s2")
+		ctx := context.Background()
+		first := mustAllocate(t, a, "CA1", "").PodName
+		if _, err := a.ClaimMedia(ctx, "CA1", first, "r/1"); err != nil {
+			t.Fatal(err)
+		}
+		f, err := a.ResumeCall(ctx, "CA1", first, "r/1", testEjection, false)
+		if err != nil || f.Ejected || f.Pod == first {
+			t.Fatalf("resume = %+v, %v", f, err)
+		}
+		pi, _ := a.PodInfo(ctx, first)
+		if pi.Ejection != nil || pi.CallID != "" {
+			t.Errorf("the pod left = %+v (%+v); want free and in allocation", pi, pi.Ejection)
+		}
+		if tl, _ := a.Timeline(ctx, "CA1"); tl.Resumptions != 1 {
+			t.Errorf("timeline = %+v; want the move counted", tl)
+		}
 	})
 }

@@ -165,7 +165,7 @@ func TestStatusPageShowsResumptions(t *testing.T) {
 	if _, err := e.alloc.ClaimMedia(ctx, "CA1", first.PodName, "r/1"); err != nil {
 		t.Fatal(err)
 	}
-	moved, err := e.alloc.ResumeCall(ctx, "CA1", first.PodName, "r/1", allocator.Ejection{Backoff: time.Second, MaxBackoff: time.Minute, MaxPercent: 100})
+	moved, err := e.alloc.ResumeCall(ctx, "CA1", first.PodName, "r/1", allocator.Ejection{Backoff: time.Second, MaxBackoff: time.Minute, MaxPercent: 100}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -199,7 +199,7 @@ func (p *Proxy) unclaim(callID, holder string) {
 // relay hijacks the client, answers it the pod's 101 and runs the two pumps
 // until the socket ends, then releases the call.
 func (p *Proxy) relay(w http.ResponseWriter, r *http.Request, uri string, up *upstream, pod, callID, holder string, call callMeta, span trace.Span) {
-	s := &socket{pod: pod, holder: holder, call: call, span: span}
+	s := &socket{pod: pod, addr: up.addr, holder: holder, call: call, span: span}
 	s.CallID, s.Pod, s.Started = callID, up.conn, time.Now()
 	s.Ext = up.resp.Header.Get("Sec-WebSocket-Extensions") != ""
 	p.mayResume(s, r, uri, up)

@@ -33,6 +33,9 @@ type upstream struct {
 	// early holds bytes the pod sent after its 101 that the response reader
 	// buffered; they go to the client first.
 	early []byte
+	// addr is the address dialled: the pod's instance, should the name
+	// come to stand for another one (a replacement).
+	addr string
 }
 
 // podHeader is what the pod's upgrade carries of the client's request r:

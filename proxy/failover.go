@@ -95,6 +95,9 @@ func (p *Proxy) dialPod(ctx context.Context, timeout time.Duration, pod, uri, ke
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	up, err := dialUpstream(dctx, addr, uri, key, h)
+	if up != nil {
+		up.addr = addr
+	}
 	return up, addr, err
 }
 
@@ -186,6 +189,15 @@ func (p *Proxy) podFailed(pod, addr, reason string) {
 	if ejected {
 		p.ejected(pod, addr, reason)
 	}
+}
+
+// sameInstance reports whether pod still stands for the instance at addr
+// (the one a socket dialled): a failure of an instance the name no longer
+// stands for (a StatefulSet's replacement registered before the old
+// container died) must not eject its replacement.
+func (p *Proxy) sameInstance(pod, addr string) bool {
+	cur, ok := p.lookup(pod)
+	return ok && cur == addr
 }
 
 // ejected logs and counts a pod taken out of allocation.

@@ -36,8 +36,9 @@ type Leases interface {
 	Claim(ctx context.Context, callID, pod, holder string) (mediacontract.Claimed, error)
 	// ResumeCall is MoveCall for a call whose pod died while holder's
 	// socket relayed it (reason "lost"); the call's record counts the
-	// move as a resumption.
-	ResumeCall(ctx context.Context, callID, pod, holder string, ej mediacontract.Ejection) (newPod string, ejected bool, err error)
+	// move as a resumption. blame false: the pod's failure is not recorded
+	// (the instance that died is no longer the one the name stands for).
+	ResumeCall(ctx context.Context, callID, pod, holder string, ej mediacontract.Ejection, blame bool) (newPod string, ejected bool, err error)
 	// MoveCall moves the call off pod, which holder's socket could not
 	// reach for reason, to another pod of its chain in one Redis script
 	// (the pod's failure recorded and the pod ejected under ej, the

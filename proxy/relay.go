@@ -72,9 +72,11 @@ type socket struct {
 	span   trace.Span // the socket's span; nil when tracing is off
 
 	// pod is where the call is: it changes when the socket moves, while
-	// the renewal and the log lines read it.
+	// the renewal and the log lines read it. addr is the instance dialled
+	// (on the relay's goroutine once relayed).
 	podMu sync.Mutex
 	pod   string
+	addr  string
 
 	// What moving to another pod needs and did (resume.go), on the
 	// relay's goroutine: nil redial for a socket that may not move.
@@ -149,9 +151,8 @@ func (p *Proxy) finish(s *socket, c relay.Counts) {
 		"messages_in", end.MessagesIn, "messages_out", end.MessagesOut,
 		"bytes_in", end.BytesIn, "bytes_out", end.BytesOut,
 		"released", end.Ended, "release", outcome, "resumptions", s.resumes)...)
-	if r.Lost && !s.lossRecorded && !s.podGone.Load() {
-		addr, _ := p.lookup(s.podName())
-		p.podFailed(s.podName(), addr, "lost")
+	if r.Lost && !s.lossRecorded && !s.podGone.Load() && p.sameInstance(s.podName(), s.addr) {
+		p.podFailed(s.podName(), s.addr, "lost")
 	}
 	p.forget(s)
 }

@@ -158,14 +158,15 @@ func (p *Proxy) resume(s *socket, m relay.Move) (*upstream, string, error) {
 	}
 	dead := s.podName()
 	ej := cfg.ejection()
-	pod, ejected, err := p.leases.ResumeCall(ctx, s.CallID, dead, s.holder, ej)
+	// The death is the dialled instance's: a replacement the name stands
+	// for by now is not blamed.
+	pod, ejected, err := p.leases.ResumeCall(ctx, s.CallID, dead, s.holder, ej, p.sameInstance(dead, s.addr))
 	// The dead pod's failure is recorded whatever became of the move (of
-	// a pod that left the registry, nothing is): the socket's end must not
-	// count it again.
+	// a pod that left the registry, or an instance replaced, nothing is):
+	// the socket's end must not count it again.
 	s.lossRecorded = err == nil || errors.Is(err, mediacontract.ErrNoOtherPod)
 	if ejected {
-		addr, _ := p.lookup(dead)
-		p.ejected(dead, addr, "lost")
+		p.ejected(dead, s.addr, "lost")
 	}
 	switch {
 	case errors.Is(err, mediacontract.ErrNoOtherPod):
@@ -186,6 +187,7 @@ func (p *Proxy) resume(s *socket, m relay.Move) (*upstream, string, error) {
 				up.conn.Close()
 				return nil, "refused", err
 			}
+			s.addr = up.addr
 			return up, "resumed", nil
 		}
 		reason := dialReason(err)

@@ -732,10 +732,10 @@ type heldLeases struct {
 	entered, release chan struct{}
 }
 
-func (h heldLeases) ResumeCall(ctx context.Context, callID, pod, holder string, ej mediacontract.Ejection) (string, bool, error) {
+func (h heldLeases) ResumeCall(ctx context.Context, callID, pod, holder string, ej mediacontract.Ejection, blame bool) (string, bool, error) {
 	close(h.entered)
 	<-h.release
-	return h.Leases.ResumeCall(ctx, callID, pod, holder, ej)
+	return h.Leases.ResumeCall(ctx, callID, pod, holder, ej, blame)
 }
 
 // A stop that comes while the call moves (a drain's deadline) is kept:
@@ -1045,6 +1045,47 @@ func TestMoveThatCannotBeMade(t *testing.T) {
 			}
 			if tl, _ := e.alloc.Timeline(ctx, callID); tl.State != "ended" || tl.SocketEnd != "pod_lost" {
 				t.Errorf("timeline = %+v; want ended as pod_lost", tl)
+			}
+		})
+	}
+}
+
+// A pod name whose instance was replaced while a call streamed on the old
+// one (a StatefulSet's replacement, registered before the old container
+// is killed) is not blamed for the old one's death: the replacement is
+// not ejected, whether the call moves or ends.
+func TestOldInstancesDeathSparesItsReplacement(t *testing.T) {
+	for _, resume := range []bool{true, false} {
+		t.Run(fmt.Sprint("resume=", resume), func(t *testing.T) {
+			cfg := resumeCfg
+			if !resume {
+				cfg = failoverCfg
+			}
+			e := newEnv(t, envOpt{cfg: cfg, opening: twilioOpening})
+			old := newMortalPod(t)
+			e.addPod("pod-x", "gold", old.addr())
+			callID, url := e.twilioCallOn("pod-x")
+			s := openStream(t, e, url, callID, 5*time.Millisecond, 4)
+			s.waitEchoes(5)
+			replacement := newMortalPod(t)
+			e.addPod("pod-x", "gold", replacement.addr())
+			old.kill("reset")
+			if resume {
+				e.waitResumed(1)
+			} else {
+				testwait.Until(t, 10*time.Second, "the provider's socket ended", func() bool {
+					_, ended := s.snapshot()
+					return ended != nil
+				})
+			}
+			s.pause()
+			e.waitSockets(map[bool]int{true: 1, false: 0}[resume])
+			pi, err := e.alloc.PodInfo(context.Background(), "pod-x")
+			if err != nil || pi.Ejection != nil {
+				t.Errorf("the replacement = %+v (ejection %+v), %v; want it in allocation", pi, pi.Ejection, err)
+			}
+			if got := value(e.px.metrics.ejections.WithLabelValues("lost")); got != 0 {
+				t.Errorf("ejections{lost} = %v, want 0", got)
 			}
 		})
 	}

@@ -12,9 +12,11 @@
 -- ARGV[6] -> ejection backoff base in ms
 -- ARGV[7] -> ejection backoff max in ms
 -- ARGV[8] -> max ejection percent of a tier
--- ARGV[9] -> "1" when the socket was relaying (its pod died mid-call and
---            the call resumes on the new pod: counted on the call's record,
---            resumptions and resumed_at), else "0" (a failed connect)
+-- ARGV[9] -> "0" a failed connect; "1" the socket was relaying (its pod
+--            died mid-call and the call resumes on the new pod: counted on
+--            the call's record, resumptions and resumed_at); "2" the same,
+--            of an instance the pod's name no longer stands for (a
+--            replacement registered since): nothing of the pod is recorded
 -- ARGV[10] -> number of tiers N, then N quadruples: name, type, max_concurrent,
 --            placement ("spread"|"pack")
 -- then    -> number of default chain steps M, then M step names
@@ -49,7 +51,7 @@ if info[2] ~= holder then
 end
 local now = now_ms()
 local ejected, due = 0, 0
-if not gone then
+if not gone and ARGV[9] ~= '2' then
   ejected, due = mark_failed(broken, ARGV[4], now, tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]))
 end
 
@@ -99,7 +101,7 @@ if not string.find(moved_from, '|' .. broken .. '|', 1, true) then
 end
 redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'pool_type', kind,
   'moved_from', moved_from)
-if ARGV[9] == '1' then
+if ARGV[9] ~= '0' then
   redis.call('HINCRBY', call_key, 'resumptions', 1)
   redis.call('HSET', call_key, 'resumed_at', tostring(now))
 end

@@ -50,7 +50,7 @@ func TestAdminCallShowsResumptions(t *testing.T) {
 	if _, err := alloc.ClaimMedia(ctx, "CA1", first.PodName, "r/1"); err != nil {
 		t.Fatal(err)
 	}
-	moved, err := alloc.ResumeCall(ctx, "CA1", first.PodName, "r/1", allocator.Ejection{Backoff: time.Second, MaxBackoff: time.Minute, MaxPercent: 100})
+	moved, err := alloc.ResumeCall(ctx, "CA1", first.PodName, "r/1", allocator.Ejection{Backoff: time.Second, MaxBackoff: time.Minute, MaxPercent: 100}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
