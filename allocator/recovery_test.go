@@ -544,3 +544,39 @@ func TestLeave(t *testing.T) {
 		t.Error("the replica's call set outlived its leave")
 	}
 }
+
+// A call whose socket ends on one replica after Redis lost its data, and
+// before the replica that answered its webhook writes it back, is over:
+// the write-back must not bring it back, or its pod stays held for a whole
+// lease for a call nobody serves (the outside suite's "Redis restarted
+// empty" saw six pods held a minute). The socket's release, finding no
+// call, marks it ended, and the write-back refuses an ended call.
+func TestCallEndedBeforeTheWriteBackIsNotWrittenBack(t *testing.T) {
+	rs := testredis.Start(t)
+	ctx := context.Background()
+	opts := func(c *allocator.Config) {
+		c.RecoveryHold = 400 * time.Millisecond
+		c.HeartbeatInterval = 100 * time.Millisecond
+	}
+	answering := newAllocator(t, rs.Client(), opts)
+	relaying := newAllocator(t, rs.Client(), opts)
+	register(t, answering, "gold", "pod-0")
+	for _, a := range []*allocator.Allocator{answering, relaying} {
+		if _, err := a.Heartbeat(ctx, "edge"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	al := mustAllocate(t, answering, "CA-over", "")
+	rs.Restart()
+	register(t, answering, "gold", "pod-0")
+	// The socket ends: its release finds Redis empty.
+	if _, err := (allocator.MediaLeases{Alloc: relaying}).Release(ctx, "CA-over", allocator.SocketEnd{Ended: "socket_close"}); err == nil {
+		t.Log("released") // not_found is what an emptied Redis answers
+	}
+	if beat, err := answering.Heartbeat(ctx, "edge-a"); err != nil || beat.Reasserted != 0 {
+		t.Fatalf("after the loss: %d written back, %v; want none", beat.Reasserted, err)
+	}
+	if pi, err := answering.PodInfo(ctx, al.PodName); err == nil && pi.CallID != "" {
+		t.Errorf("pod %s held by %q for an ended call", al.PodName, pi.CallID)
+	}
+}

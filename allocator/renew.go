@@ -73,9 +73,9 @@ func (a *Allocator) RenewSockets(ctx context.Context, leases []Lease) ([]mediaco
 func (a *Allocator) renewBatch(ctx context.Context, known string, leases []Lease, back, lost *int) ([]mediacontract.Renewal, string, error) {
 	s := a.current.Load()
 	keys := make([]string, len(leases))
-	args := make([]any, 0, 6+7*len(leases))
+	args := make([]any, 0, 7+7*len(leases))
 	args = append(args, s.cfg.EffectiveLeaseTTL().Milliseconds(), s.cfg.CallInfoTTL.Milliseconds(),
-		known, randomEpoch(), s.cfg.RecoveryHold.Milliseconds(), a.tracked.replicaName())
+		known, randomEpoch(), s.cfg.RecoveryHold.Milliseconds(), a.tracked.replicaName(), s.cfg.EndedTTL.Milliseconds())
 	for i, l := range leases {
 		keys[i] = a.keys.Call(l.CallID)
 		// What re-asserting the call needs, should Redis have lost it:

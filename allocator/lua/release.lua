@@ -86,6 +86,13 @@ if not pod then
     redis.call('PUBLISH', K.wait_wake(), call_id)
     return {'unwaited'}
   end
+  if by == 'socket' then
+    -- A socket's end finds no call: Redis lost it (restarted empty) and
+    -- no replica wrote it back yet. The call is over all the same: marked
+    -- ended, so that a replica that answered its webhook does not write
+    -- it back (renew.lua) and hold its pod for a lease.
+    mark_ended(call_id, 'released', tonumber(ARGV[3]), now_ms())
+  end
   return {'not_found'}
 end
 if must_creator ~= '' and creator ~= must_creator then

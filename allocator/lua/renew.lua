@@ -8,6 +8,8 @@
 -- ARGV[4] -> the random part of a new epoch, stored if none is
 -- ARGV[5] -> recovery hold in ms
 -- ARGV[6] -> this replica's name (the socket_replica of what it re-asserts)
+-- ARGV[7] -> ended TTL in ms (the compact marks of ended calls, never
+--            written back)
 -- then 7 per call: call id, pod, media claim holder ("" holder: no claim
 --            is checked), and what re-asserting it needs: source_pool,
 --            pool_type, merchant id, creator ("" pool_type: it cannot be)
@@ -32,14 +34,15 @@
 -- another call by now. allocate.lua offers no pod meanwhile (the hold), so
 -- a busy pod is never given to a second call.
 
-local lease_ms, info_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
+local lease_ms, info_ms, ended_ms = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[7])
 local known, replica = ARGV[3], ARGV[6]
 local now = now_ms()
 local epoch = current_epoch(known, ARGV[4], tonumber(ARGV[5]), now)
 local emptied = known ~= '' and epoch ~= nil and epoch ~= known
 
 local function reassert(call_key, call_id, pod, holder, source, kind, merchant, creator)
-  if kind == '' or source == '' or redis.call('EXISTS', K.call_ended(call_id)) == 1 then
+  if kind == '' or source == '' or redis.call('EXISTS', K.call_ended(call_id)) == 1
+      or ended_mark(call_id, ended_ms, now) then
     return 0
   end
   if kind ~= 'shared' then
@@ -86,7 +89,7 @@ end
 local out = {epoch or '', 0, 0}
 local reasserted, lost = 0, 0
 for i, call_key in ipairs(KEYS) do
-  local a = 7 + 7 * (i - 1)
+  local a = 8 + 7 * (i - 1)
   local call_id, pod, holder = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   local info = redis.call('HMGET', call_key, 'pod_name', 'pool_type', 'media_claim', 'merchant_id', 'ended_by', 'pod_gone')
   local ok = 0
