@@ -381,20 +381,8 @@ func TestSocketReleaseRetriedAfterRedisPause(t *testing.T) {
 // answering replica forgot it at its next heartbeat, so its pod is not
 // held for a call that is over.
 func TestEndedCallAnsweredElsewhereIsNotWrittenBack(t *testing.T) {
-	rs := testredis.Start(t)
+	rs, answering, relaying := answeringAndRelaying(t)
 	ctx := context.Background()
-	opts := func(c *allocator.Config) {
-		c.RecoveryHold = 400 * time.Millisecond
-		c.HeartbeatInterval = 100 * time.Millisecond
-	}
-	answering := newAllocator(t, rs.Client(), opts)
-	relaying := newAllocator(t, rs.Client(), opts)
-	register(t, answering, "gold", "pod-0")
-	for _, a := range []*allocator.Allocator{answering, relaying} {
-		if _, err := a.Heartbeat(ctx, "edge"); err != nil {
-			t.Fatal(err)
-		}
-	}
 	al := mustAllocate(t, answering, "CA-over", "")
 	if _, err := relaying.ClaimMediaOn(ctx, "CA-over", al.PodName, "s", "edge-b"); err != nil {
 		t.Fatal(err)
@@ -552,20 +540,8 @@ func TestLeave(t *testing.T) {
 // empty" saw six pods held a minute). The socket's release, finding no
 // call, marks it ended, and the write-back refuses an ended call.
 func TestCallEndedBeforeTheWriteBackIsNotWrittenBack(t *testing.T) {
-	rs := testredis.Start(t)
+	rs, answering, relaying := answeringAndRelaying(t)
 	ctx := context.Background()
-	opts := func(c *allocator.Config) {
-		c.RecoveryHold = 400 * time.Millisecond
-		c.HeartbeatInterval = 100 * time.Millisecond
-	}
-	answering := newAllocator(t, rs.Client(), opts)
-	relaying := newAllocator(t, rs.Client(), opts)
-	register(t, answering, "gold", "pod-0")
-	for _, a := range []*allocator.Allocator{answering, relaying} {
-		if _, err := a.Heartbeat(ctx, "edge"); err != nil {
-			t.Fatal(err)
-		}
-	}
 	al := mustAllocate(t, answering, "CA-over", "")
 	rs.Restart()
 	register(t, answering, "gold", "pod-0")
@@ -579,4 +555,25 @@ func TestCallEndedBeforeTheWriteBackIsNotWrittenBack(t *testing.T) {
 	if pi, err := answering.PodInfo(ctx, al.PodName); err == nil && pi.CallID != "" {
 		t.Errorf("pod %s held by %q for an ended call", al.PodName, pi.CallID)
 	}
+}
+
+// answeringAndRelaying are two replicas on one Redis that has beaten once:
+// one answers a call's webhook, the other relays its socket; pod-0 is in
+// tier gold.
+func answeringAndRelaying(t *testing.T) (rs *testredis.Server, answering, relaying *allocator.Allocator) {
+	t.Helper()
+	rs = testredis.Start(t)
+	opts := func(c *allocator.Config) {
+		c.RecoveryHold = 400 * time.Millisecond
+		c.HeartbeatInterval = 100 * time.Millisecond
+	}
+	answering = newAllocator(t, rs.Client(), opts)
+	relaying = newAllocator(t, rs.Client(), opts)
+	register(t, answering, "gold", "pod-0")
+	for _, a := range []*allocator.Allocator{answering, relaying} {
+		if _, err := a.Heartbeat(context.Background(), "edge"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rs, answering, relaying
 }
