@@ -199,3 +199,42 @@ func TestResumeCallWithoutBlame(t *testing.T) {
 		}
 	})
 }
+
+// A move is a circuit: a call never goes back to a pod it left, even one
+// that was not ejected (its tier at the ejection cap), so that a stream
+// which crashes agents cannot bounce between the same two. Once every
+// other pod of its chain is one it left, there is no pod for it.
+func TestMovedCallNeverReturnsToAPodItLeft(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		a := newAllocator(t, rdb)
+		register(t, a, "standard", "s0", "s1", "s2")
+		ctx := context.Background()
+		noEjection := testEjection
+		noEjection.MaxPercent = 0
+		pod := mustAllocate(t, a, "CA1", "").PodName
+		if _, err := a.ClaimMedia(ctx, "CA1", pod, "r/1"); err != nil {
+			t.Fatal(err)
+		}
+		visited := []string{pod}
+		for range 2 {
+			f, err := a.ResumeCall(ctx, "CA1", pod, "r/1", noEjection, true)
+			if err != nil {
+				t.Fatalf("move off %s: %v", pod, err)
+			}
+			if slices.Contains(visited, f.Pod) {
+				t.Fatalf("the call went back to %s, a pod it left (visited %v)", f.Pod, visited)
+			}
+			pod = f.Pod
+			visited = append(visited, pod)
+		}
+		if f, err := a.ResumeCall(ctx, "CA1", pod, "r/1", noEjection, true); !errors.Is(err, allocator.ErrNoOtherPod) {
+			t.Fatalf("third move = %+v, %v; want ErrNoOtherPod: every other pod is one the call left", f, err)
+		}
+		// The pods it left serve other calls.
+		for _, id := range []string{"CA2", "CA3"} {
+			if got := mustAllocate(t, a, id, "").PodName; !slices.Contains(visited[:2], got) {
+				t.Errorf("%s got %s; want one of the free pods %v", id, got, visited[:2])
+			}
+		}
+	})
+}

@@ -22,8 +22,10 @@
 -- then    -> number of default chain steps M, then M step names
 --
 -- Returns:
---   {"moved", pod, ejected (0|1), probe_due_ms}   the call is on pod now
---   {"none", ejected (0|1), probe_due_ms}   no other pod in the chain: the
+--   {"moved", pod, ejected (0|1), probe_due_ms}   the call is on pod now,
+--                                      never one it was on before
+--   {"none", ejected (0|1), probe_due_ms}   no other pod in the chain
+--                                      (the pods the call left count as none): the
 --                                      call stays where it is (the caller
 --                                      ends it)
 --   {"gone", pod}   the call is not live on ARGV[2] (ended, or moved
@@ -58,7 +60,13 @@ end
 local tiers, default_chain = parse_tiers(10)
 local chain = chain_of(info[5] or '', default_chain, tiers)
 local lease_ms = tonumber(ARGV[5])
-local pod, source, kind, avail = take_from_chain(chain, tiers, broken)
+-- A move is a circuit, not a loop: the call never goes back to a pod
+-- it left (one that crashed on its stream would crash again).
+local moved_from = info[6] or '|'
+if not string.find(moved_from, '|' .. broken .. '|', 1, true) then
+  moved_from = moved_from .. broken .. '|'
+end
+local pod, source, kind, avail = take_from_chain(chain, tiers, moved_from)
 if not pod then
   return {'none', ejected, due}
 end
@@ -95,10 +103,6 @@ elseif redis.call('HGET', K.pod_info(broken), 'allocated_call_sid') == call_id t
     'allocated_at', '', 'released_at', released_at)
 end
 
-local moved_from = info[6] or '|'
-if not string.find(moved_from, '|' .. broken .. '|', 1, true) then
-  moved_from = moved_from .. broken .. '|'
-end
 redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'pool_type', kind,
   'moved_from', moved_from)
 if ARGV[9] ~= '0' then

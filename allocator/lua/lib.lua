@@ -161,6 +161,12 @@ end
 -- live call (a predecessor's double release) stays out until released. An
 -- ejected pod, or the one excluded, goes back: it is free, only not to be
 -- given now.
+-- exclude is nil or a list of pod names a call must not be given, as
+-- a call's moved_from keeps them ("|a|b|"): the pods it left.
+local function excluded(pod, exclude)
+  return exclude ~= nil and string.find(exclude, '|' .. pod .. '|', 1, true) ~= nil
+end
+
 local function take_exclusive(avail, exclude)
   local skipped = {}
   local found
@@ -169,7 +175,7 @@ local function take_exclusive(avail, exclude)
     if not pod then break end
     if not is_draining(pod) and redis.call('EXISTS', K.pod_tier(pod)) == 1 and not is_unready(pod)
         and not live_owner(pod) then
-      if pod ~= exclude and not is_ejected(pod) then
+      if not excluded(pod, exclude) and not is_ejected(pod) then
         found = pod
         break
       end
@@ -195,7 +201,7 @@ local function take_shared(avail, max, exclude, pack)
     end
     if #batch == 0 then return nil end
     for _, pod in ipairs(batch) do
-      if pod ~= exclude and not is_draining(pod) and redis.call('EXISTS', K.pod_tier(pod)) == 1
+      if not excluded(pod, exclude) and not is_draining(pod) and redis.call('EXISTS', K.pod_tier(pod)) == 1
           and not is_unready(pod) and not is_ejected(pod) then
         return pod
       end
@@ -204,7 +210,7 @@ local function take_shared(avail, max, exclude, pack)
   end
 end
 
--- The first pod the chain can give, skipping exclude: pod, source_pool
+-- The first pod the chain can give, skipping those exclude lists: pod, source_pool
 -- label, pool type, available key (nil when none).
 local function take_from_chain(chain, tiers, exclude)
   for _, step in ipairs(chain) do
