@@ -3,6 +3,7 @@ module github.com/edge-voice/edge
 go 1.26.0
 
 require (
+	filippo.io/edwards25519 v1.2.0
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/coder/websocket v1.8.15
 	github.com/go-viper/mapstructure/v2 v2.5.0

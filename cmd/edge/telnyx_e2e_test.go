@@ -184,7 +184,7 @@ func telnyxStream(t *testing.T, c *websocket.Conn, callSid string, n int) {
 // the public key) fails check-config naming the item, not its value: the
 // real binary starts the telnyx plugin, which parses its keys.
 func TestCheckConfigRefusesATelnyxKeyThatIsNotOne(t *testing.T) {
-	good := base64.StdEncoding.EncodeToString(make([]byte, ed25519.PublicKeySize))
+	good := base64.StdEncoding.EncodeToString(ed25519.NewKeyFromSeed([]byte("telnyx-check-account-key-seed-32")).Public().(ed25519.PublicKey))
 	cfg := mediaWriteFile(t, "telnyx.yaml", "providers:\n  plugins:\n    telnyx: {auth_tokens: ["+good+", KEYabc123notakey]}\n")
 	useBuiltEdge(t)
 	var out bytes.Buffer

@@ -2,7 +2,6 @@ package telnyx_test
 
 import (
 	"context"
-	"crypto/ed25519"
 	"net/http"
 	"testing"
 	"time"
@@ -29,7 +28,10 @@ func FuzzWebhook(f *testing.F) {
 	if _, err := p.Configure(context.Background(), plugins.Settings{telnyx.SettingAuthTokens: pub(keyNew)}); err != nil {
 		f.Fatal(err)
 	}
-	keys := []ed25519.PublicKey{keyNew.Public().(ed25519.PublicKey)}
+	keys, err := telnyx.ParsePublicKeys(pub(keyNew))
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, body []byte, contentType, ts, sig string) {
 		req := &plugins.Request{Route: plugins.RouteAllocate, Method: "POST", URL: "https://edge.example.com/api/v1/telnyx/allocate",
 			Header: http.Header{"Content-Type": {contentType}, telnyx.TimestampHeader: {ts}, telnyx.SignatureHeader: {sig}}, Body: body}

@@ -1,7 +1,6 @@
 package telnyx_test
 
 import (
-	"crypto/ed25519"
 	"encoding/json"
 	"os"
 	"testing"
@@ -46,10 +45,10 @@ func TestVerifyAgreesWithTelnyxSDK(t *testing.T) {
 	accepted := 0
 	for _, c := range v.Cases {
 		keys, err := telnyx.ParsePublicKeys(c.PublicKey)
-		if err != nil || len(keys) != 1 {
+		if err != nil {
 			t.Fatalf("%s: key %q: %v", c.Name, c.PublicKey, err)
 		}
-		_, err = telnyx.Verify([]ed25519.PublicKey(keys), c.Timestamp, c.Signature, []byte(c.Body), time.Unix(c.Now, 0))
+		_, err = telnyx.Verify(keys, c.Timestamp, c.Signature, []byte(c.Body), time.Unix(c.Now, 0))
 		if got := err == nil; got != c.SDKAccepts {
 			t.Errorf("%s: Verify says %v, %s says accepted=%v (%s)", c.Name, err, v.SDK, c.SDKAccepts, c.SDKSays)
 		}

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/edge-voice/edge/plugins"
 )
 
 // Telnyx signs every webhook with Ed25519 (its webhook documentation and
@@ -49,11 +47,13 @@ const (
 // key (rotation; each key is tried, so the time taken does not say which
 // one matched, though nothing here is secret: the keys are public). It
 // accepts exactly what Telnyx's official SDK accepts
-// (TestVerifyAgreesWithTelnyxSDK) and returns the signature's bytes,
-// unique to the signed timestamp and body (Ed25519 signatures are
-// deterministic, and Go refuses a non-canonical one), for edge to refuse
-// their replay whichever way the base64 spelled them.
-func Verify(keys []ed25519.PublicKey, timestamp, signature string, body []byte, now time.Time) ([]byte, error) {
+// (TestVerifyAgreesWithTelnyxSDK), under keys that ParsePublicKeys
+// checked: a small-order key, under which crypto/ed25519 accepts
+// forgeries, is never among them (TestUnsafeKeysVerifyNothing). It returns
+// the signature's bytes, unique to the signed timestamp and body (Ed25519
+// signatures are deterministic, and Go refuses a non-canonical one), for
+// edge to refuse their replay whichever way the base64 spelled them.
+func Verify(keys PublicKeys, timestamp, signature string, body []byte, now time.Time) ([]byte, error) {
 	if timestamp == "" || signature == "" {
 		return nil, ErrNoSignature
 	}
@@ -71,7 +71,7 @@ func Verify(keys []ed25519.PublicKey, timestamp, signature string, body []byte, 
 	msg := make([]byte, 0, len(timestamp)+1+len(body))
 	msg = append(append(append(msg, timestamp...), '|'), body...)
 	match := false
-	for _, k := range keys {
+	for _, k := range keys.keys {
 		if ed25519.Verify(k, msg, sig) {
 			match = true
 		}
@@ -114,22 +114,4 @@ func decodeBase64(s string, encLen, size int) ([]byte, bool) {
 		return nil, false
 	}
 	return b, true
-}
-
-// ParsePublicKeys parses the auth_tokens setting: comma-separated base64
-// Ed25519 public keys as Telnyx's portal shows them. A key that is not one
-// is refused naming its position, never its value.
-func ParsePublicKeys(list string) ([]ed25519.PublicKey, error) {
-	var keys []ed25519.PublicKey
-	var errs []error
-	for i, item := range plugins.SplitList(list) {
-		b, ok := decodeBase64(item, keyEncodedLen, ed25519.PublicKeySize)
-		if !ok {
-			errs = append(errs, &plugins.InvalidSetting{Key: SettingAuthTokens,
-				Reason: fmt.Sprintf("item %d is not a Telnyx public key (%d characters of base64 for %d bytes)", i+1, keyEncodedLen, ed25519.PublicKeySize)})
-			continue
-		}
-		keys = append(keys, ed25519.PublicKey(b))
-	}
-	return keys, errors.Join(errs...)
 }

@@ -12,7 +12,6 @@ package telnyx
 
 import (
 	"context"
-	"crypto/ed25519"
 	"encoding/base64"
 	"fmt"
 	"net/http"
@@ -57,7 +56,7 @@ const (
 )
 
 type settings struct {
-	keys          []ed25519.PublicKey
+	keys          PublicKeys
 	fallback      bool
 	say, ended    string
 	track         string
@@ -112,7 +111,7 @@ func parseSettings(s plugins.Settings) (*settings, plugins.Configured, error) {
 	default:
 		warnings = append(warnings, `failure_mode must be "say" or "fallback"; using "say"`)
 	}
-	return next, plugins.Configured{Verifies: len(next.keys) > 0, Warnings: warnings}, nil
+	return next, plugins.Configured{Verifies: next.keys.Len() > 0, Warnings: warnings}, nil
 }
 
 func oneOf(key, v string, allowed ...string) error {
@@ -142,7 +141,7 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 			"Telnyx webhooks must be POST: set the TeXML application's voice method to POST"), nil
 	}
 	var nonce string
-	if len(s.keys) > 0 {
+	if s.keys.Len() > 0 {
 		sig, err := Verify(s.keys, req.Header.Get(TimestampHeader), req.Header.Get(SignatureHeader), req.Body, p.now())
 		if err != nil {
 			return plugins.RejectForbidden(err.Error()), nil

@@ -73,6 +73,7 @@ func TestConformance(t *testing.T) {
 			{Name: "not base64", Settings: plugins.Settings{telnyx.SettingAuthTokens: "not a key"}, Key: telnyx.SettingAuthTokens},
 			{Name: "31 bytes", Settings: plugins.Settings{telnyx.SettingAuthTokens: base64.StdEncoding.EncodeToString(make([]byte, 31))}, Key: telnyx.SettingAuthTokens},
 			{Name: "one bad of two", Settings: plugins.Settings{telnyx.SettingAuthTokens: pub(keyNew) + ",AAAA"}, Key: telnyx.SettingAuthTokens},
+			{Name: "a key of small order", Settings: plugins.Settings{telnyx.SettingAuthTokens: pub(keyNew) + "," + base64.StdEncoding.EncodeToString(make([]byte, 32))}, Key: telnyx.SettingAuthTokens},
 			{Name: "track", Settings: plugins.Settings{telnyx.SettingTrack: "inbound"}, Key: telnyx.SettingTrack},
 			{Name: "bidirectional mode", Settings: plugins.Settings{telnyx.SettingBidirectionalMode: "pcm"}, Key: telnyx.SettingBidirectionalMode},
 		},
