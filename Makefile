@@ -32,8 +32,9 @@ test: deps lint unit fuzz kube-e2e runtime-e2e faults-short
 # sentinel: redis-server --sentinel), redis-cli (creates the test Redis
 # Cluster), etcd for the kube-e2e tier, promtool (Debian's prometheus
 # package) for the alert rules' unit tests, openssl (s_client, the
-# second TLS implementation the proxy's TLS record layer is tested against)
-# and chromium, the headless browser the admin status page is rendered in
+# second TLS implementation the proxy's TLS record layer is tested against),
+# python3-websockets, a WebSocket server edge did not write, run as a pod
+# (proxy TestPodIsBlamedOnlyForItsOwnBehaviour), and chromium, the headless browser the admin status page is rendered in
 # (cmd/edge TestStatusPageInHeadlessChromium; its install, apt-get update
 # included, took 35 s of wall time on a 2-core machine).
 deps:
@@ -44,6 +45,7 @@ deps:
 	command -v promtool >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	/usr/bin/python3 -c 'import websockets' >/dev/null 2>&1 || missing="$$missing python3-websockets"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing (Debian packages)"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \

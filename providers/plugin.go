@@ -37,6 +37,9 @@ type proc struct {
 	// whether or not their plugin is up. The slice it points to is never
 	// changed: a new declaration stores a new one.
 	resumeReplay atomic.Pointer[[]string]
+	// mediaUpgrade is the provider's last declared media headers and
+	// subprotocols, kept while the plugin restarts, as resumeReplay is.
+	mediaUpgrade atomic.Pointer[MediaUpgrade]
 
 	kick chan struct{} // an RPC failed: check now
 	// applying serializes apply, so that the last one hands over the
@@ -149,6 +152,8 @@ func (p *proc) start(ctx context.Context) (*live, error) {
 	params, _ := compileMediaParams(desc.MediaParams) // launch checked it
 	replay, _ := checkResumeReplay(desc.ResumeReplay) // launch checked it
 	p.resumeReplay.Store(&replay)
+	upgrade, _ := checkMediaUpgrade(desc.MediaHeaders, desc.MediaSubprotocols) // launch checked it
+	p.mediaUpgrade.Store(&upgrade)
 	return &live{client: client, prov: prov, routes: desc.Routes, rendersFallback: desc.RendersFallback, params: params, spec: s}, nil
 }
 

@@ -27,6 +27,7 @@ var (
 	errShuttingDown = errors.New("shutting down")
 	errOverloaded   = errors.New("too many media sockets")
 	errDuplicate    = errors.New("the call already has a media socket on this replica")
+	errUnsigned     = errors.New("a query on a media URL edge minted without one")
 )
 
 // holderPrefix names this process in media claims: the host name (the pod
@@ -93,6 +94,13 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, http.StatusForbidden, "bad_token", errNoToken, "pod", t.Pod)
 		return
 	}
+	// A pod reads only the query edge signed: one a client adds to a URL
+	// minted without parameters is refused before Redis, never passed on
+	// for the pod to refuse (and be blamed for).
+	if t.Query != "" && !t.Signed {
+		p.refuse(w, http.StatusBadRequest, "unsigned_query", errUnsigned, "pod", t.Pod, "call_sid", callID)
+		return
+	}
 	// Only edge says which query it signed: a client's header of that
 	// name never reaches the pod (dialUpstream copies the rest).
 	r.Header.Del(mediaurl.ParamsHeader)
@@ -133,6 +141,11 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	pod := claimed.Pod
 	ctx, span := p.startSocketSpan(ctx, callID, pod, claimed.TraceParent)
 	up, pod, err := p.connect(ctx, r, t.URI, callID, pod, holder, &call)
+	if code, ok := requestRefused(err); ok {
+		endRefusedSpan(span, pod, "pod_refused")
+		p.refuse(w, code, "pod_refused", err, "pod", pod, "call_sid", callID)
+		return
+	}
 	if err != nil {
 		endRefusedSpan(span, pod, "upstream")
 		p.refuse(w, http.StatusBadGateway, "upstream", err, "pod", pod, "call_sid", callID)

@@ -130,6 +130,18 @@ type ResumeConfig struct {
 	// Budget bounds one move: the new pod's allocation, its dials and the
 	// replay of the opening, while the caller hears silence. Default 2s.
 	Budget time.Duration `koanf:"budget"`
+	// PoisonWindow: a pod a call moved to that dies within this time of
+	// the replay, having sent the client nothing, is taken to have died
+	// of the stream itself (an opening that crashes agents): the call
+	// ends (outcome poison) instead of moving again, so such a stream
+	// costs at most two pods. Default 5s.
+	PoisonWindow time.Duration `koanf:"poison_window"`
+	// MaxPerMerchantPerMinute bounds the moves of one merchant's calls on
+	// one replica (a token bucket of this size, refilled over a minute):
+	// a caller who finds a stream that kills agents cannot walk the fleet
+	// with many calls. Above it a pod death ends the call (outcome
+	// rate_limited). Default 120, well above what pod deaths cause.
+	MaxPerMerchantPerMinute int `koanf:"max_per_merchant_per_minute"`
 }
 
 // covers reports whether c opts in a call of merchant allocated from
@@ -174,7 +186,7 @@ func DefaultConfig() Config {
 		MaxSockets:         10000,
 		MaxMessageBytes:    1 << 20,
 		Relay:              relayEpoll,
-		Resume:             ResumeConfig{MaxPerCall: 3, Budget: 2 * time.Second},
+		Resume:             ResumeConfig{MaxPerCall: 3, Budget: 2 * time.Second, PoisonWindow: 5 * time.Second, MaxPerMerchantPerMinute: 120},
 	}
 }
 
@@ -231,6 +243,9 @@ func (c Config) Validate() error {
 // maxResumesPerCall bounds proxy.resume.max_per_call.
 const maxResumesPerCall = 10
 
+// maxMovesPerMerchant bounds proxy.resume.max_per_merchant_per_minute.
+const maxMovesPerMerchant = 100000
+
 func (c ResumeConfig) validate() error {
 	var errs []error
 	for i, t := range c.Tiers {
@@ -247,6 +262,11 @@ func (c ResumeConfig) validate() error {
 		errs = append(errs, confcheck.Invalid("proxy.resume.max_per_call", c.MaxPerCall, fmt.Sprintf("must be 1 to %d", maxResumesPerCall)))
 	}
 	errs = append(errs, confcheck.Positive("proxy.resume.budget", c.Budget))
+	errs = append(errs, confcheck.Positive("proxy.resume.poison_window", c.PoisonWindow))
+	if c.MaxPerMerchantPerMinute < 1 || c.MaxPerMerchantPerMinute > maxMovesPerMerchant {
+		errs = append(errs, confcheck.Invalid("proxy.resume.max_per_merchant_per_minute", c.MaxPerMerchantPerMinute,
+			fmt.Sprintf("must be 1 to %d", maxMovesPerMerchant)))
+	}
 	return errors.Join(errs...)
 }
 

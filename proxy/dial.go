@@ -5,25 +5,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/edge-voice/edge/proxy/internal/wsproto"
+	"github.com/edge-voice/edge/proxy/mediaurl"
 )
-
-// hopHeaders are not forwarded (RFC 9110 section 7.6.1); the upgrade pair,
-// the key and the version are written again by the pod's handshake. The
-// client's own forwarding headers are dropped too: edge sets X-Forwarded-*
-// itself (see Deps.Forwarded), so a pod never reads an origin a client made
-// up.
-var hopHeaders = map[string]bool{
-	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true,
-	"Proxy-Authenticate": true, "Proxy-Authorization": true, "Te": true,
-	"Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
-	"X-Forwarded-For": true, "X-Forwarded-Proto": true, "X-Forwarded-Host": true,
-	"X-Forwarded-Port": true, "X-Forwarded-Prefix": true, "X-Forwarded-Server": true,
-	"X-Real-Ip": true, "Forwarded": true, "X-Client-Ip": true, "True-Client-Ip": true,
-	"Host": true, "Content-Length": true, "Sec-Websocket-Key": true, "Sec-Websocket-Version": true,
-}
 
 // upstream is a pod connection after a validated 101.
 type upstream struct {
@@ -38,23 +25,39 @@ type upstream struct {
 	addr string
 }
 
+// ClientUpgrade is what of a client's media upgrade a provider's pods may
+// read (plugins.Description.MediaHeaders and MediaSubprotocols).
+type ClientUpgrade struct {
+	// Headers are header names a pod gets as the client sent them.
+	Headers []string
+	// Subprotocols are the subprotocols a pod is offered, of those the
+	// client offers.
+	Subprotocols []string
+}
+
 // podHeader is what the pod's upgrade carries of the client's request r:
-// its headers less the hop-by-hop ones (those the client names in
-// Connection too, RFC 9110 7.6.1), its trace headers and its forwarding
-// ones, then edge's X-Forwarded-* (fwd) and the socket's traceparent.
-func podHeader(ctx context.Context, r *http.Request, fwd ForwardedFunc) http.Header {
-	named := map[string]bool{}
-	for _, v := range r.Header.Values("Connection") {
-		for _, n := range strings.Split(v, ",") {
-			named[http.CanonicalHeaderKey(strings.TrimSpace(n))] = true
+// only what edge decided. Edge's own headers (X-Forwarded-* from fwd,
+// the socket's traceparent, and Edge-Media-Params, which serve set from
+// the token), the client headers the call's provider declared (rules)
+// and, of the client's subprotocols, those declared. Nothing else a client
+// sends reaches a pod: no extension (a compression negotiated through
+// edge would carry messages past proxy.max_message_bytes, and a socket
+// whose frames a new pod cannot follow could never move), no cookie,
+// Authorization or Origin, so that whoever holds a media URL cannot make
+// a healthy pod refuse its call, and the pod is blamed only for its own
+// answers.
+func podHeader(ctx context.Context, r *http.Request, fwd ForwardedFunc, rules ClientUpgrade) http.Header {
+	h := make(http.Header, len(rules.Headers)+6)
+	for _, name := range rules.Headers {
+		if vs := r.Header.Values(name); len(vs) > 0 {
+			h[http.CanonicalHeaderKey(name)] = vs
 		}
 	}
-	h := make(http.Header, len(r.Header)+4)
-	for name, vs := range r.Header {
-		if hopHeaders[name] || named[name] || traceHeaders[name] {
-			continue
-		}
-		h[name] = vs
+	if ps := offered(r.Header, rules.Subprotocols); ps != "" {
+		h["Sec-Websocket-Protocol"] = []string{ps}
+	}
+	if v := r.Header.Get(mediaurl.ParamsHeader); v != "" {
+		h[mediaurl.ParamsHeader] = []string{v}
 	}
 	if fwd == nil {
 		fwd = direct
@@ -65,6 +68,23 @@ func podHeader(ctx context.Context, r *http.Request, fwd ForwardedFunc) http.Hea
 		h["Traceparent"] = []string{tp}
 	}
 	return h
+}
+
+// offered is the client's Sec-WebSocket-Protocol list less what allowed
+// does not name, in the client's order ("" for none).
+func offered(h http.Header, allowed []string) string {
+	if len(allowed) == 0 {
+		return ""
+	}
+	var out []string
+	for _, v := range h.Values("Sec-Websocket-Protocol") {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); slices.Contains(allowed, p) && !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // dialUpstream opens the WebSocket to the pod at addr (from the pod source

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -37,17 +38,28 @@ var errUnknownUpstream = errors.New("pod not in the pod registry")
 // the log lines.
 func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, holder string, call *callMeta) (*upstream, string, error) {
 	key := r.Header.Get("Sec-WebSocket-Key")
+	rules := p.clientUpgrade(call.provider)
 	cfg := p.cfg()
 	ej := cfg.ejection()
 	for attempt := 1; ; attempt++ {
 		dctx, span := p.startDialSpan(ctx, pod, attempt)
-		up, addr, err := p.dialPod(dctx, cfg.DialTimeout, pod, uri, key, podHeader(dctx, r, p.forwarded))
+		up, addr, err := p.dialPod(dctx, cfg.DialTimeout, pod, uri, key, podHeader(dctx, r, p.forwarded, rules))
 		endDialSpan(span, addr, err)
 		if err == nil {
 			if attempt > 1 {
 				p.metrics.failovers.WithLabelValues("connected").Inc()
 			}
 			return up, pod, nil
+		}
+		if code, ok := requestRefused(err); ok {
+			// The pod refused the request edge built from the client's:
+			// the request's fault, not the pod's. Nothing moves, nothing
+			// is ejected; the client hears the pod's status.
+			p.log.Warn("pod refused the media upgrade: its status goes to the client, the pod is not blamed", "pod", pod,
+				"address", addr, "status", code, "call_sid", callID, "merchant_id", call.merchant, "provider", call.provider,
+				"attempt", attempt, "err", err)
+			p.giveUp(callID, pod, holder, call, podRefusal(code))
+			return nil, pod, err
 		}
 		reason := dialReason(err)
 		p.metrics.dialFailures.WithLabelValues(reason).Inc()
@@ -56,7 +68,7 @@ func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, 
 		if attempt >= cfg.ConnectAttempts || ctx.Err() != nil {
 			p.metrics.failovers.WithLabelValues("exhausted").Inc()
 			p.podFailed(pod, addr, reason)
-			p.giveUp(callID, pod, holder, call)
+			p.giveUp(callID, pod, holder, call, noPodReached())
 			return nil, pod, err
 		}
 		next, ejected, merr := p.leases.MoveCall(ctx, callID, pod, holder, reason, ej)
@@ -66,7 +78,7 @@ func (p *Proxy) connect(ctx context.Context, r *http.Request, uri, callID, pod, 
 		switch {
 		case errors.Is(merr, mediacontract.ErrNoOtherPod):
 			p.metrics.failovers.WithLabelValues("no_pod").Inc()
-			p.giveUp(callID, pod, holder, call)
+			p.giveUp(callID, pod, holder, call, noPodReached())
 			return nil, pod, errors.Join(err, merr)
 		case merr != nil:
 			// The call ended or another socket took it meanwhile, or
@@ -101,6 +113,30 @@ func (p *Proxy) dialPod(ctx context.Context, timeout time.Duration, pod, uri, ke
 	return up, addr, err
 }
 
+// requestRefused reports whether err is a pod's 4xx to the upgrade, and
+// its status: a refusal of the request edge built (a header, a query or a
+// path the pod does not take), which says nothing of the pod's health.
+// Refusals, resets, timeouts and 5xx stay the pod's failures.
+func requestRefused(err error) (int, bool) {
+	var se *wsproto.StatusError
+	if errors.As(err, &se) && se.Code >= 400 && se.Code < 500 {
+		return se.Code, true
+	}
+	return 0, false
+}
+
+// noPodReached is how a call whose socket reached no pod ends, in its
+// record.
+func noPodReached() mediacontract.SocketEnd {
+	return mediacontract.SocketEnd{Ended: "failover", ClosedBy: "edge"}
+}
+
+// podRefusal is how a call ends whose pod refused its upgrade with
+// status: the pod's status in the record's close code.
+func podRefusal(status int) mediacontract.SocketEnd {
+	return mediacontract.SocketEnd{Ended: "pod_refused", ClosedBy: "pod", CloseCode: strconv.Itoa(status)}
+}
+
 // dialReason is a bounded label for a failed dial: refused, reset,
 // timeout, status (an answer other than 101), handshake (a broken 101),
 // unknown (not in the registry) or other.
@@ -133,9 +169,9 @@ func dialReason(err error) string {
 // any replica and dials again (moving the call if its pod still fails).
 // If no retry comes, the call's lease runs out and the sweep ends it.
 // Otherwise, and when the claim cannot be dropped, the call ends now.
-func (p *Proxy) giveUp(callID, pod, holder string, call *callMeta) {
+func (p *Proxy) giveUp(callID, pod, holder string, call *callMeta, end mediacontract.SocketEnd) {
 	if call.provider == "" || p.handshakeRetries == nil || call.failedHandshakes >= p.handshakeRetries(call.provider) {
-		p.endCall(callID, pod, call)
+		p.endCall(callID, pod, call, end)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -149,7 +185,7 @@ func (p *Proxy) giveUp(callID, pod, holder string, call *callMeta) {
 	case err != nil:
 		p.log.Warn("keeping a call for its provider's retry failed; ending it", "call_sid", callID,
 			"merchant_id", call.merchant, "provider", call.provider, "pod", pod, "err", err)
-		p.endCall(callID, pod, call)
+		p.endCall(callID, pod, call, end)
 		return
 	}
 	p.metrics.failovers.WithLabelValues("kept_for_retry").Inc()
@@ -157,11 +193,12 @@ func (p *Proxy) giveUp(callID, pod, holder string, call *callMeta) {
 		"merchant_id", call.merchant, "provider", call.provider, "pod", pod, "failed_handshakes", call.failedHandshakes+1)
 }
 
-// endCall releases a call whose socket reached no pod.
-func (p *Proxy) endCall(callID, pod string, call *callMeta) {
+// endCall releases a call whose socket was never relayed, recording end.
+func (p *Proxy) endCall(callID, pod string, call *callMeta, end mediacontract.SocketEnd) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	outcome, err := p.leases.Release(ctx, callID, mediacontract.SocketEnd{Ended: "failover", ClosedBy: "edge", Closed: time.Now()})
+	end.Closed = time.Now()
+	outcome, err := p.leases.Release(ctx, callID, end)
 	if err != nil {
 		if errors.Is(err, mediacontract.ErrNoAllocation) {
 			outcome = "not_found"
@@ -173,7 +210,7 @@ func (p *Proxy) endCall(callID, pod string, call *callMeta) {
 	}
 	p.metrics.releases.WithLabelValues(outcome).Inc()
 	p.log.Info("media socket reached no pod: call ended", "call_sid", callID, "merchant_id", call.merchant,
-		"provider", call.provider, "pod", pod, "released", "failover", "release", outcome)
+		"provider", call.provider, "pod", pod, "released", end.Ended, "release", outcome)
 }
 
 // podFailed records a failure of pod (a dial, a loss mid-call) toward its

@@ -58,6 +58,8 @@ type envOpt struct {
 	retries func(provider string) int
 	// opening is Deps.Opening (nil: no provider names its opening).
 	opening func(provider string) []string
+	// upgrade is Deps.Upgrade (nil: no client header reaches a pod).
+	upgrade func(provider string) ClientUpgrade
 }
 
 // newEnv starts Redis, two fake agents as exclusive pods "pod-a" and
@@ -120,7 +122,7 @@ func newEnv(t testing.TB, o envOpt) *env {
 		leases = o.leases(leases)
 	}
 	e.px = New(cfg, Deps{Lookup: lookup, Leases: leases, Signer: e.signer, Tracer: o.tracer, HandshakeRetries: o.retries,
-		Opening: o.opening, Log: o.log, Registerer: e.reg})
+		Opening: o.opening, Upgrade: o.upgrade, Log: o.log, Registerer: e.reg})
 	runCtx, stop := context.WithCancel(context.Background())
 	e.cancel = stop
 	e.runErr = make(chan error, 1)
@@ -185,6 +187,17 @@ func (e *env) allocate(callID, merchant string) (pod, url string) {
 	return al.PodName, e.url(al.PodName, e.signer.Mint(callID, al.PodName, agentPath))
 }
 
+// allocateFor is allocate for a call creator asked for ("provider:<name>"
+// for a provider's webhook).
+func (e *env) allocateFor(callID, merchant, creator string) (pod, url string) {
+	e.t.Helper()
+	al, err := e.alloc.Allocate(context.Background(), allocator.Request{CallID: callID, MerchantID: merchant, Creator: creator})
+	if err != nil {
+		e.t.Fatalf("allocate %s: %v", callID, err)
+	}
+	return al.PodName, e.url(al.PodName, e.signer.Mint(callID, al.PodName, agentPath))
+}
+
 // base is the proxy's ws:// base URL.
 func (e *env) base() string { return "ws" + strings.TrimPrefix(e.srv.URL, "http") }
 
@@ -194,7 +207,7 @@ func (e *env) url(pod, segment string) string {
 	if segment != "" {
 		u += "/" + segment
 	}
-	return u + agentPath + "?x=1"
+	return u + agentPath
 }
 
 // agentPath is the path the tests' tokens are minted for.

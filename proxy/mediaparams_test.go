@@ -83,26 +83,40 @@ func TestSignedQueryReachesThePod(t *testing.T) {
 	e.waitSockets(0)
 }
 
-// A URL minted without parameters keeps the client's query as before, but
-// the pod is not told it is edge's: a client's look-alike header is
-// dropped.
-func TestUnsignedQueryIsNotVouchedFor(t *testing.T) {
+// A URL minted without parameters admits no query: a client's own is
+// refused with 400 before Redis and the pod (which would refuse it in
+// turn, or read what edge never vouched for), whatever bytes it holds.
+func TestUnsignedQueryIsRefusedBeforeRedis(t *testing.T) {
 	e := newEnv(t, envOpt{})
 	pod, u := e.allocate("CA1", "")
-	u = strings.Replace(u, "?x=1", "?sample-rate=24000", 1)
-	c, _, err := websocket.Dial(context.Background(), u, &websocket.DialOptions{
-		HTTPHeader: http.Header{mediaurl.ParamsHeader: {"sample-rate=24000"}}})
-	if err != nil {
-		t.Fatal(err)
+	path := strings.TrimPrefix(u, e.base())
+	addr := strings.TrimPrefix(e.srv.URL, "http://")
+	for name, q := range map[string]string{
+		"parameter":       "sample-rate=44100",
+		"high bytes":      "x=\x80\xff",
+		"encoded dot-dot": "p=%2e%2e%2fadmin",
+		"long":            "x=" + strings.Repeat("a", 4000),
+		"empty value":     "x",
+	} {
+		t.Run(name, func(t *testing.T) {
+			before := e.trips.Load()
+			if got := rawUpgrade(t, addr, path+"?"+q); got != http.StatusBadRequest {
+				t.Errorf("status = %d, want 400", got)
+			}
+			if n := e.trips.Load() - before; n != 0 {
+				t.Errorf("%d Redis round trips for a refused query, want 0", n)
+			}
+		})
 	}
+	if got := value(e.px.metrics.refused.WithLabelValues("unsigned_query")); got != 5 {
+		t.Errorf("refused{unsigned_query} = %v, want 5", got)
+	}
+	if n := len(e.agents[pod].Paths()); n != 0 {
+		t.Errorf("the pod was asked %d times, want never", n)
+	}
+	// The URL as minted still opens.
+	c := e.mustDial(u)
 	echo(t, c, "hello")
-	ag := e.agents[pod]
-	if got, want := ag.Paths(), agentPath+"?sample-rate=24000"; len(got) != 1 || got[0] != want {
-		t.Errorf("pod saw %q, want [%q]", got, want)
-	}
-	if got := ag.Headers()[0].Values(mediaurl.ParamsHeader); len(got) != 0 {
-		t.Errorf("pod's %s = %q, want none: edge signed no query", mediaurl.ParamsHeader, got)
-	}
 	c.Close(websocket.StatusNormalClosure, "")
 	e.waitSockets(0)
 }

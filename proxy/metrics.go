@@ -95,7 +95,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			[]string{"configured", "running"}, nil)},
 		resumptions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_proxy_resumptions_total",
-			Help: "Calls whose pod died mid-call with proxy.resume on, by outcome: resumed (moved to another pod, the caller kept), no_pod, dial_failed, limit (proxy.resume.max_per_call), torn (the dead pod left the client inside a message), no_opening, opening_mismatch, refused (the new pod's 101 did not match the first's), error; every outcome but resumed ends the call with 1014.",
+			Help: "Calls whose pod died mid-call with proxy.resume on, by outcome: resumed (moved to another pod, the caller kept), no_pod, dial_failed, limit (proxy.resume.max_per_call), poison (the pod moved to died within proxy.resume.poison_window of the replay, having sent nothing), rate_limited (proxy.resume.max_per_merchant_per_minute), torn (the dead pod left the client inside a message), no_opening, opening_mismatch, refused (the new pod answered 4xx, or its 101 did not match the first's), error; every outcome but resumed ends the call with 1014.",
 		}, []string{"outcome"}),
 		resumeSeconds: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "edge_proxy_resume_seconds",
@@ -122,7 +122,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // check needs it before the first event).
 var (
 	refuseReasons = []string{"bad_path", "unknown_pod", "not_websocket", "bad_token", "expired_token", "shutting_down",
-		"no_allocation", "duplicate", "redis_error", "upstream", "hijack", "overloaded"}
+		"no_allocation", "duplicate", "redis_error", "upstream", "hijack", "overloaded", "unsigned_query", "pod_refused"}
 	// dialReasons are dialReason's labels.
 	dialReasons      = []string{"refused", "reset", "timeout", "status", "handshake", "unknown", "other"}
 	failoverOutcomes = []string{"moved", "connected", "no_pod", "exhausted", "kept_for_retry", "error"}

@@ -115,6 +115,11 @@ type Deps struct {
 	// that provider's calls end when their pod dies, as without
 	// proxy.resume.
 	Opening func(provider string) []string
+	// Upgrade says what of a client's media upgrade provider's pods may
+	// read (plugins.Description.MediaHeaders, MediaSubprotocols); see
+	// podHeader. nil, and a call no provider created: no client header
+	// and no subprotocol reaches a pod.
+	Upgrade func(provider string) ClientUpgrade
 	// Log is the proxy's logger (nil: discarded).
 	Log *slog.Logger
 	// Registerer takes the proxy's metrics (nil: registered nowhere).
@@ -132,6 +137,7 @@ type Proxy struct {
 	tracer           trace.Tracer
 	handshakeRetries func(provider string) int
 	opening          func(provider string) []string
+	upgrade          func(provider string) ClientUpgrade
 	log              *slog.Logger
 
 	conf    atomic.Pointer[Config]
@@ -150,6 +156,8 @@ type Proxy struct {
 	// relayEnv is what every relay is given: this proxy as its Host, the
 	// limits and the per-direction counters.
 	relayEnv relay.Env
+	// moves bounds each merchant's mid-call moves on this replica.
+	moves *moveBudget
 	// pump is the goroutine relay.
 	pump *pump.Relay
 	// loops are the epoll relay's event loops, running while Run does
@@ -164,11 +172,12 @@ func New(cfg Config, d Deps) *Proxy {
 	}
 	p := &Proxy{
 		lookup: d.Lookup, leases: d.Leases, signer: d.Signer, forwarded: d.Forwarded,
-		tracer: d.Tracer, handshakeRetries: d.HandshakeRetries, opening: d.Opening, log: d.Log,
+		tracer: d.Tracer, handshakeRetries: d.HandshakeRetries, opening: d.Opening, upgrade: d.Upgrade, log: d.Log,
 		metrics: newMetrics(d.Registerer),
 		sockets: map[*relay.Socket]*socket{},
 		byCall:  map[string]*socket{},
 		changed: make(chan struct{}),
+		moves:   newMoveBudget(time.Now),
 	}
 	p.metrics.relayInfo.relays = p.Relays
 	p.relayEnv = relay.Env{
@@ -236,11 +245,26 @@ func (p *Proxy) Apply(cfg Config) {
 	if cfg.Resume.Budget <= 0 {
 		cfg.Resume.Budget = def.Resume.Budget
 	}
+	if cfg.Resume.PoisonWindow <= 0 {
+		cfg.Resume.PoisonWindow = def.Resume.PoisonWindow
+	}
+	if cfg.Resume.MaxPerMerchantPerMinute <= 0 {
+		cfg.Resume.MaxPerMerchantPerMinute = def.Resume.MaxPerMerchantPerMinute
+	}
 	p.conf.Store(&cfg)
 	p.metrics.maxSockets.Set(float64(max(cfg.MaxSockets, 0)))
 }
 
 func (p *Proxy) cfg() *Config { return p.conf.Load() }
+
+// clientUpgrade is what of a client's upgrade the pods of provider (""
+// for a call no provider created) may read.
+func (p *Proxy) clientUpgrade(provider string) ClientUpgrade {
+	if provider == "" || p.upgrade == nil {
+		return ClientUpgrade{}
+	}
+	return p.upgrade(provider)
+}
 
 // Active is the number of open sockets.
 func (p *Proxy) Active() int {

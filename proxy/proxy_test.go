@@ -17,8 +17,13 @@ import (
 
 func TestRelayEchoesAndReleasesOnClose(t *testing.T) {
 	eachRelay(t, func(t *testing.T, relay Relay) {
-		e := newEnv(t, envOpt{relay: relay})
-		pod, url := e.allocate("CA1", "")
+		e := newEnv(t, envOpt{relay: relay, upgrade: func(provider string) ClientUpgrade {
+			if provider != "twilio" {
+				return ClientUpgrade{}
+			}
+			return ClientUpgrade{Subprotocols: []string{"audio.v1"}}
+		}})
+		pod, url := e.allocateFor("CA1", "", "provider:twilio")
 		ctx := context.Background()
 		// Forwarding headers from a client no trusted proxy vouches for.
 		spoofed := http.Header{"X-Forwarded-For": {"6.6.6.6"}, "X-Forwarded-Proto": {"https"}, "X-Real-Ip": {"6.6.6.6"}, "Forwarded": {"for=6.6.6.6"}}
@@ -38,8 +43,8 @@ func TestRelayEchoesAndReleasesOnClose(t *testing.T) {
 		echo(t, c, strings.Repeat("x", 50<<10))
 
 		ag := e.agents[pod]
-		if got, want := ag.Paths(), []string{"/agent/voice/breeze-buddy/twilio/callback/order-confirmation/v2?x=1"}; len(got) != 1 || got[0] != want[0] {
-			t.Errorf("pod saw paths %q, want %q (prefix and token stripped, query kept)", got, want)
+		if got, want := ag.Paths(), []string{"/agent/voice/breeze-buddy/twilio/callback/order-confirmation/v2"}; len(got) != 1 || got[0] != want[0] {
+			t.Errorf("pod saw paths %q, want %q (prefix and token stripped)", got, want)
 		}
 		h := ag.Headers()[0]
 		if h.Get("X-Forwarded-For") != "127.0.0.1" || h.Get("X-Forwarded-Proto") != "http" || h.Get("X-Forwarded-Host") == "" ||
@@ -104,7 +109,7 @@ func TestRefusedBeforeRedisAndDial(t *testing.T) {
 		"encoded NUL in path":    {e.base() + "/ws/pod/" + pod + "/" + good + "/a%00b", http.StatusBadRequest, false},
 		"encoded CR LF in query": {e.url(pod, good) + "&h=%0D%0AX-Evil:%201", http.StatusBadRequest, false},
 		"encoded NUL in query":   {e.url(pod, good) + "&n=%00", http.StatusBadRequest, false},
-		"bad escape in query":    {e.url(pod, good) + "&n=%zz", http.StatusBadRequest, false},
+		"bad escape in query":    {e.url(pod, good) + "?n=%zz", http.StatusBadRequest, false},
 		"dot-dot pod":            {e.base() + "/ws/pod/%2e%2e/" + good + agentPath, http.StatusNotFound, false},
 	}
 	for name, tc := range cases {

@@ -83,6 +83,12 @@ type socket struct {
 	redial  *redial
 	resumes int
 	lostPod string // the pod that died last
+	// resumedAt and outAtResume are when the last move's replay was sent
+	// and how many bytes the client had had from pods by then: a pod
+	// that dies within proxy.resume.poison_window of it with nothing
+	// more sent died of the stream (resume.go).
+	resumedAt   time.Time
+	outAtResume int64
 	// lossRecorded: the move recorded the dead pod's failure, which the
 	// socket's end must not count again.
 	lossRecorded bool

@@ -48,10 +48,12 @@ var resumeOutcomes = []string{
 	"no_pod",           // the call's chain has no pod left
 	"dial_failed",      // every pod tried could not be reached
 	"limit",            // proxy.resume.max_per_call moves already
+	"poison",           // the pod moved to died of the replayed stream (proxy.resume.poison_window)
+	"rate_limited",     // the merchant's moves on this replica (proxy.resume.max_per_merchant_per_minute)
 	"torn",             // the dead pod left the client inside a message
 	"no_opening",       // the stream's opening had not all come, or was too big
 	"opening_mismatch", // the opening is not the messages the plugin names
-	"refused",          // the new pod's 101 negotiated what the client never agreed to
+	"refused",          // the new pod refused the upgrade (4xx), or its 101 negotiated what the client never agreed to
 	"error",            // Redis failed, or the call ended meanwhile
 }
 
@@ -84,7 +86,7 @@ func (p *Proxy) mayResume(s *socket, r *http.Request, uri string, up *upstream) 
 	if s.span != nil {
 		ctx = trace.ContextWithSpan(ctx, s.span)
 	}
-	s.redial = &redial{uri: uri, key: r.Header.Get("Sec-WebSocket-Key"), header: podHeader(ctx, r, p.forwarded),
+	s.redial = &redial{uri: uri, key: r.Header.Get("Sec-WebSocket-Key"), header: podHeader(ctx, r, p.forwarded, p.clientUpgrade(s.call.provider)),
 		protocol: up.resp.Header.Get("Sec-WebSocket-Protocol"), opening: events}
 	s.Resume, s.Opening, s.OpeningMax = true, len(events), maxOpeningBytes
 }
@@ -144,8 +146,17 @@ func (p *Proxy) resume(s *socket, m relay.Move) (*upstream, string, error) {
 		return nil, "torn", errors.New("the dead pod left the client inside a message")
 	case m.Opening == nil:
 		return nil, "no_opening", errors.New("the stream's opening messages had not all come, or were too big to keep")
+	case s.resumes > 0 && m.Relayed.BytesOut == s.outAtResume && time.Since(s.resumedAt) < cfg.Resume.PoisonWindow &&
+		!errors.Is(m.Cause, relay.ErrPodLeft):
+		// A circuit, not a loop: the stream's opening is the likely
+		// killer, and another pod would die of it too.
+		return nil, "poison", fmt.Errorf("the pod the call moved to died %v after the replay, having sent nothing (proxy.resume.poison_window)",
+			time.Since(s.resumedAt).Round(time.Millisecond))
 	case s.resumes >= cfg.Resume.MaxPerCall:
 		return nil, "limit", fmt.Errorf("the call moved %d times already (proxy.resume.max_per_call)", s.resumes)
+	case !p.moves.take(s.call.merchant, cfg.Resume.MaxPerMerchantPerMinute):
+		return nil, "rate_limited", fmt.Errorf("the merchant's calls moved %d times in the last minute on this replica (proxy.resume.max_per_merchant_per_minute)",
+			cfg.Resume.MaxPerMerchantPerMinute)
 	}
 	replay, err := openingFrames(m.Opening, s.redial.opening)
 	if err != nil {
@@ -188,7 +199,13 @@ func (p *Proxy) resume(s *socket, m relay.Move) (*upstream, string, error) {
 				return nil, "refused", err
 			}
 			s.addr = up.addr
+			s.resumedAt, s.outAtResume = time.Now(), m.Relayed.BytesOut
 			return up, "resumed", nil
+		}
+		if code, ok := requestRefused(err); ok {
+			// The request edge built is refused: another pod would
+			// refuse it too, and this one is not to blame.
+			return nil, "refused", fmt.Errorf("the new pod refused the upgrade (%d): %w", code, err)
 		}
 		reason := dialReason(err)
 		p.metrics.dialFailures.WithLabelValues(reason).Inc()

@@ -42,6 +42,13 @@ type mortalPod struct {
 	// its 101 chooses (both set before it serves).
 	quiet    bool
 	protocol string
+	// refuse: the status the pod answers every upgrade with (0: 101).
+	refuse int
+	// crashOn: the pod dies (a reset) on reading a text message of this
+	// event, as an agent that crashes on a stream's opening does;
+	// crashes counts those deaths.
+	crashOn string
+	crashes int
 }
 
 // podSocket is one socket a mortalPod served.
@@ -124,6 +131,10 @@ func (p *mortalPod) serve(c *net.TCPConn) {
 	if err != nil {
 		return
 	}
+	if p.refuse != 0 {
+		fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Length: 0\r\n\r\n", p.refuse, http.StatusText(p.refuse))
+		return
+	}
 	chosen := ""
 	if p.protocol != "" {
 		chosen = "Sec-WebSocket-Protocol: " + p.protocol + "\r\n"
@@ -158,8 +169,16 @@ func (p *mortalPod) serve(c *net.TCPConn) {
 			json.Unmarshal(payload, &m)
 			p.mu.Lock()
 			s.events = append(s.events, m.Event)
+			crash := p.crashOn != "" && m.Event == p.crashOn
+			if crash {
+				p.crashes++
+			}
 			p.notifyLocked()
 			p.mu.Unlock()
+			if crash {
+				c.SetLinger(0)
+				return
+			}
 		}
 		if p.quiet {
 			continue
@@ -798,7 +817,9 @@ func TestStopDuringAMoveIsDelivered(t *testing.T) {
 // docs/media.md: the test judges what the providers and pods saw, not
 // how fast.
 func TestAHundredPodDeaths(t *testing.T) {
-	const calls, deaths, pods = 10, 10, 14
+	// A call never goes back to a pod it left: each needs a free pod it
+	// has not been on at every death (pods > calls + deaths).
+	const calls, deaths, pods = 10, 10, 21
 	e := newEnv(t, envOpt{opening: twilioOpening, cfg: func(c *Config) {
 		resumeCfg(c)
 		c.Resume.MaxPerCall = deaths
@@ -1006,7 +1027,7 @@ func TestMoveThatCannotBeMade(t *testing.T) {
 		{outcome: "dial_failed", next: func(t *testing.T) (string, func()) { return brokenPod(t, "closed"), nil }},
 		{outcome: "refused", next: func(t *testing.T) (string, func()) {
 			p := newMortalPod(t)
-			p.protocol = "audio.other"
+			p.refuse = http.StatusBadRequest
 			return p.addr(), nil
 		}},
 	} {

@@ -16,11 +16,10 @@ import (
 // pod dial is a child span, each failover move an event. Nothing is traced
 // per message: the relay loops never see the span.
 
-// traceHeaders are the client's trace context headers, never forwarded: a
-// pod must see only what edge vouches for, and a stranger must not place
-// the voice agent's spans in a trace of its choosing. Edge writes its own
-// traceparent (the socket's span) when tracing is on.
-var traceHeaders = map[string]bool{"Traceparent": true, "Tracestate": true, "Baggage": true}
+// A client's own trace headers never reach a pod (podHeader forwards
+// none): a stranger must not place the voice agent's spans in a trace of
+// its choosing. Edge writes its own traceparent (the socket's span) when
+// tracing is on.
 
 // startSocketSpan starts the socket's span, linked to the webhook's
 // trace; ctx then carries it for the dials. A nil span when tracing is off.

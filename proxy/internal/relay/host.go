@@ -36,6 +36,9 @@ type Move struct {
 	Torn bool
 	// Cause is how the pod's side ended.
 	Cause error
+	// Relayed is what the socket relayed so far, every pod's share
+	// included: whether the dead pod ever answered.
+	Relayed Counts
 }
 
 // Env is what the host gives a relay at construction.

@@ -24,6 +24,18 @@ var (
 	ErrBadUpgrade    = errors.New("pod's 101 is not a valid WebSocket handshake")
 )
 
+// StatusError is a server's answer to the upgrade other than 101; it
+// matches ErrUpgradeStatus.
+type StatusError struct {
+	Code   int
+	Status string // the status line's text, "400 Bad Request"
+}
+
+func (e *StatusError) Error() string { return ErrUpgradeStatus.Error() + ": " + e.Status }
+
+// Unwrap makes a StatusError match ErrUpgradeStatus.
+func (e *StatusError) Unwrap() error { return ErrUpgradeStatus }
+
 // CheckUpgrade validates a client's opening handshake (RFC 6455 4.2.1).
 func CheckUpgrade(r *http.Request) error {
 	switch {
@@ -89,13 +101,19 @@ func ClientHandshake(rw io.ReadWriter, host, uri, key string, h http.Header) (re
 		return nil, nil, err
 	}
 	resp.Body.Close()
-	switch {
+	switch proto := resp.Header.Get("Sec-WebSocket-Protocol"); {
 	case resp.StatusCode != http.StatusSwitchingProtocols:
-		return nil, nil, fmt.Errorf("%w: %s", ErrUpgradeStatus, resp.Status)
+		return nil, nil, &StatusError{Code: resp.StatusCode, Status: resp.Status}
 	case !HasToken(resp.Header, "Upgrade", "websocket") || !HasToken(resp.Header, "Connection", "upgrade"):
 		return nil, nil, fmt.Errorf("%w: no upgrade headers", ErrBadUpgrade)
 	case resp.Header.Get("Sec-WebSocket-Accept") != AcceptKey(key):
 		return nil, nil, fmt.Errorf("%w: wrong Sec-WebSocket-Accept", ErrBadUpgrade)
+	// RFC 6455 4.1: a client fails a 101 that chooses an extension or a
+	// subprotocol it never offered.
+	case resp.Header.Get("Sec-WebSocket-Extensions") != "" && h.Get("Sec-WebSocket-Extensions") == "":
+		return nil, nil, fmt.Errorf("%w: an extension that was not offered", ErrBadUpgrade)
+	case proto != "" && !HasToken(h, "Sec-WebSocket-Protocol", proto):
+		return nil, nil, fmt.Errorf("%w: subprotocol %q was not offered", ErrBadUpgrade, HeaderValue(proto))
 	}
 	if n := br.Buffered(); n > 0 {
 		early, _ = br.Peek(n)

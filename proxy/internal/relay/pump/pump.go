@@ -111,7 +111,7 @@ func (r *Relay) move(s *relay.Socket, pol *relay.Policy) ([]byte, bool) {
 		return nil, false // a stop, or the client's end, came first
 	}
 	opening, _ := pol.Dirs[0].Kept()
-	m := relay.Move{Opening: opening, Torn: !pol.Dirs[1].BetweenMessages(), Cause: s.LostCause()}
+	m := relay.Move{Opening: opening, Torn: !pol.Dirs[1].BetweenMessages(), Cause: s.LostCause(), Relayed: pol.Counts()}
 	pod, early, err := r.env.Host.Resume(s, m)
 	if err != nil {
 		return nil, false
