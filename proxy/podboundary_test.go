@@ -42,7 +42,7 @@ func TestPodSeesOnlyWhatEdgeDecided(t *testing.T) {
 		creator string
 		want    []string // the client's headers the pod sees
 	}{
-		"provider call": {"provider:twilio", []string{"X-Twilio-Signature", "Sec-Websocket-Protocol"}},
+		"provider call":    {"provider:twilio", []string{"X-Twilio-Signature", "Sec-Websocket-Protocol"}},
 		"generic-API call": {"token:ops", nil},
 	} {
 		t.Run(name, func(t *testing.T) {
