@@ -12,8 +12,11 @@ import websockets
 
 
 async def echo(ws, *_):
-    async for msg in ws:
-        await ws.send(msg)
+    try:
+        async for msg in ws:
+            await ws.send(msg)
+    except websockets.ConnectionClosed:
+        pass  # a client gone without a close frame is the client's business
 
 
 async def process_request(path, headers):
