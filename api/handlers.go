@@ -87,15 +87,21 @@ func (h *Handlers) allocate(w http.ResponseWriter, r *http.Request) {
 // internalAllocate is the generic allocate on the internal listener (see
 // Surface.InternalSurface): a generic API token names its caller as on the
 // public listener; any other request is the internal caller, with
-// internal.token when one is set.
-func (h *Handlers) internalAllocate(token func() string) http.HandlerFunc {
+// internal.token when one is set, checked behind th.
+func (h *Handlers) internalAllocate(th *AuthThrottle, token func() string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		who, err := h.Callers.authenticate(r)
 		if err != nil {
-			if want := token(); want != "" && !bearerMatches(r.Header.Get("Authorization"), want) {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="edge"`)
-				writeError(w, r, h.Log, err)
-				return
+			if want := token(); want != "" {
+				switch res, retry := th.check(r, "internal", func() bool { return bearerMatches(r.Header.Get("Authorization"), want) }); res {
+				case authThrottled:
+					refuseThrottled(w, retry)
+					return
+				case authFailed:
+					w.Header().Set("WWW-Authenticate", `Bearer realm="edge"`)
+					writeError(w, r, h.Log, err)
+					return
+				}
 			}
 			who = internalCaller
 		}

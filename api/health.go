@@ -279,17 +279,25 @@ func healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
 }
 
-// requireToken guards the admin surface with a bearer token when one is
-// configured (token returns "" for none), compared in constant time.
-func requireToken(token func() string, next http.Handler) http.Handler {
+// requireToken guards the admin surface of listener with a bearer token
+// when one is configured (token returns "" for none), compared in constant
+// time, and only while th lets the request's source try.
+func requireToken(th *AuthThrottle, listener string, token func() string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		want := token()
-		if want != "" && !bearerMatches(r.Header.Get("Authorization"), want) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="edge-admin"`)
-			writeJSON(w, http.StatusUnauthorized, map[string]any{"success": false, "error": "unauthorized", "code": "unauthorized"})
+		if want == "" {
+			next.ServeHTTP(w, r)
 			return
 		}
-		next.ServeHTTP(w, r)
+		switch res, retry := th.check(r, listener, func() bool { return bearerMatches(r.Header.Get("Authorization"), want) }); res {
+		case authThrottled:
+			refuseThrottled(w, retry)
+		case authFailed:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="edge-admin"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]any{"success": false, "error": "unauthorized", "code": "unauthorized"})
+		default:
+			next.ServeHTTP(w, r)
+		}
 	})
 }
 

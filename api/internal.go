@@ -90,14 +90,15 @@ func (s *Surface) InternalSurface(allow []netip.Prefix, token func() string) htt
 		ops.Handle("GET /api/v1/metrics", s.Metrics)
 		ops.Handle("GET /metrics", s.Metrics)
 	}
-	guarded := requireToken(token, sameOrigin(ops))
+	th := s.throttle()
+	guarded := requireToken(th, "internal", token, sameOrigin(ops))
 
 	mux := http.NewServeMux()
 	for _, p := range []string{"POST /api/v1/release", "POST /api/v1/drain", "GET /api/v1/status",
 		"GET /api/v1/pod/{name}", "GET /api/v1/metrics", "GET /metrics"} {
 		mux.Handle(p, guarded)
 	}
-	mux.Handle("POST /api/v1/allocate", sameOrigin(s.bounded(s.Handlers.internalAllocate(token))))
+	mux.Handle("POST /api/v1/allocate", sameOrigin(s.bounded(s.Handlers.internalAllocate(th, token))))
 	mux.HandleFunc("GET /api/v1/health", healthz)
 	mux.HandleFunc("GET /api/v1/ready", s.Ready.serve)
 	// The rest is the public surface, whose routes authenticate themselves.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/pprof"
+	"sync"
 	"time"
 
 	"github.com/edge-voice/edge/proxy/mediaurl"
@@ -18,6 +19,10 @@ type Surface struct {
 	Metrics http.Handler
 	// AdminToken returns the admin bearer token ("" for none).
 	AdminToken func() string
+	// AuthThrottle bounds how fast one source may guess admin_token and
+	// internal.token, on every listener at once (adminauth.go). Nil: one
+	// with the defaults, its counters unregistered.
+	AuthThrottle *AuthThrottle
 	// RequestTimeout bounds each API request (not media sockets); nil or
 	// zero means no bound beyond the client's.
 	RequestTimeout func() time.Duration
@@ -44,6 +49,19 @@ type Surface struct {
 	// Page serves the status page at the admin listener's root; nil: not
 	// served.
 	Page *StatusPage
+
+	defaultThrottle sync.Once
+}
+
+// throttle is AuthThrottle, or a default one made once, so that every
+// listener of s spends the same allowance.
+func (s *Surface) throttle() *AuthThrottle {
+	s.defaultThrottle.Do(func() {
+		if s.AuthThrottle == nil {
+			s.AuthThrottle = NewAuthThrottle(nil)
+		}
+	})
+	return s.AuthThrottle
 }
 
 // Public is the public listener: provider webhooks, the generic allocation
@@ -77,7 +95,7 @@ func (s *Surface) Public() http.Handler {
 // Admin is the admin listener. Its Service can keep the predecessor's
 // in-cluster address: voice agents call release and drain here unchanged.
 // Health and readiness stay open for probes; the rest takes the bearer
-// token when one is set.
+// token when one is set, behind the AuthThrottle.
 func (s *Surface) Admin() http.Handler {
 	guarded := http.NewServeMux()
 	guarded.Handle("POST /api/v1/release", s.bounded(s.Handlers.release))
@@ -125,9 +143,9 @@ func (s *Surface) Admin() http.Handler {
 	if s.Page != nil {
 		// A browser cannot send a bearer token: the page also takes HTTP
 		// Basic credentials with the token as the password (statuspage.go).
-		mux.Handle("GET /{$}", s.bounded(s.Page.guard(s.AdminToken, s.serveStatusPage)))
+		mux.Handle("GET /{$}", s.bounded(s.Page.guard(s.throttle(), s.AdminToken, s.serveStatusPage)))
 	}
-	mux.Handle("/", requireToken(s.AdminToken, sameOriginJSON(guarded)))
+	mux.Handle("/", requireToken(s.throttle(), "admin", s.AdminToken, sameOriginJSON(guarded)))
 	return mux
 }
 

@@ -57,20 +57,34 @@ var pageCSP = func() string {
 // guard lets a request through with the admin token as a bearer token (as
 // the API takes it) or as the password of HTTP Basic credentials, the one
 // a browser can send by itself (any user name), both compared in constant
-// time. A browser asked with a Basic challenge prompts for them; the token
-// is never in a URL.
-func (p *StatusPage) guard(token func() string, next http.HandlerFunc) http.HandlerFunc {
+// time, behind th like the API. A browser asked with a Basic challenge
+// prompts for them; the token is never in a URL.
+func (p *StatusPage) guard(th *AuthThrottle, token func() string, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		want := token()
-		if want != "" && !bearerMatches(r.Header.Get("Authorization"), want) && !basicMatches(r, want) {
+		if want == "" {
+			next(w, r)
+			return
+		}
+		res, retry := th.check(r, "admin", func() bool {
+			return bearerMatches(r.Header.Get("Authorization"), want) || basicMatches(r, want)
+		})
+		switch res {
+		case authThrottled:
+			pageHeaders(w)
+			w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(retry)))
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusTooManyRequests)
+			io.WriteString(w, "too many failed sign-ins from this address: retry later\n")
+		case authFailed:
 			pageHeaders(w)
 			w.Header().Set("WWW-Authenticate", `Basic realm="edge admin", charset="UTF-8"`)
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(http.StatusUnauthorized)
 			io.WriteString(w, "unauthorized: sign in with any user name and the admin token as the password\n")
-			return
+		default:
+			next(w, r)
 		}
-		next(w, r)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/edge-voice/edge/calls"
 	"github.com/edge-voice/edge/forwarded"
@@ -15,7 +16,7 @@ import (
 )
 
 // Config is the HTTP surface's part of edge's configuration: the top-level
-// keys listen.*, public_base_url, admin_token and http.*.
+// keys listen.*, public_base_url, admin_token, admin_auth.* and http.*.
 type Config struct {
 	// Listen holds the listener addresses.
 	Listen Listen `koanf:"listen" reload:"restart"`
@@ -24,7 +25,11 @@ type Config struct {
 	// Listen.Public, see PublicURL. A trailing slash is trimmed.
 	PublicBaseURL string `koanf:"public_base_url"`
 	// AdminToken, when set, is the bearer token the admin listener requires.
+	// On an admin listener other hosts reach without admin_tls it must be
+	// at least MinAdminTokenLen characters (see AdminAuth.AcceptShortToken).
 	AdminToken string `koanf:"admin_token" secret:"true"`
+	// AdminAuth bounds guessing of the admin credentials.
+	AdminAuth AdminAuth `koanf:"admin_auth"`
 	// HTTP holds limits and timeouts of both listeners.
 	HTTP HTTP `koanf:"http"`
 	// GenericAPI says who may call the generic allocate API.
@@ -41,7 +46,15 @@ type Config struct {
 	// set): the derived PublicURL is then wss://. Copied from the tls
 	// section by config, not a key.
 	PublicTLS bool `koanf:"-"`
+	// AdminListenerTLS reports that the admin listener terminates TLS
+	// (admin_tls.* set). Copied by config, not a key.
+	AdminListenerTLS bool `koanf:"-"`
 }
+
+// MinAdminTokenLen is the shortest admin_token edge takes on an admin
+// listener other hosts reach in the clear: 32 characters of a random
+// base64 or hex string are 128 bits or more, beyond guessing at any rate.
+const MinAdminTokenLen = 32
 
 // Listen holds the two listener addresses (restart: a bound socket stays).
 type Listen struct {
@@ -126,8 +139,9 @@ func (h HTTP) AccessLogConfig() AccessLog {
 // DefaultConfig is the HTTP surface's defaults.
 func DefaultConfig() Config {
 	return Config{
-		Listen:   Listen{Public: ":8080", Admin: "127.0.0.1:9090", Internal: ":8082"},
-		Internal: Internal{Allow: DefaultInternalAllow},
+		Listen:    Listen{Public: ":8080", Admin: "127.0.0.1:9090", Internal: ":8082"},
+		Internal:  Internal{Allow: DefaultInternalAllow},
+		AdminAuth: DefaultAdminAuth(),
 		HTTP: HTTP{
 			MaxBodyBytes:      calls.DefaultMaxBodyBytes,
 			ReadHeaderTimeout: 5 * time.Second,
@@ -152,7 +166,8 @@ func (c Config) Validate() error {
 		c.Listen.validate(),
 		validatePublicBaseURL(c.PublicBaseURL),
 		validateAdminToken(c.AdminToken),
-		validateAdminExposure(c.Listen.Admin, c.AdminToken),
+		c.validateAdminExposure(),
+		c.AdminAuth.Validate(),
 		c.HTTP.validate(),
 		c.GenericAPI.Validate(),
 		validateTrustedProxies(c.TrustedProxies),
@@ -199,14 +214,35 @@ func (l Listen) validate() error {
 
 // validateAdminExposure refuses an admin listener reachable from other hosts
 // without a token: drain, tier rewrites and pprof would be open to anyone
-// who can reach the port.
-func validateAdminExposure(addr, token string) error {
+// who can reach the port. It refuses a short token there too, unless
+// served over admin_tls or accepted by admin_auth.accept_short_token.
+func (c Config) validateAdminExposure() error {
+	addr := c.Listen.Admin
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil || token != "" || loopback(host) {
+	if err != nil || loopback(host) {
 		return nil // a bad address is listen.admin's own error
 	}
-	return fmt.Errorf("listen.admin: %q is reachable from other hosts and admin_token is not set: "+
-		"set admin_token (EDGE_ADMIN_TOKEN, e.g. from a Secret) or listen on 127.0.0.1", addr)
+	if c.AdminToken == "" {
+		return fmt.Errorf("listen.admin: %q is reachable from other hosts and admin_token is not set: "+
+			"set admin_token (EDGE_ADMIN_TOKEN, e.g. from a Secret) or listen on 127.0.0.1", addr)
+	}
+	if c.ShortAdminTokenExposed() && !c.AdminAuth.AcceptShortToken {
+		// The value is a secret: its length only.
+		return fmt.Errorf("admin_token: shorter than %d characters (it has %d) on listen.admin %q, which other hosts reach without admin_tls: "+
+			"use a random token of at least %d (head -c 32 /dev/urandom | base64), serve the admin listener over admin_tls, "+
+			"listen on 127.0.0.1, or set admin_auth.accept_short_token: true to accept the risk",
+			MinAdminTokenLen, utf8.RuneCountInString(c.AdminToken), addr, MinAdminTokenLen)
+	}
+	return nil
+}
+
+// ShortAdminTokenExposed reports an admin_token shorter than
+// MinAdminTokenLen on an admin listener that other hosts reach without
+// TLS: a token that can be guessed, or read on the wire.
+func (c Config) ShortAdminTokenExposed() bool {
+	host, _, err := net.SplitHostPort(c.Listen.Admin)
+	return err == nil && !loopback(host) && !c.AdminListenerTLS &&
+		c.AdminToken != "" && utf8.RuneCountInString(c.AdminToken) < MinAdminTokenLen
 }
 
 // loopback reports a listen host that only this machine reaches.

@@ -38,7 +38,8 @@ type (
 // component's package, a field here, one line in Default and one in
 // Validate.
 type Config struct {
-	// API: listen.*, public_base_url, admin_token, http.* (package api).
+	// API: listen.*, public_base_url, admin_token, admin_auth.*, http.*
+	// (package api).
 	API `koanf:",squash"`
 	// Log configures the process logger.
 	Log Log `koanf:"log"`
@@ -89,12 +90,15 @@ func Default() *Config {
 // link copies the settings a component reads from another section, so that
 // each component still takes its own section whole: the allocator's key
 // prefix is redis.key_prefix, the proxy renews leases every
-// allocator.renew_interval, media URLs are wss:// when tls.* is set. The copies are not keys (koanf:"-").
+// allocator.renew_interval, media URLs are wss:// when tls.* is set, a
+// short admin_token is refused only without admin_tls.*. The copies are
+// not keys (koanf:"-").
 func (c *Config) link() {
 	c.Allocator.KeyPrefix = c.Redis.KeyPrefix
 	c.Allocator.Admission = c.Admission
 	c.Proxy.RenewInterval = c.Allocator.RenewInterval
 	c.PublicTLS = c.TLS.Enabled()
+	c.AdminListenerTLS = c.AdminTLS.Enabled()
 }
 
 // Validate returns every problem of c joined (errors.Join), each naming the

@@ -236,31 +236,53 @@ func errorMentions(t *testing.T, err error, want, not []string) {
 	}
 }
 
-// An admin listener other hosts can reach needs a token; loopback does not.
+// An admin listener other hosts can reach needs a token, of at least 32
+// characters unless it serves TLS or the risk is accepted; loopback needs
+// neither.
 func TestAdminExposedNeedsToken(t *testing.T) {
+	const long = "0123456789abcdef0123456789abcdef"
 	cases := map[string]struct {
 		addr, token string
+		tls, accept bool
 		ok          bool
+		want        string // the key the error names
 	}{
-		"default loopback":       {"127.0.0.1:9090", "", true},
-		"localhost":              {"localhost:9090", "", true},
-		"ipv6 loopback":          {"[::1]:9090", "", true},
-		"every interface":        {":9090", "", false},
-		"unspecified":            {"0.0.0.0:9090", "", false},
-		"pod address":            {"10.1.2.3:9090", "", false},
-		"every interface, token": {":9090", "s3cret-token", true},
+		"default loopback":                 {addr: "127.0.0.1:9090", ok: true},
+		"localhost":                        {addr: "localhost:9090", ok: true},
+		"ipv6 loopback":                    {addr: "[::1]:9090", ok: true},
+		"every interface":                  {addr: ":9090", want: "listen.admin"},
+		"unspecified":                      {addr: "0.0.0.0:9090", want: "listen.admin"},
+		"pod address":                      {addr: "10.1.2.3:9090", want: "listen.admin"},
+		"every interface, token":           {addr: ":9090", token: long, ok: true},
+		"every interface, short token":     {addr: ":9090", token: "s3cret-token", want: "admin_token"},
+		"unspecified, one character":       {addr: "0.0.0.0:9090", token: "a", want: "admin_token"},
+		"31 characters":                    {addr: "10.1.2.3:9090", token: long[1:], want: "admin_token"},
+		"short token, admin_tls":           {addr: ":9090", token: "a", tls: true, ok: true},
+		"short token, risk accepted":       {addr: ":9090", token: "a", accept: true, ok: true},
+		"short token on loopback":          {addr: "127.0.0.1:9090", token: "a", ok: true},
+		"32 characters of multibyte runes": {addr: ":9090", token: strings.Repeat("é", 32), ok: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			c := Default()
-			c.Listen.Admin, c.AdminToken = tc.addr, tc.token
+			c.Listen.Admin, c.AdminToken, c.AdminListenerTLS, c.AdminAuth.AcceptShortToken = tc.addr, tc.token, tc.tls, tc.accept
 			err := c.Validate()
 			if tc.ok && err != nil {
 				t.Fatalf("Validate: %v", err)
 			}
-			if !tc.ok && (err == nil || !strings.Contains(err.Error(), "listen.admin") || !strings.Contains(err.Error(), "admin_token")) {
-				t.Fatalf("Validate = %v, want an error naming listen.admin and how to fix it", err)
+			if !tc.ok && (err == nil || !strings.HasPrefix(err.Error(), tc.want+":") || !strings.Contains(err.Error(), "admin_token")) {
+				t.Fatalf("Validate = %v, want an error naming %s and how to fix it", err, tc.want)
+			}
+			if err != nil && len(tc.token) > 3 && strings.Contains(err.Error(), tc.token) {
+				t.Fatalf("the error shows the token: %v", err)
 			}
 		})
 	}
+}
+
+// admin_auth's allowance must be spendable and refill.
+func TestAdminAuthLimits(t *testing.T) {
+	c := Default()
+	c.AdminAuth.FailureBurst, c.AdminAuth.FailuresPerSecond = 0, 0
+	errorMentions(t, c.Validate(), []string{"admin_auth.failure_burst: must be >= 1", "admin_auth.failures_per_second: must be > 0"}, nil)
 }

@@ -6,15 +6,18 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"unicode/utf8"
 
+	"github.com/edge-voice/edge/api"
 	"github.com/edge-voice/edge/tlsconf"
 )
 
 // Warnings lists what an operator should fix in a config that loads and
 // validates but is unsafe to run with, one sentence each: path (the
 // --config file, "" for none) writable by every user, a TLS private key
-// readable by every user, a media base that providers refuse. The Watcher
-// logs them at start and whenever they change.
+// readable by every user, a media base that providers refuse, a short
+// admin token accepted off loopback. The Watcher logs them at start and
+// whenever they change; edge check-config prints them (ArgsWarnings).
 func Warnings(c *Config, path string) []string {
 	var out []string
 	if path != "" {
@@ -31,7 +34,23 @@ func Warnings(c *Config, path string) []string {
 	if w := plainMediaBase(c.PublicBaseURL); w != "" {
 		out = append(out, w)
 	}
+	if c.AdminAuth.AcceptShortToken && c.ShortAdminTokenExposed() {
+		out = append(out, fmt.Sprintf("admin_token is shorter than %d characters (it has %d) on listen.admin %s, which other hosts reach without admin_tls, "+
+			"accepted by admin_auth.accept_short_token: each source may guess it admin_auth.failures_per_second times a second, and anyone on the path reads it; "+
+			"use a random token of at least %d characters (head -c 32 /dev/urandom | base64)",
+			api.MinAdminTokenLen, utf8.RuneCountInString(c.AdminToken), c.Listen.Admin, api.MinAdminTokenLen))
+	}
 	return out
+}
+
+// ArgsWarnings is Warnings for the config file args name (--config), as
+// edge check-config shows them.
+func ArgsWarnings(c *Config, args []string) []string {
+	var path string
+	if fl, err := parseFlags(args); err == nil {
+		path = fl.path
+	}
+	return Warnings(c, path)
 }
 
 type keyFile struct{ key, path string }

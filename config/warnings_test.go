@@ -118,3 +118,36 @@ func TestWarningsQuietWhenSafe(t *testing.T) {
 		}
 	}
 }
+
+// A short admin_token that admin_auth.accept_short_token lets through on
+// an admin listener other hosts reach in the clear is warned of, without
+// its value; on loopback or behind admin_tls it is not.
+func TestShortAdminTokenAcceptedIsWarned(t *testing.T) {
+	cases := map[string]struct {
+		addr string
+		tls  bool
+		warn bool
+	}{
+		"every interface": {":9090", false, true},
+		"pod address":     {"10.1.2.3:9090", false, true},
+		"admin_tls":       {":9090", true, false},
+		"loopback":        {"127.0.0.1:9090", false, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := Default()
+			c.Listen.Admin, c.AdminToken, c.AdminListenerTLS = tc.addr, "tok3n", tc.tls
+			c.AdminAuth.AcceptShortToken = true
+			if err := c.Validate(); err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			got := strings.Join(Warnings(c, ""), "\n")
+			if tc.warn != strings.Contains(got, "admin_token is shorter than 32 characters (it has 5)") || tc.warn != strings.Contains(got, "admin_auth.accept_short_token") {
+				t.Fatalf("warnings %q, want a warning: %v", got, tc.warn)
+			}
+			if strings.Contains(got, "tok3n") {
+				t.Fatalf("a warning shows the token: %q", got)
+			}
+		})
+	}
+}

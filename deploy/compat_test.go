@@ -40,7 +40,7 @@ func TestPredecessorAddressIsTheInternalListener(t *testing.T) {
 	cm := objs["ConfigMap/edge-config"].(*corev1.ConfigMap)
 	path := filepath.Join(t.TempDir(), "edge.yaml")
 	os.WriteFile(path, []byte(cm.Data["edge.yaml"]), 0o600)
-	cfg, err := config.Load([]string{"--config", path}, []string{"EDGE_ADMIN_TOKEN=from-the-secret-0123456789"})
+	cfg, err := config.Load([]string{"--config", path}, []string{"EDGE_ADMIN_TOKEN=from-the-secret-0123456789abcdef0123"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,7 @@ func TestManifests(t *testing.T) {
 	if adminSecret == nil || adminSecret.Optional == nil || *adminSecret.Optional {
 		t.Fatalf("EDGE_ADMIN_TOKEN must come from a required Secret key, got %+v", adminSecret)
 	}
-	cfg, err := config.Load([]string{"--config", path}, []string{"EDGE_ADMIN_TOKEN=from-the-secret-0123456789"})
+	cfg, err := config.Load([]string{"--config", path}, []string{"EDGE_ADMIN_TOKEN=from-the-secret-0123456789abcdef0123"})
 	if err != nil {
 		t.Fatalf("ConfigMap edge.yaml: %v", err)
 	}

@@ -183,7 +183,7 @@ func TestTLSOverlayRendered(t *testing.T) {
 
 	path := filepath.Join(t.TempDir(), "edge.yaml")
 	os.WriteFile(path, []byte(cm.Data["edge.yaml"]), 0o600)
-	environ := []string{"EDGE_ADMIN_TOKEN=from-the-secret-0123456789"}
+	environ := []string{"EDGE_ADMIN_TOKEN=from-the-secret-0123456789abcdef0123"}
 	for k, v := range env {
 		environ = append(environ, k+"="+v)
 	}

@@ -119,7 +119,7 @@ func TestUringOverlayRendered(t *testing.T) {
 	if pod.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost {
 		t.Errorf("seccomp profile %+v, want the component's Localhost one", pod.SecurityContext.SeccompProfile)
 	}
-	environ := []string{"EDGE_ADMIN_TOKEN=from-the-secret-0123456789"}
+	environ := []string{"EDGE_ADMIN_TOKEN=from-the-secret-0123456789abcdef0123"}
 	for _, e := range pod.Containers[0].Env {
 		if e.ValueFrom == nil {
 			environ = append(environ, e.Name+"="+e.Value)

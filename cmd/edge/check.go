@@ -19,7 +19,8 @@ var executable = os.Executable
 // checkConfig validates the configuration (file, environment and flags, as
 // serve would load them), then starts each configured provider plugin
 // briefly to dry-run its settings: a setting only the plugin understands
-// (exotel's allow_ips) is refused here, not at serve or on a reload.
+// (exotel's allow_ips) is refused here, not at serve or on a reload. It
+// prints the warnings serve would log at start.
 func checkConfig(ctx context.Context, args, environ []string, stdout, _ io.Writer) error {
 	cfg, err := config.Load(args, environ)
 	if err != nil {
@@ -30,6 +31,10 @@ func checkConfig(ctx context.Context, args, environ []string, stdout, _ io.Write
 	}
 	if err := checkPlugins(ctx, cfg, stdout); err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	// What serve would WARN of at start: valid, but unsafe.
+	for _, w := range config.ArgsWarnings(cfg, args) {
+		fmt.Fprintf(stdout, "warning: %s\n", w)
 	}
 	fmt.Fprintf(stdout, "configuration is valid\n%s\n", cfg.String())
 	return nil

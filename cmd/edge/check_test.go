@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edge-voice/edge/internal/edgetest"
+	"github.com/edge-voice/edge/internal/testpki"
 )
 
 // useBuiltEdge makes check-config start the built-in plugins from a built
@@ -106,5 +109,54 @@ func TestStartRefusesAnUnwritableTempDir(t *testing.T) {
 		if want := "provider plugins need a writable directory for their sockets, and " + notADir; !strings.Contains(stderr.String(), want) {
 			t.Errorf("edge %v said:\n%s\nwant %q", args, stderr.String(), want)
 		}
+	}
+}
+
+// check-config accepted admin_token: "a" with the admin listener on every
+// interface and no admin TLS. It, and serve, refuse a token under 32
+// characters there, naming admin_token, unless admin_tls.* is set or
+// admin_auth.accept_short_token accepts the risk (then it warns); on
+// loopback a short token is the operator's business.
+func TestCheckConfigRefusesAShortExposedAdminToken(t *testing.T) {
+	sec := testpki.NewSecret(t, testpki.NewCA(t).Valid(t, "edge.example.com"))
+	base := "providers: {builtin: false}\nadmin_token: \"a\"\n"
+	cases := map[string]struct {
+		yaml string
+		ok   bool
+		warn bool
+	}{
+		"every interface, no TLS": {yaml: "listen: {admin: \"0.0.0.0:9090\"}\n"},
+		"pod address, no TLS":     {yaml: "listen: {admin: \"10.0.0.7:9090\"}\n"},
+		"risk accepted":           {yaml: "listen: {admin: \"0.0.0.0:9090\"}\nadmin_auth: {accept_short_token: true}\n", ok: true, warn: true},
+		"admin_tls":               {yaml: "listen: {admin: \"0.0.0.0:9090\"}\nadmin_tls: {cert_file: " + sec.CertFile() + ", key_file: " + sec.KeyFile() + "}\n", ok: true},
+		"loopback":                {yaml: "listen: {admin: \"127.0.0.1:9090\"}\n", ok: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "edge.yaml")
+			if err := os.WriteFile(path, []byte(base+tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			err := run(t.Context(), []string{"check-config", "--config", path}, nil, &out, &out)
+			if tc.ok != (err == nil) {
+				t.Fatalf("check-config: %v, want ok: %v\n%s", err, tc.ok, out.String())
+			}
+			if err != nil && !strings.Contains(err.Error(), "\nadmin_token: shorter than 32 characters") {
+				t.Fatalf("check-config: %v, want an error naming admin_token", err)
+			}
+			if warned := strings.Contains(out.String(), "warning: admin_token is shorter than 32 characters"); warned != tc.warn {
+				t.Fatalf("check-config said:\n%s\nwant a warning about admin_token: %v", out.String(), tc.warn)
+			}
+		})
+	}
+
+	// serve refuses the same before it binds anything.
+	path := filepath.Join(t.TempDir(), "edge.yaml")
+	os.WriteFile(path, []byte(base+"listen: {admin: \"0.0.0.0:0\", public: \"127.0.0.1:0\", internal: \"\"}\n"), 0o600)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := run(ctx, []string{"--config", path}, nil, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "admin_token: shorter than 32 characters") {
+		t.Fatalf("serve: %v, want refused naming admin_token", err)
 	}
 }

@@ -148,6 +148,10 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	for _, name := range provs.Names() {
 		ready.Add("plugin "+name, provs.Check(name))
 	}
+	// One allowance of admin credential failures per source, spent on
+	// every listener alike.
+	authThrottle := api.NewAuthThrottle(func() api.AdminAuth { return current().AdminAuth })
+	authThrottle.MustRegister(reg)
 	surface := &api.Surface{
 		Handlers: &api.Handlers{
 			Calls: svc, Pools: alloc, Records: alloc, Callers: acc.callers, Log: log,
@@ -158,6 +162,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		Ready:          ready,
 		Metrics:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		AdminToken:     func() string { return current().AdminToken },
+		AuthThrottle:   authThrottle,
 		RequestTimeout: func() time.Duration { return current().HTTP.RequestTimeout },
 		BodyTimeout:    func() time.Duration { return current().HTTP.BodyTimeout },
 		WriteTimeout:   func() time.Duration { return current().HTTP.WriteTimeout },
