@@ -54,6 +54,7 @@ func (s *grpcServer) Describe(ctx context.Context, _ *pb.DescribeRequest) (*pb.D
 	}
 	out.MediaParams = mediaParamsToPB(d.MediaParams)
 	out.ResumeReplay = d.ResumeReplay
+	out.MediaHeaders, out.MediaSubprotocols = d.MediaHeaders, d.MediaSubprotocols
 	return out, nil
 }
 
@@ -131,6 +132,7 @@ func (c *grpcClient) Describe(ctx context.Context) (Description, error) {
 	}
 	out.MediaParams = mediaParamsFromPB(d.GetMediaParams())
 	out.ResumeReplay = d.GetResumeReplay()
+	out.MediaHeaders, out.MediaSubprotocols = d.GetMediaHeaders(), d.GetMediaSubprotocols()
 	return out, nil
 }
 

@@ -74,6 +74,26 @@ type Description struct {
 	// before the field: the provider's calls cannot move to another pod
 	// and end with their pod.
 	ResumeReplay []string
+	// MediaHeaders name the headers of the provider's media WebSocket
+	// upgrade that a pod may read, as the provider sends them (Twilio:
+	// X-Twilio-Signature, its signature over the stream's URL). A pod's
+	// upgrade carries the path, the signed media parameters, edge's own
+	// headers (X-Forwarded-*, Traceparent, Edge-Media-Params,
+	// Edge-Resumed) and these; any other header a client sends (Cookie,
+	// Authorization, Origin, Sec-WebSocket-Extensions, ...) stops at
+	// edge, so that whoever holds a media URL cannot shape what the pod
+	// reads. At most 8 header names, none of the upgrade's own
+	// (Connection, Upgrade, Host, Sec-WebSocket-*), the hop-by-hop ones or
+	// edge's: edge refuses to start a plugin that declares otherwise.
+	// None, and a plugin built before the field: no client header reaches
+	// a pod.
+	MediaHeaders []string
+	// MediaSubprotocols are the WebSocket subprotocols the provider's
+	// media stream may offer (Sec-WebSocket-Protocol); edge passes a pod
+	// only these, in the client's order. At most 8 RFC 6455 tokens. None,
+	// and a plugin built before the field: no subprotocol is offered to a
+	// pod.
+	MediaSubprotocols []string
 }
 
 // MediaParam is a media URL query parameter a provider may set, and the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/config"
+	"github.com/edge-voice/edge/providers"
 	"github.com/edge-voice/edge/proxy"
 	"github.com/edge-voice/edge/proxy/mediaurl"
 )
@@ -25,6 +26,10 @@ func newMedia(cfg *config.Config, pods func(string) (string, bool), alloc *alloc
 	return proxy.New(cfg.Proxy, proxy.Deps{
 		Lookup: pods, Leases: allocator.MediaLeases{Alloc: alloc, Replica: instanceName(cfg)}, Signer: signer, Forwarded: fwd,
 		Tracer: tracer, HandshakeRetries: provs.MediaHandshakeRetries, Opening: provs.ResumeReplay,
+		Upgrade: func(provider string) proxy.ClientUpgrade {
+			u := provs.MediaUpgrade(provider)
+			return proxy.ClientUpgrade{Headers: u.Headers, Subprotocols: u.Subprotocols}
+		},
 		Log: log.With("component", "proxy"), Registerer: reg,
 	})
 }
@@ -34,6 +39,7 @@ func newMedia(cfg *config.Config, pods func(string) (string, bool), alloc *alloc
 type mediaProviders interface {
 	MediaHandshakeRetries(provider string) int
 	ResumeReplay(provider string) []string
+	MediaUpgrade(provider string) providers.MediaUpgrade
 }
 
 // mediaReady is the "media" readiness check: a replica whose proxy is full

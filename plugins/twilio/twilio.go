@@ -63,7 +63,11 @@ func (p *Provider) Describe(context.Context) (plugins.Description, error) {
 	// the call and the stream (Twilio's "Media Streams - WebSocket
 	// Messages"); neither depends on the socket it came on.
 	return plugins.Description{Name: "twilio", Routes: []plugins.Route{{Method: http.MethodPost, Path: RouteStatus}}, RendersFallback: true,
-		ResumeReplay: []string{"connected", "start"}}, nil
+		ResumeReplay: []string{"connected", "start"},
+		// Twilio signs a Media Stream's upgrade as it signs a webhook
+		// (its firewall guide asks stream servers to check it): the
+		// agent behind edge may check it again.
+		MediaHeaders: []string{"X-Twilio-Signature"}}, nil
 }
 
 // parseSettings never refuses: an unknown failure_mode is a warning.

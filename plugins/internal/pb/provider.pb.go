@@ -269,9 +269,23 @@ type Description struct {
 	// refuses to start a plugin that declares otherwise. Added within
 	// ProtocolVersion 1: a plugin built before it declares none, and its
 	// calls end with their pod, as before.
-	ResumeReplay  []string `protobuf:"bytes,6,rep,name=resume_replay,json=resumeReplay,proto3" json:"resume_replay,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ResumeReplay []string `protobuf:"bytes,6,rep,name=resume_replay,json=resumeReplay,proto3" json:"resume_replay,omitempty"`
+	// media_headers are the headers of the provider's media WebSocket
+	// upgrade that a pod may read (Twilio's X-Twilio-Signature over the
+	// stream's URL). edge sends a pod only the path, the signed parameters,
+	// its own headers and these: every other header a client sends
+	// (cookies, Authorization, Origin, extensions) stops at edge. Header
+	// names, at most 8, none of the upgrade's own or edge's. Added within
+	// ProtocolVersion 1: a plugin built before it declares none.
+	MediaHeaders []string `protobuf:"bytes,7,rep,name=media_headers,json=mediaHeaders,proto3" json:"media_headers,omitempty"`
+	// media_subprotocols are the WebSocket subprotocols the provider's
+	// media stream may offer; edge passes only these of a client's
+	// Sec-WebSocket-Protocol to the pod. At most 8 RFC 6455 tokens. Added
+	// within ProtocolVersion 1: a plugin built before it declares none, and
+	// no subprotocol is negotiated through edge.
+	MediaSubprotocols []string `protobuf:"bytes,8,rep,name=media_subprotocols,json=mediaSubprotocols,proto3" json:"media_subprotocols,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Description) Reset() {
@@ -342,6 +356,20 @@ func (x *Description) GetMediaParams() []*MediaParam {
 func (x *Description) GetResumeReplay() []string {
 	if x != nil {
 		return x.ResumeReplay
+	}
+	return nil
+}
+
+func (x *Description) GetMediaHeaders() []string {
+	if x != nil {
+		return x.MediaHeaders
+	}
+	return nil
+}
+
+func (x *Description) GetMediaSubprotocols() []string {
+	if x != nil {
+		return x.MediaSubprotocols
 	}
 	return nil
 }
@@ -1617,14 +1645,16 @@ var File_provider_proto protoreflect.FileDescriptor
 const file_provider_proto_rawDesc = "" +
 	"\n" +
 	"\x0eprovider.proto\x12\x10edge.provider.v1\"\x11\n" +
-	"\x0fDescribeRequest\"\x9b\x02\n" +
+	"\x0fDescribeRequest\"\xef\x02\n" +
 	"\vDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x06routes\x18\x02 \x03(\v2\x17.edge.provider.v1.RouteR\x06routes\x12)\n" +
 	"\x10renders_fallback\x18\x03 \x01(\bR\x0frendersFallback\x126\n" +
 	"\x17media_handshake_retries\x18\x04 \x01(\x05R\x15mediaHandshakeRetries\x12?\n" +
 	"\fmedia_params\x18\x05 \x03(\v2\x1c.edge.provider.v1.MediaParamR\vmediaParams\x12#\n" +
-	"\rresume_replay\x18\x06 \x03(\tR\fresumeReplay\"R\n" +
+	"\rresume_replay\x18\x06 \x03(\tR\fresumeReplay\x12#\n" +
+	"\rmedia_headers\x18\a \x03(\tR\fmediaHeaders\x12-\n" +
+	"\x12media_subprotocols\x18\b \x03(\tR\x11mediaSubprotocols\"R\n" +
 	"\n" +
 	"MediaParam\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
