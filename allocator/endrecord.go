@@ -22,6 +22,11 @@ const (
 	// callback, EndByProvider) before its media socket opened; the
 	// record's ended_by names the event.
 	ReleasedByProvider = "provider"
+	// ReleasedRefused: a media socket a replica refused because Redis did
+	// not answer its claim (a partition of that replica): the provider
+	// hung up, so the call is ended once Redis answers, only while no
+	// socket holds it (another replica may have admitted a retry).
+	ReleasedRefused = "refused"
 )
 
 // recordArgs are release.lua's record fields: who released the call and,

@@ -116,6 +116,16 @@ func (l MediaLeases) Release(ctx context.Context, callID string, end mediacontra
 	}
 }
 
+// ReleaseRefused ends, once Redis answers, a call whose media socket this
+// replica refused for want of Redis, unless a socket holds it by then.
+// It returns at once: Redis has just failed, so the release is queued
+// and retried as a socket's is.
+func (l MediaLeases) ReleaseRefused(callID string) {
+	if ValidateID("call_sid", callID) == nil {
+		l.Alloc.releaseLater(callID, ReleasedRefused, nil)
+	}
+}
+
 // noAllocation maps the allocator's "nothing there" and "already claimed"
 // outcomes to the proxy's; other errors (Redis down) stay what they are.
 func noAllocation(err error) error {

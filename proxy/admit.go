@@ -132,6 +132,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, mediacontract.ErrClaimed):
 			p.refuse(w, http.StatusConflict, "duplicate", err, "pod", t.Pod, "call_sid", callID)
 		default:
+			p.refusedForRedis(callID, t.Pod, err)
 			p.refuse(w, http.StatusServiceUnavailable, "redis_error", err, "pod", t.Pod, "call_sid", callID)
 		}
 		return

@@ -86,6 +86,11 @@ type Leases interface {
 	// how the socket ended and what it carried, kept in the call's record
 	// (written once, at the end: nothing per message).
 	Release(ctx context.Context, callID string, end mediacontract.SocketEnd) (outcome string, err error)
+	// ReleaseRefused ends, once Redis answers, a call whose socket this
+	// replica refused because Redis did not answer its claim, unless a
+	// socket (another replica's) holds the call by then. It does not
+	// wait for Redis.
+	ReleaseRefused(callID string)
 }
 
 // Deps is what a proxy works with, given to New and never changed after.
@@ -156,6 +161,9 @@ type Proxy struct {
 	// relayEnv is what every relay is given: this proxy as its Host, the
 	// limits and the per-direction counters.
 	relayEnv relay.Env
+	// redisRefusals paces the log lines of sockets refused for want of
+	// Redis (redisrefusal.go).
+	redisRefusals refusalLog
 	// moves bounds each merchant's mid-call moves on this replica.
 	moves *moveBudget
 	// pump is the goroutine relay.

@@ -101,9 +101,11 @@ end
 -- A webhook edge answered "cannot serve" may have allocated all the same
 -- (its script ran after the answer gave up waiting: a Redis pause).
 -- Released by "unanswered", such a call is ended only while no socket
--- holds it: a socket means a provider did learn of the call.
-if (by == 'unanswered' or by == 'provider') and redis.call('HEXISTS', call_key, 'media_claim') == 1 then
-  if by == 'unanswered' then
+-- holds it: a socket means a provider did learn of the call. So is one
+-- whose socket a replica cut off from Redis refused ("refused"): a retry
+-- of the provider's may have been admitted elsewhere.
+if (by == 'unanswered' or by == 'refused' or by == 'provider') and redis.call('HEXISTS', call_key, 'media_claim') == 1 then
+  if by ~= 'provider' then
     return {'not_found'}
   end
   -- A provider said the call ended while its socket is open: the socket
