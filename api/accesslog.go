@@ -23,6 +23,10 @@ type AccessLog struct {
 	// from 0 (failures only) to 1 (every request). A 4xx or 5xx always
 	// gets its line: those are the ones an operator looks for.
 	Sample float64
+	// ProbeSample is the same share for the health probes (/healthz,
+	// /readyz), which a balancer and kubelet send every few seconds to
+	// every replica: at 1 they are most of the log and say nothing.
+	ProbeSample float64
 }
 
 // accessLog writes a listener's access lines. Media sockets get theirs
@@ -34,25 +38,31 @@ type accessLog struct {
 	clientIP func(*http.Request) netip.Addr
 }
 
-func (a *accessLog) wants(status int) bool {
-	cfg := AccessLog{Enabled: true, Sample: 1}
+func (a *accessLog) wants(route string, status int) bool {
+	cfg := AccessLog{Enabled: true, Sample: 1, ProbeSample: 1}
 	if a.cfg != nil {
 		cfg = a.cfg()
+	}
+	sample := cfg.Sample
+	if route == "/healthz" || route == "/readyz" {
+		sample = cfg.ProbeSample
 	}
 	switch {
 	case !cfg.Enabled:
 		return false
-	case status >= 400 || cfg.Sample >= 1:
+	case status >= 400 || sample >= 1:
 		return true
+	case sample <= 0:
+		return false
 	}
-	return rand.Float64() < cfg.Sample
+	return rand.Float64() < sample
 }
 
 // line logs r's line: route is its pattern's (routeOf), note what the call
 // lifecycle learned of it.
 func (a *accessLog) line(ctx context.Context, r *http.Request, route string, sw *statusWriter, took time.Duration, note *calls.RequestNote) {
 	status := sw.status()
-	if !a.wants(status) {
+	if !a.wants(route, status) {
 		return
 	}
 	attrs := make([]slog.Attr, 0, 10)

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -204,4 +207,43 @@ func gatherSeries(t *testing.T, reg prometheus.Gatherer) map[string][]string {
 		sort.Strings(out[f.GetName()])
 	}
 	return out
+}
+
+// Health probes are left out of the access log by default (they were most
+// of it), except a failing one; every other route keeps its line.
+func TestAccessLogLeavesOutProbes(t *testing.T) {
+	var buf syncBuffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	var failing atomic.Bool
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, r *http.Request) {})
+	def := api.DefaultConfig().HTTP.AccessLogConfig()
+	ln := startListener(t, "admin", mux, api.ListenerConfig{AccessLog: func() api.AccessLog { return def }}, log, nil)
+	get := func(path string) {
+		resp, err := http.Get(ln.URL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	for range 10 {
+		get("/readyz")
+		get("/healthz")
+	}
+	get("/api/v1/status")
+	failing.Store(true)
+	get("/readyz")
+	var got []string
+	for _, l := range buf.lines(t, "http request") {
+		got = append(got, fmt.Sprint(l["route"], " ", l["status"]))
+	}
+	if want := []string{"/api/v1/status 200", "/readyz 503"}; !slices.Equal(got, want) {
+		t.Errorf("access lines %q, want %q", got, want)
+	}
 }

@@ -39,6 +39,9 @@ type Readiness struct {
 	stopping atomic.Bool
 	// ready is the verdict of the last evaluation (edge_ready).
 	ready atomic.Bool
+	// background: Run checks the shared dependencies, and an evaluation
+	// reads what they last answered instead of asking them.
+	background atomic.Bool
 }
 
 type check struct {
@@ -52,6 +55,59 @@ type check struct {
 // is 1 s unless set), and a hung Redis would otherwise hold it for the
 // client's retries.
 const sharedCheckTimeout = 500 * time.Millisecond
+
+// sharedCheckEvery paces Run's checks of the shared dependencies: a
+// failure is seen within this (plus sharedCheckTimeout), against a grace
+// of seconds.
+const sharedCheckEvery = time.Second
+
+// Run checks the shared dependencies every sharedCheckEvery until ctx
+// ends, so that /readyz answers from what this replica already knows,
+// within milliseconds whatever Redis does: a probe that waited on a hung
+// Redis (up to sharedCheckTimeout) would time out at a balancer's 500 ms
+// health check and take every replica out at once, which is what the
+// grace is there to prevent. The replica's own checks stay on the probe:
+// they read its own state. Without Run, each evaluation asks.
+func (rd *Readiness) Run(ctx context.Context) error {
+	rd.checkShared(ctx)
+	rd.background.Store(true)
+	defer rd.background.Store(false)
+	t := time.NewTicker(sharedCheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			rd.checkShared(ctx)
+		}
+	}
+}
+
+// checkShared asks every shared dependency once and records its answer.
+func (rd *Readiness) checkShared(ctx context.Context) {
+	rd.mu.RLock()
+	checks := append([]check(nil), rd.checks...)
+	rd.mu.RUnlock()
+	for _, c := range checks {
+		if c.shared != nil {
+			start, err := rd.askShared(ctx, c)
+			c.shared.record(c.name, start, err, rd.Log)
+		}
+	}
+}
+
+// askShared runs a shared check within sharedCheckTimeout.
+func (rd *Readiness) askShared(ctx context.Context, c check) (time.Time, error) {
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, sharedCheckTimeout)
+	defer cancel()
+	err := c.fn(cctx)
+	if err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		err = fmt.Errorf("no answer within %v: %w", sharedCheckTimeout, err)
+	}
+	return start, err
+}
 
 // Add registers a named check of the replica's own (e.g. "plugin twilio"):
 // its first failure fails readiness.
@@ -106,14 +162,11 @@ func (rd *Readiness) evaluate(ctx context.Context) (failed, degraded map[string]
 			}
 			continue
 		}
-		start := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, sharedCheckTimeout)
-		err := c.fn(cctx)
-		if err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			err = fmt.Errorf("no answer within %v: %w", sharedCheckTimeout, err)
+		if !rd.background.Load() {
+			start, err := rd.askShared(ctx, c)
+			c.shared.record(c.name, start, err, rd.Log)
 		}
-		cancel()
-		if msg, fails := c.shared.observe(c.name, start, err, rd.Log); msg != "" && fails {
+		if msg, fails := c.shared.verdict(c.name, rd.Log); msg != "" && fails {
 			failed[c.name] = msg
 		} else if msg != "" {
 			degraded[c.name] = msg
@@ -136,12 +189,10 @@ type outage struct {
 	lastErr string
 }
 
-// observe records a check that started at start and ended with err, and
-// says what it means now: msg is "" while the dependency answers, else how
-// long it has been failing; fails is whether that fails readiness. A check
-// that started before the newest one recorded (probes overlap) says nothing
-// new: the newer one already told.
-func (o *outage) observe(name string, start time.Time, err error, log *slog.Logger) (msg string, fails bool) {
+// record records a check that started at start and ended with err. A
+// check that started before the newest one recorded (probes overlap) says
+// nothing new: the newer one already told.
+func (o *outage) record(name string, start time.Time, err error, log *slog.Logger) {
 	grace := o.grace()
 	now := time.Now()
 	o.mu.Lock()
@@ -167,6 +218,16 @@ func (o *outage) observe(name string, start time.Time, err error, log *slog.Logg
 			}
 		}
 	}
+}
+
+// verdict says what the checks recorded mean now: msg is "" while the
+// dependency answers, else how long it has been failing; fails is whether
+// that fails readiness.
+func (o *outage) verdict(name string, log *slog.Logger) (msg string, fails bool) {
+	grace := o.grace()
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if o.since.IsZero() {
 		return "", false
 	}

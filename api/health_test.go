@@ -285,3 +285,52 @@ func sameNames(v any, names ...string) bool {
 	}
 	return true
 }
+
+// With Run checking the shared dependencies in the background, /readyz
+// answers from what the replica knows: a probe while Redis hangs waits for
+// nothing (no time passes in the bubble) and asks Redis nothing, and the
+// hang still counts toward the grace once its check gives up.
+func TestReadinessAnswersFromStateWhileRedisHangs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var asked atomic.Int32
+		var hang atomic.Bool
+		rd := &api.Readiness{}
+		rd.AddShared("redis", func() time.Duration { return 30 * time.Second }, func(ctx context.Context) error {
+			asked.Add(1)
+			if hang.Load() {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			return nil
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan struct{})
+		go func() { defer close(done); rd.Run(ctx) }()
+		synctest.Wait()
+		admin, _ := surfaces(rd)
+		hang.Store(true)
+		time.Sleep(1100 * time.Millisecond) // the next check starts, and hangs
+		synctest.Wait()
+		before, start := asked.Load(), time.Now()
+		code, body := readyz(t, admin)
+		if waited := time.Since(start); waited != 0 || asked.Load() != before {
+			t.Errorf("the probe waited %v and asked Redis %d times; want neither", waited, asked.Load()-before)
+		}
+		if code != 200 || body["degraded"] != nil {
+			t.Errorf("a check in flight: %d %v; want ready, nothing known yet", code, body)
+		}
+		time.Sleep(time.Second) // the hung check gave up
+		synctest.Wait()
+		if code, body := readyz(t, admin); code != 200 || detail(body, "degraded", "redis") == "" {
+			t.Errorf("Redis hanging within its grace: %d %v; want ready, redis degraded", code, body)
+		}
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+		if code, body := readyz(t, admin); code != 503 || detail(body, "failed", "redis") == "" {
+			t.Errorf("Redis hanging past its grace: %d %v; want 503", code, body)
+		}
+		cancel()
+		<-done
+	})
+}

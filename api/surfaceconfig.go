@@ -129,11 +129,14 @@ type HTTP struct {
 	// AccessLogSample is the share of requests answered below 400 that get
 	// their line, 0 to 1; a 4xx or 5xx always gets one. Default 1.
 	AccessLogSample float64 `koanf:"access_log_sample"`
+	// AccessLogProbes is that share for /healthz and /readyz answered
+	// below 400 (a failing probe always gets its line). Default 0.
+	AccessLogProbes float64 `koanf:"access_log_probes"`
 }
 
 // AccessLogConfig is the access log's part of h.
 func (h HTTP) AccessLogConfig() AccessLog {
-	return AccessLog{Enabled: h.AccessLog, Sample: h.AccessLogSample}
+	return AccessLog{Enabled: h.AccessLog, Sample: h.AccessLogSample, ProbeSample: h.AccessLogProbes}
 }
 
 // DefaultConfig is the HTTP surface's defaults.
@@ -292,6 +295,9 @@ func (h HTTP) validate() error {
 	}
 	if !(h.AccessLogSample >= 0 && h.AccessLogSample <= 1) {
 		errs = append(errs, confcheck.Invalid("http.access_log_sample", h.AccessLogSample, "must be from 0 (failures only) to 1 (every request)"))
+	}
+	if !(h.AccessLogProbes >= 0 && h.AccessLogProbes <= 1) {
+		errs = append(errs, confcheck.Invalid("http.access_log_probes", h.AccessLogProbes, "must be from 0 (failing probes only) to 1 (every probe)"))
 	}
 	return errors.Join(errs...)
 }

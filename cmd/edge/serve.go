@@ -210,7 +210,9 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 
 	// The Waker wakes this replica's calls waiting for capacity
 	// (admission.wait); without it no call waits.
-	components := []component{watcher, alloc.Waker(), pools.source, pools.manager, pools.refresher, pools.presence, px, provs, pub, adm, announce}
+	// ready checks Redis in the background: /readyz answers from what it
+	// last heard, whatever Redis does.
+	components := []component{ready, watcher, alloc.Waker(), pools.source, pools.manager, pools.refresher, pools.presence, px, provs, pub, adm, announce}
 	internal, err := newInternalListener(cfg, current, surface, acc, reg, log)
 	if err != nil {
 		pub.Close()
