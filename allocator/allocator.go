@@ -127,6 +127,12 @@ type Request struct {
 	// a new call and returned on every repeat, so that the caller can tell
 	// a retry of its own call from a stranger naming someone else's.
 	Creator string
+	// Account is the provider account whose credentials verified the
+	// webhook that asks (plugins.WebhookResult.Account; at most
+	// MaxAccountLength bytes of [A-Za-z0-9_-], "" for none). It is
+	// stored with a new call and returned on every repeat, and
+	// EndByProvider ends a call stored with one only for that account.
+	Account string
 	// TraceParent is the W3C traceparent of the span asking (package
 	// tracing), stored with a new call for its media socket's span link;
 	// "" stores nothing. At most MaxTraceParentLength bytes.
@@ -139,6 +145,9 @@ const MaxTraceParentLength = 128
 
 // MaxCreatorLength bounds Request.Creator.
 const MaxCreatorLength = 256
+
+// MaxAccountLength bounds Request.Account.
+const MaxAccountLength = 64
 
 // Allocation is a call's pod.
 type Allocation struct {
@@ -156,6 +165,10 @@ type Allocation struct {
 	// was allocated by the predecessor, or by an edge that did not record
 	// creators): nobody's, so shown to nobody.
 	Creator string
+	// Account is the provider account stored with the call
+	// (Request.Account of its first allocate), "" for none. On a repeat
+	// it may differ from the asker's.
+	Account string
 	// Warning is a note for the log, e.g. an unreadable merchant config that
 	// made allocation fall back to the default chain.
 	Warning string
@@ -189,6 +202,9 @@ func (a *Allocator) Allocate(ctx context.Context, req Request) (Allocation, erro
 	}
 	if len(req.Creator) > MaxCreatorLength {
 		return Allocation{}, fmt.Errorf("%w: creator is %d bytes long, the limit is %d", ErrInvalidID, len(req.Creator), MaxCreatorLength)
+	}
+	if err := validAccount(req.Account); err != nil {
+		return Allocation{}, err
 	}
 	if len(req.TraceParent) > MaxTraceParentLength {
 		return Allocation{}, fmt.Errorf("%w: traceparent is %d bytes long, the limit is %d", ErrInvalidID, len(req.TraceParent), MaxTraceParentLength)
@@ -248,8 +264,9 @@ func (a *Allocator) allocateOnce(ctx context.Context, req Request, s *settings, 
 	args = append(args, s.rateArgs...)
 	args = append(args, budget.Milliseconds(), a.tracked.knownEpoch(), randomEpoch(), s.cfg.RecoveryHold.Milliseconds(),
 		s.cfg.EndedTTL.Milliseconds(), s.cfg.Admission.Demand.uncappedCalls(), a.tracked.replicaName())
-	// Last, whatever comes before it (allocate.lua reads ARGV[#ARGV]).
-	args = append(args, req.TraceParent)
+	// Last but one and last, whatever comes before them (allocate.lua
+	// reads ARGV[#ARGV - 1] and ARGV[#ARGV]).
+	args = append(args, req.Account, req.TraceParent)
 	keys := []string{a.keys.Call(req.CallID), a.keys.CallEnded(req.CallID)}
 	r, err := a.run(ctx, "allocate", keys, args...)
 	if err != nil {
@@ -282,6 +299,7 @@ func (a *Allocator) decodeAllocate(req Request, rep reply) (Allocation, error) {
 			Shared:      rep.str(4) == string(Shared),
 			Warning:     rep.str(5),
 			Creator:     rep.str(6),
+			Account:     rep.str(7),
 		}
 		result := "success"
 		if al.WasExisting {
@@ -294,7 +312,7 @@ func (a *Allocator) decodeAllocate(req Request, rep reply) (Allocation, error) {
 			kind = string(Shared)
 		}
 		a.tracked.answered(req.CallID, trackedCall{pod: al.PodName, source: al.SourcePool, kind: kind,
-			merchant: req.MerchantID, creator: al.Creator}, a.current.Load().cfg.EffectiveLeaseTTL())
+			merchant: req.MerchantID, creator: al.Creator, account: al.Account}, a.current.Load().cfg.EffectiveLeaseTTL())
 		a.metrics.allocations.WithLabelValues(al.SourcePool, result).Inc()
 		return al, nil
 	case "limited":
@@ -331,3 +349,17 @@ func parseSeconds(s string) time.Time {
 
 // isNil reports a missing key or field.
 func isNil(err error) bool { return errors.Is(err, redis.Nil) }
+
+// validAccount checks a provider account's label: "" or [A-Za-z0-9_-], at
+// most MaxAccountLength bytes, as plugins.ValidAccount does.
+func validAccount(account string) error {
+	if len(account) > MaxAccountLength {
+		return fmt.Errorf("%w: account is %d bytes long, the limit is %d", ErrInvalidID, len(account), MaxAccountLength)
+	}
+	for i := 0; i < len(account); i++ {
+		if c := account[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: account holds a byte outside [A-Za-z0-9_-]", ErrInvalidID)
+		}
+	}
+	return nil
+}

@@ -63,7 +63,7 @@ func (a *Allocator) ClaimMediaOn(ctx context.Context, callID, pod, holder, repli
 		// This replica relays the call now: it can write it back should
 		// Redis lose its data (recovery.go).
 		a.tracked.track(callID, trackedCall{pod: c.Pod, holder: holder, replica: replica,
-			source: rep.str(6), kind: rep.str(7), merchant: c.MerchantID, creator: c.Creator})
+			source: rep.str(6), kind: rep.str(7), merchant: c.MerchantID, creator: c.Creator, account: rep.str(9)})
 		return c, nil
 	case "not_found":
 		if on := rep.str(1); on != "" {

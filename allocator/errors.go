@@ -23,6 +23,10 @@ var (
 	// dead by the sweep, or its pod unregistered) within the call info TTL:
 	// a late or replayed webhook, to be answered with a hangup.
 	ErrCallEnded = errors.New("call ended")
+	// ErrOtherAccount: a provider's end of a call (EndByProvider) came
+	// from another account of the provider than the one whose webhook
+	// created the call; nothing was changed.
+	ErrOtherAccount = errors.New("the call belongs to another account of its provider")
 	// ErrMediaClaimed: another media socket already holds the call.
 	ErrMediaClaimed = errors.New("call media already claimed")
 	// ErrPodNotFound: the pod is not registered with edge.

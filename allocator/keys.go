@@ -132,9 +132,10 @@ func (k Keys) WaitRing() string { return k.prefix + "wait:ring" }
 // died is dropped once its deadline passes, by whichever script looks next.
 func (k Keys) WaitDeadline() string { return k.prefix + "wait:deadline" }
 
-// WaitTicket (edge) HASH of one waiting call: merchant, creator,
-// traceparent, lease_ms and info_ms (what its allocation writes), cap (the
-// merchant's max_calls when it started waiting, "" for none), plan (JSON
+// WaitTicket (edge) HASH of one waiting call: merchant, creator, account
+// (when the provider has several), traceparent, lease_ms and info_ms (what
+// its allocation writes), cap (the merchant's max_calls when it started
+// waiting, "" for none), plan (JSON
 // {"c":[chain steps],"t":{step:{type,max,pack}}}: the chain and tiers it
 // waits for) and deadline; served ("1") once a script gave it a pod, until
 // its allocate picks the pod up. Expires a minute after its deadline.
@@ -193,9 +194,14 @@ func (k Keys) PredecessorPodCalls(pod string) string { return k.prefix + "pod:" 
 // timeline), pool_type ("exclusive" or "shared"), creator (who
 // created the call, e.g. "provider:twilio" or "token:<name>", written by
 // allocate: only the creator may learn the call's media URL from a repeat
-// allocate) and media_claim (the identity of the one media socket admitted
-// for the call, written by claim.lua and removed by unclaim.lua; it ends with
-// the hash); claim.lua also stamps socket_opened_at (unix ms) and
+// allocate), account (the provider account whose webhook created the call,
+// a label such as a Twilio AccountSid, written by allocate, or by a wait's
+// hand-off from its ticket, only when the provider has several accounts:
+// release.lua ends such a call for that account's status callbacks only,
+// a repeat from another account learns nothing, and renew.lua writes it
+// back with the call) and media_claim (the identity of the one media
+// socket admitted for the call, written by claim.lua and removed by
+// unclaim.lua; it ends with the hash); claim.lua also stamps socket_opened_at (unix ms) and
 // socket_replica when a socket is first admitted, and failover.lua keeps
 // moved_from ("|a|b|", the pods the call left); release.lua keeps ended_by
 // and provider_ended_at when the call's provider said it ended while its

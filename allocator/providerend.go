@@ -37,7 +37,11 @@ type ProviderEnd struct {
 // EndByProvider ends a call its provider says has ended (a status callback:
 // a hangup, a stream that stopped or failed to open), in one round trip.
 // Only a call created by creator ("provider:twilio") is ended: a provider's
-// callback never ends another's call. event is the provider's name for what
+// callback never ends another's call. A call stored with an account
+// (Request.Account) is ended only when account is the same, else
+// ErrOtherAccount and nothing changes: one account of a provider never
+// ends another's calls; a call stored without one is ended whatever
+// account asks, as before accounts. event is the provider's name for what
 // happened ("completed", "stream-error"); the call's record keeps
 // ended_by "provider:<event>" and provider_ended_at, from the first such
 // callback only.
@@ -50,16 +54,19 @@ type ProviderEnd struct {
 // open, see ProviderEnd.SocketOpen. Idempotent: a duplicate, a later event,
 // an unknown call or one that already ended returns ErrCallNotFound (or
 // SocketOpen again) and changes nothing more.
-func (a *Allocator) EndByProvider(ctx context.Context, callID, creator, event string) (ProviderEnd, error) {
+func (a *Allocator) EndByProvider(ctx context.Context, callID, creator, account, event string) (ProviderEnd, error) {
 	if err := ValidateID("event", event); err != nil {
 		return ProviderEnd{}, err
 	}
 	if creator == "" || len(creator) > MaxCreatorLength {
 		return ProviderEnd{}, fmt.Errorf("%w: a provider's end names the call's creator (at most %d bytes)", ErrInvalidID, MaxCreatorLength)
 	}
+	if err := validAccount(account); err != nil {
+		return ProviderEnd{}, err
+	}
 	pairs := []any{"released_by", ReleasedByProvider, "ended_by", "provider:" + event,
 		"provider_ended_at", strconv.FormatInt(time.Now().UnixMilli(), 10)}
-	rel, err := a.release(ctx, callID, append([]any{len(pairs) / 2}, pairs...), creator)
+	rel, err := a.release(ctx, callID, append([]any{len(pairs) / 2}, pairs...), creator, account)
 	if errors.Is(err, errSocketOpen) {
 		return ProviderEnd{SocketOpen: true}, nil
 	}

@@ -24,7 +24,7 @@ func TestProviderEndReleasesACallWithoutSocket(t *testing.T) {
 		if _, err := a.Allocate(ctx, allocator.Request{CallID: "CA-hup", Creator: "provider:twilio"}); err != nil {
 			t.Fatal(err)
 		}
-		end, err := a.EndByProvider(ctx, "CA-hup", "provider:twilio", "completed")
+		end, err := a.EndByProvider(ctx, "CA-hup", "provider:twilio", "", "completed")
 		if err != nil || end.SocketOpen || !end.Released.ReleasedToPool || end.Released.PodName != "g0" {
 			t.Fatalf("EndByProvider = %+v, %v; want g0 released to its pool", end, err)
 		}
@@ -43,7 +43,7 @@ func TestProviderEndReleasesACallWithoutSocket(t *testing.T) {
 		}
 		before := dumpKeys(t, rdb, k.CallEnded("CA-hup"), k.PoolAvailable("gold"), k.PodInfo("g0"))
 		for _, ev := range []string{"completed", "stream-stopped"} {
-			if _, err := a.EndByProvider(ctx, "CA-hup", "provider:twilio", ev); !errors.Is(err, allocator.ErrCallNotFound) {
+			if _, err := a.EndByProvider(ctx, "CA-hup", "provider:twilio", "", ev); !errors.Is(err, allocator.ErrCallNotFound) {
 				t.Errorf("repeated end (%s): %v, want ErrCallNotFound", ev, err)
 			}
 		}
@@ -71,7 +71,7 @@ func TestProviderEndWithSocketOpenMarksTheCall(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, ev := range []string{"stream-stopped", "completed"} {
-			end, err := a.EndByProvider(ctx, "CA-live", "provider:twilio", ev)
+			end, err := a.EndByProvider(ctx, "CA-live", "provider:twilio", "", ev)
 			if err != nil || !end.SocketOpen || end.Released.PodName != "" {
 				t.Fatalf("EndByProvider(%s) = %+v, %v; want SocketOpen and nothing released", ev, end, err)
 			}
@@ -115,13 +115,13 @@ func TestProviderEndSparesAnotherCreatorsCall(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := dumpKeys(t, rdb, k.Call("CA-other"), k.PodInfo("g0"), k.Lease("g0"))
-		if _, err := a.EndByProvider(ctx, "CA-other", "provider:twilio", "completed"); !errors.Is(err, allocator.ErrCallNotFound) {
+		if _, err := a.EndByProvider(ctx, "CA-other", "provider:twilio", "", "completed"); !errors.Is(err, allocator.ErrCallNotFound) {
 			t.Errorf("end of another creator's call: %v, want ErrCallNotFound", err)
 		}
 		if after := dumpKeys(t, rdb, k.Call("CA-other"), k.PodInfo("g0"), k.Lease("g0")); !equalDumps(before, after) {
 			t.Error("another creator's call was changed")
 		}
-		if _, err := a.EndByProvider(ctx, "CA-other", "provider:twilio", "bad event!"); !errors.Is(err, allocator.ErrInvalidID) {
+		if _, err := a.EndByProvider(ctx, "CA-other", "provider:twilio", "", "bad event!"); !errors.Is(err, allocator.ErrInvalidID) {
 			t.Errorf("an event unfit for the record: %v, want ErrInvalidID", err)
 		}
 	})
@@ -166,10 +166,10 @@ func TestProviderEndOfAWaitingCall(t *testing.T) {
 		awaitWaiters(t, rdb, a, 1)
 
 		// Another provider's callback of the same id ends nothing.
-		if _, err := a.EndByProvider(ctx, "CA-waiting", "provider:plivo", "hangup"); !errors.Is(err, allocator.ErrCallNotFound) {
+		if _, err := a.EndByProvider(ctx, "CA-waiting", "provider:plivo", "", "hangup"); !errors.Is(err, allocator.ErrCallNotFound) {
 			t.Fatalf("another provider's end of a waiting call: %v, want ErrCallNotFound", err)
 		}
-		end, err := a.EndByProvider(ctx, "CA-waiting", "provider:twilio", "canceled")
+		end, err := a.EndByProvider(ctx, "CA-waiting", "provider:twilio", "", "canceled")
 		if err != nil || !end.Unwaited {
 			t.Fatalf("EndByProvider of a waiting call = %+v, %v; want Unwaited", end, err)
 		}

@@ -38,6 +38,7 @@ func (e *recoveringError) Unwrap() error { return ErrRecovering }
 type trackedCall struct {
 	pod, holder, replica            string
 	source, kind, merchant, creator string
+	account                         string // the provider account, "" for none
 	// pendingUntil is when an answered call whose socket never came stops
 	// being this replica's to write back (its lease would have run out);
 	// zero once a socket holds it.

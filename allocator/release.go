@@ -31,7 +31,7 @@ type Released struct {
 // ErrCallEnded. Its media claim (ClaimMedia) ends with it.
 func (a *Allocator) Release(ctx context.Context, callID string) (Released, error) {
 	a.tracked.untrack(callID)
-	return a.release(ctx, callID, recordArgs(ReleasedByAPI, nil), "")
+	return a.release(ctx, callID, recordArgs(ReleasedByAPI, nil), "", "")
 }
 
 // ReleaseSocketEnd is Release by the end of the call's media socket: the
@@ -42,19 +42,20 @@ func (a *Allocator) ReleaseSocketEnd(ctx context.Context, callID string, end Soc
 	// The socket is over whatever the release answers: nothing of the
 	// call is this replica's to write back any more.
 	a.tracked.untrack(callID)
-	return a.release(ctx, callID, recordArgs(ReleasedBySocket, &end), "")
+	return a.release(ctx, callID, recordArgs(ReleasedBySocket, &end), "", "")
 }
 
 // release runs release.lua with the tombstone's record fields (recordArgs)
-// and, when creator is not "", only for a call of that creator.
-func (a *Allocator) release(ctx context.Context, callID string, record []any, creator string) (Released, error) {
+// and, when creator is not "", only for a call of that creator and, when
+// the call was stored with an account, of that account.
+func (a *Allocator) release(ctx context.Context, callID string, record []any, creator, account string) (Released, error) {
 	if err := ValidateID("call_sid", callID); err != nil {
 		return Released{}, err
 	}
 	s := a.current.Load()
 	args := append([]any{callID, s.cfg.CallInfoTTL.Milliseconds(), s.cfg.EndedTTL.Milliseconds()}, s.poolsArgs...)
 	args = append(args, record...)
-	args = append(args, creator)
+	args = append(args, creator, account)
 	r, err := a.run(ctx, "release", []string{a.keys.Call(callID), a.keys.CallEnded(callID)}, args...)
 	if err != nil {
 		a.metrics.releases.WithLabelValues("", "error").Inc()
@@ -71,6 +72,9 @@ func (a *Allocator) release(ctx context.Context, callID string, record []any, cr
 	case "not_found":
 		a.metrics.releases.WithLabelValues("", outcome).Inc()
 		return Released{}, fmt.Errorf("release %s: %w", callID, ErrCallNotFound)
+	case "other_account":
+		// Nothing was released (EndByProvider): not counted as a release.
+		return Released{}, fmt.Errorf("release %s: %w", callID, ErrOtherAccount)
 	case "stale":
 		a.metrics.releases.WithLabelValues(rep.str(2), outcome).Inc()
 		return Released{PodName: rep.str(1), Stale: true, SourcePool: rep.str(2), MerchantID: rep.str(3), Creator: rep.str(4)}, nil

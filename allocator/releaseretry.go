@@ -90,7 +90,7 @@ func (a *Allocator) retryReleases() {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, err := a.release(ctx, p.callID, recordArgs(p.by, p.end), "")
+			_, err := a.release(ctx, p.callID, recordArgs(p.by, p.end), "", "")
 			cancel()
 			if errors.Is(err, ErrUnavailable) {
 				left = append(left, todo[i:]...)

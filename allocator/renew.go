@@ -73,7 +73,7 @@ func (a *Allocator) RenewSockets(ctx context.Context, leases []Lease) ([]mediaco
 func (a *Allocator) renewBatch(ctx context.Context, known string, leases []Lease, back, lost *int) ([]mediacontract.Renewal, string, error) {
 	s := a.current.Load()
 	keys := make([]string, len(leases))
-	args := make([]any, 0, 7+7*len(leases))
+	args := make([]any, 0, 7+8*len(leases))
 	args = append(args, s.cfg.EffectiveLeaseTTL().Milliseconds(), s.cfg.CallInfoTTL.Milliseconds(),
 		known, randomEpoch(), s.cfg.RecoveryHold.Milliseconds(), a.tracked.replicaName(), s.cfg.EndedTTL.Milliseconds())
 	for i, l := range leases {
@@ -84,7 +84,7 @@ func (a *Allocator) renewBatch(ctx context.Context, known string, leases []Lease
 		if c.pod != l.PodName {
 			c = trackedCall{}
 		}
-		args = append(args, l.CallID, l.PodName, l.Holder, c.source, c.kind, c.merchant, c.creator)
+		args = append(args, l.CallID, l.PodName, l.Holder, c.source, c.kind, c.merchant, c.creator, c.account)
 	}
 	r, err := a.run(ctx, "renew", keys, args...)
 	if err != nil {

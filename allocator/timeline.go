@@ -20,7 +20,10 @@ type CallTimeline struct {
 	State      string `json:"state"`
 	MerchantID string `json:"merchant_id,omitempty"`
 	// Creator is who created the call ("provider:twilio", "token:<name>").
-	Creator    string `json:"creator,omitempty"`
+	Creator string `json:"creator,omitempty"`
+	// Account is the provider account whose webhook created the call
+	// (a label such as a Twilio AccountSid), "" for none.
+	Account    string `json:"account,omitempty"`
 	Pod        string `json:"pod_name,omitempty"`
 	SourcePool string `json:"source_pool,omitempty"`
 	PoolType   string `json:"pool_type,omitempty"`
@@ -112,7 +115,7 @@ func isWrongType(err error) bool {
 func timelineOf(callID, state string, h map[string]string) CallTimeline {
 	t := CallTimeline{
 		CallID: callID, State: state,
-		MerchantID: h["merchant_id"], Creator: h["creator"],
+		MerchantID: h["merchant_id"], Creator: h["creator"], Account: h["account"],
 		Pod: h["pod_name"], SourcePool: h["source_pool"], PoolType: h["pool_type"],
 		MovedFrom:      strings.FieldsFunc(h["moved_from"], func(r rune) bool { return r == '|' }),
 		AllocatedAt:    allocatedAt(h),

@@ -103,6 +103,8 @@ func FailureOf(err error) Failure {
 		return Failure{KindNoCapacity, http.StatusTooManyRequests, string(allocator.ReasonRateLimited), "too many new calls, retry later"}
 	case errors.Is(err, allocator.ErrCallEnded):
 		return Failure{KindEnded, http.StatusGone, "call_ended", "the call has ended"}
+	case errors.Is(err, allocator.ErrOtherAccount):
+		return Failure{KindForbidden, http.StatusForbidden, "other_account", "the call belongs to another account of its provider"}
 	case errors.Is(err, ErrCallExists):
 		return Failure{KindConflict, http.StatusConflict, "call_exists", "the call exists and belongs to another caller"}
 	case errors.Is(err, ErrBodyTooLarge):

@@ -18,6 +18,11 @@ type Request struct {
 	// "token:<name>" for an authenticated API caller. A repeat of a live
 	// call answers its media URL only to the call's creator.
 	Creator string
+	// Account is the provider account whose credentials verified the
+	// webhook (plugins.WebhookResult.Account), "" for none: a repeat of a
+	// live call stored with an account is refused to any other
+	// (allocator.ErrOtherAccount).
+	Account string
 	// MediaQuery is the signed query of the media URL: "" or the
 	// provider's parameters from mediaurl.EncodeQuery, checked against its
 	// plugin's declaration.

@@ -15,7 +15,7 @@ import (
 type Allocator interface {
 	Allocate(ctx context.Context, req allocator.Request) (allocator.Allocation, error)
 	Release(ctx context.Context, callID string) (allocator.Released, error)
-	EndByProvider(ctx context.Context, callID, creator, event string) (allocator.ProviderEnd, error)
+	EndByProvider(ctx context.Context, callID, creator, account, event string) (allocator.ProviderEnd, error)
 }
 
 // MediaURLs mints the media WebSocket URL of a call (mediaurl.Signer),
@@ -66,7 +66,7 @@ func (s *Service) Allocate(ctx context.Context, req Request) (Call, error) {
 	// Only a valid id reaches the request's access log line.
 	NoteCallID(ctx, req.CallID)
 	al, err := s.alloc.Allocate(ctx, allocator.Request{CallID: req.CallID, MerchantID: req.MerchantID, Creator: req.Creator,
-		TraceParent: tracing.TraceParent(ctx)})
+		Account: req.Account, TraceParent: tracing.TraceParent(ctx)})
 	if al.Warning != "" {
 		// Both faces land here: a bad merchant config is logged once per
 		// allocation whichever way the call came.
@@ -88,6 +88,11 @@ func (s *Service) Allocate(ctx context.Context, req Request) (Call, error) {
 	// call without a creator is the predecessor's.
 	if al.WasExisting && al.Creator != "" && al.Creator != req.Creator {
 		return Call{}, fmt.Errorf("%w: call %s was created by another caller", ErrCallExists, req.CallID)
+	}
+	// Nor to another account of the call's provider: its webhook is signed
+	// with credentials that are not the call's.
+	if al.WasExisting && al.Account != "" && al.Account != req.Account {
+		return Call{}, fmt.Errorf("%w: call %s of account %s, asked by %q", allocator.ErrOtherAccount, req.CallID, al.Account, req.Account)
 	}
 	// One line per answered call at info, the first of the call's thread
 	// (the media proxy logs the socket, the release logs its end).
@@ -140,13 +145,15 @@ func providerOf(creator string) string {
 // (the caller hung up, the stream stopped or failed to open): released at
 // once when no media socket holds it, else left to the socket's end (see
 // allocator.Allocator.EndByProvider). Only a call the provider's own
-// webhook created is ended. allocator.ErrCallNotFound: no live call of that
-// provider (unknown, already ended, a duplicate callback).
-func (s *Service) EndByProvider(ctx context.Context, callID, provider, event string) (allocator.ProviderEnd, error) {
+// webhook created is ended, and a call stored with an account only for
+// that account (allocator.ErrOtherAccount otherwise).
+// allocator.ErrCallNotFound: no live call of that provider (unknown,
+// already ended, a duplicate callback).
+func (s *Service) EndByProvider(ctx context.Context, callID, provider, account, event string) (allocator.ProviderEnd, error) {
 	if allocator.ValidateID("call_sid", callID) == nil {
 		NoteCallID(ctx, callID)
 	}
-	end, err := s.alloc.EndByProvider(ctx, callID, "provider:"+provider, event)
+	end, err := s.alloc.EndByProvider(ctx, callID, "provider:"+provider, account, event)
 	if err != nil {
 		return end, err
 	}

@@ -109,7 +109,7 @@ func webhookResultToPB(w *WebhookResult) *pb.WebhookResponse {
 	if w.Template != nil {
 		out.Template = templateToPB(w.Template)
 	}
-	out.Nonce = w.Nonce
+	out.Nonce, out.Account = w.Nonce, w.Account
 	if w.Ended != nil {
 		out.Ended = &pb.CallEnd{CallId: w.Ended.CallID, Event: w.Ended.Event}
 	}
@@ -128,7 +128,7 @@ func webhookResultFromPB(w *pb.WebhookResponse) *WebhookResult {
 	if t := w.GetTemplate(); t != nil {
 		out.Template = templateFromPB(t)
 	}
-	out.Nonce = w.GetNonce()
+	out.Nonce, out.Account = w.GetNonce(), w.GetAccount()
 	if e := w.GetEnded(); e != nil {
 		out.Ended = &CallEnd{CallID: e.GetCallId(), Event: e.GetEvent()}
 	}

@@ -121,9 +121,13 @@ type Route struct {
 const RouteAllocate = "allocate"
 
 // Settings are a provider's settings from edge's config, secrets included.
-// Keys edge sets for every provider:
+// Keys edge sets for every provider (Credentials reads both forms):
 //
-//	auth_tokens  comma-separated tokens or credentials, newest first (rotation)
+//	auth_tokens            comma-separated tokens or credentials of the provider's
+//	                       single account, newest first (rotation)
+//	auth_tokens.<account>  the same for one of several accounts, instead of
+//	                       auth_tokens: a webhook its tokens verify reports
+//	                       <account> (WebhookResult.Account)
 type Settings map[string]string
 
 // Configured is what a provider reports after Configure.
@@ -186,6 +190,17 @@ type WebhookResult struct {
 	// a captured webhook replayed elsewhere or after a plugin restart
 	// gets no answer. "": nothing to check.
 	Nonce string
+	// Account, with Allocate or Ended, is the account whose credentials
+	// verified the webhook (the <account> of its auth_tokens.<account>
+	// setting): a label, never a secret. edge stores it with the call it
+	// allocates, and ends or answers a call only for webhooks of the
+	// account that created it, so that one account's tokens cannot end or
+	// take over another's calls; an account bound to merchants allocates
+	// only for them. "" (the single account of auth_tokens, and every
+	// plugin built before the field): the call belongs to no account, as
+	// before. A plugin given several accounts must report one, or edge
+	// refuses the webhook.
+	Account string
 }
 
 // CallEnd is a provider's report that a call has ended.

@@ -17,11 +17,15 @@ import (
 // another provider's: nothing changes, and the provider is still answered
 // 2xx so that it does not retry). Only edge's own failure (Redis not
 // answering) is answered here, with 503 and Retry-After, so that the
-// provider retries; failed is true then.
-func (h *Host) endCall(w http.ResponseWriter, r *http.Request, p *proc, e *plugins.CallEnd) (outcome string, failed bool) {
+// provider retries; failed is true then. So is a callback of another
+// account than the one whose webhook created the call (account is the
+// callback's): 403, as a forged one, and the call goes on.
+func (h *Host) endCall(w http.ResponseWriter, r *http.Request, p *proc, e *plugins.CallEnd, account string) (outcome string, failed bool) {
 	annotateCall(r.Context(), e.CallID, "")
-	end, err := h.opts.Calls.EndByProvider(r.Context(), e.CallID, p.name, e.Event)
+	end, err := h.opts.Calls.EndByProvider(r.Context(), e.CallID, p.name, account, e.Event)
 	switch {
+	case errors.Is(err, allocator.ErrOtherAccount):
+		return otherAccount(w, p, e.CallID, account, "status callback"), true
 	case err == nil && end.SocketOpen:
 		return "ending", false
 	case err == nil:

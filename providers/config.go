@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/internal/confcheck"
+	"github.com/edge-voice/edge/plugins"
 )
 
 // BuiltinNames are the providers edge ships and runs as plugin processes of its
@@ -94,8 +97,18 @@ type Plugin struct {
 	// (rotation): Twilio and Plivo auth tokens, Exotel "user:password"
 	// pairs, Telnyx's base64 public keys. A YAML list or a
 	// comma-separated string (env). Empty: webhooks are not verified and
-	// edge warns at start.
+	// edge warns at start. These tokens are one account's: a webhook any
+	// of them verifies may end or repeat a call another of them created.
+	// For several accounts of one provider, use Accounts instead.
 	AuthTokens Tokens `koanf:"auth_tokens"`
+	// Accounts are several accounts of the provider, by label (Twilio:
+	// the AccountSid; Plivo: the auth id; Exotel: a name), instead of
+	// AuthTokens. A call belongs to the account whose credentials verified
+	// the webhook that created it: status callbacks and repeats of it are
+	// taken only from that account, and an account bound to merchants
+	// allocates only for them. Built-ins twilio, plivo and exotel; a
+	// third-party plugin must report the account (docs/plugins.md).
+	Accounts map[string]Account `koanf:"accounts"`
 	// WebhookBaseURL overrides providers.webhook_base_url for this provider.
 	WebhookBaseURL string `koanf:"webhook_base_url"`
 	// UnavailableAnswer overrides providers.unavailable_answer for this
@@ -107,6 +120,77 @@ type Plugin struct {
 	Settings map[string]string `koanf:"settings"`
 	// Secrets are handed to the plugin like settings, never logged.
 	Secrets map[string]Secret `koanf:"secrets"`
+}
+
+// Account is one provider account (Plugin.Accounts).
+type Account struct {
+	// AuthTokens are the account's credentials, newest first, all
+	// accepted (rotation), as Plugin.AuthTokens: a YAML list or a
+	// comma-separated string. Required.
+	AuthTokens Tokens `koanf:"auth_tokens"`
+	// Merchants bind the account to merchants (the webhook's
+	// merchant_id): when set, the account's webhooks allocate only for
+	// these, and a merchant some account lists is allocated for only by
+	// the accounts that list it. Another merchant, or none, is refused in
+	// the provider's failure markup. Empty: any merchant no other account
+	// lists.
+	Merchants []string `koanf:"merchants"`
+}
+
+// merchantAllowed reports whether account (one of accounts) may allocate
+// for merchant: only for its merchants when it lists any, and for a
+// merchant some account lists only when it is one of them.
+func merchantAllowed(accounts map[string]Account, account, merchant string) bool {
+	own := accounts[account].Merchants
+	if len(own) > 0 {
+		return slices.Contains(own, merchant)
+	}
+	for _, a := range accounts {
+		if slices.Contains(a.Merchants, merchant) {
+			return false
+		}
+	}
+	return true
+}
+
+// accountsSupported are the built-ins that report the account of a
+// webhook (plugins.WebhookResult.Account).
+var accountsSupported = []string{"twilio", "plivo", "exotel"}
+
+// PluginSettings is what the plugin gets with Configure: its settings,
+// its secrets and its credentials (auth_tokens, or each account's as
+// auth_tokens.<account>), in one map.
+func (pl Plugin) PluginSettings() plugins.Settings {
+	s := plugins.Settings{}
+	maps.Copy(s, pl.Settings)
+	for k, v := range pl.Secrets {
+		s[k] = string(v)
+	}
+	if pl.AuthTokens != "" {
+		s[plugins.SettingAuthTokens] = string(pl.AuthTokens)
+	}
+	for label, a := range pl.Accounts {
+		s[plugins.AccountTokensPrefix+label] = string(a.AuthTokens)
+	}
+	return s
+}
+
+// SettingPath is the config key a key of PluginSettings came from, under
+// base ("providers.plugins.<name>").
+func (pl Plugin) SettingPath(base, key string) string {
+	_, secret := pl.Secrets[key]
+	switch label, account := strings.CutPrefix(key, plugins.AccountTokensPrefix); {
+	case key == "":
+		return base
+	case key == plugins.SettingAuthTokens:
+		return base + ".auth_tokens"
+	case account && !secret:
+		return base + ".accounts." + label + ".auth_tokens"
+	case secret:
+		return base + ".secrets." + key
+	default:
+		return base + ".settings." + key
+	}
 }
 
 // Values of unavailable_answer.
@@ -179,6 +263,7 @@ func (c Config) Validate() error {
 		if strings.TrimSpace(string(pl.AuthTokens)) != string(pl.AuthTokens) {
 			errs = append(errs, fmt.Errorf("%s.auth_tokens: has leading or trailing whitespace", path))
 		}
+		errs = append(errs, validateAccounts(path, name, pl))
 		errs = append(errs, validateWebhookBase(path+".webhook_base_url", pl.WebhookBaseURL),
 			validateUnavailableAnswer(path+".unavailable_answer", pl.UnavailableAnswer))
 	}
@@ -279,4 +364,51 @@ func TokensFromList(list []any) (Tokens, error) {
 		out = append(out, s)
 	}
 	return Tokens(strings.Join(out, ",")), nil
+}
+
+// validateAccounts checks a provider's accounts: labels fit to store with
+// a call, tokens present and each in one account only, merchants that can
+// be merchant ids, and not beside auth_tokens. Errors name the key, never
+// a token.
+func validateAccounts(path, name string, pl Plugin) error {
+	if len(pl.Accounts) == 0 {
+		return nil
+	}
+	path += ".accounts"
+	var errs []error
+	if pl.AuthTokens != "" {
+		errs = append(errs, fmt.Errorf("%s: set either auth_tokens (one account) or accounts, not both", path))
+	}
+	if slices.Contains(BuiltinNames, name) && !slices.Contains(accountsSupported, name) && pl.Path == "" {
+		errs = append(errs, fmt.Errorf("%s: the built-in %s plugin does not report accounts (only %s do)", path, name,
+			strings.Join(accountsSupported, ", ")))
+	}
+	owner := map[string]string{}
+	for _, label := range slices.Sorted(maps.Keys(pl.Accounts)) {
+		a, at := pl.Accounts[label], path+"."+label
+		if !plugins.ValidAccount(label) {
+			errs = append(errs, confcheck.Invalid(path, label, fmt.Sprintf("an account is named by [A-Za-z0-9_-], 1 to %d bytes", plugins.MaxAccountLength)))
+			continue
+		}
+		tokens := plugins.SplitList(string(a.AuthTokens))
+		switch {
+		case len(tokens) == 0:
+			errs = append(errs, fmt.Errorf("%s.auth_tokens: required", at))
+		case strings.TrimSpace(string(a.AuthTokens)) != string(a.AuthTokens):
+			errs = append(errs, fmt.Errorf("%s.auth_tokens: has leading or trailing whitespace", at))
+		}
+		for _, tok := range tokens {
+			if other, ok := owner[tok]; ok && other != label {
+				errs = append(errs, fmt.Errorf("%s.auth_tokens: a token of account %s is listed here too: a token may verify for one account only", at, other))
+				break
+			}
+			owner[tok] = label
+		}
+		for i, m := range a.Merchants {
+			if err := allocator.ValidateID("merchant_id", m); err != nil {
+				errs = append(errs, confcheck.Invalid(fmt.Sprintf("%s.merchants[%d]", at, i), m, "not a merchant id ([A-Za-z0-9_.-], at most 128 bytes)"))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

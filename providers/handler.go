@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/calls"
 	"github.com/edge-voice/edge/forwarded"
 	"github.com/edge-voice/edge/plugins"
@@ -95,8 +96,11 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request, p *proc, route stri
 	if res.Answer != nil {
 		outcome := "answered"
 		if res.Ended != nil && res.Answer.Status >= 200 && res.Answer.Status < 300 {
+			if outcome, ok := h.knownAccount(w, p, res); !ok {
+				return outcome
+			}
 			var failed bool
-			if outcome, failed = h.endCall(w, r, p, res.Ended); failed {
+			if outcome, failed = h.endCall(w, r, p, res.Ended, res.Account); failed {
 				return outcome
 			}
 		}
@@ -109,6 +113,9 @@ func (h *Host) serve(w http.ResponseWriter, r *http.Request, p *proc, route stri
 	if res.Allocate == nil {
 		writeJSON(w, http.StatusInternalServerError, "plugin_error", "provider plugin gave no answer")
 		return "plugin_error"
+	}
+	if outcome, ok := h.knownAccount(w, p, res); !ok {
+		return outcome
 	}
 	return h.allocate(w, r, p, l, res, req.CallbackBase)
 }
@@ -148,6 +155,9 @@ func (h *Host) spendNonce(w http.ResponseWriter, r *http.Request, p *proc, l *li
 func (h *Host) allocate(w http.ResponseWriter, r *http.Request, p *proc, l *live, res *plugins.WebhookResult, callbackBase string) string {
 	ar := *res.Allocate
 	annotateCall(r.Context(), ar.CallID, ar.MerchantID)
+	if outcome, ok := h.merchantAllowed(w, r, p, l, res.Account, ar); !ok {
+		return outcome
+	}
 	// Undeclared or disallowed parameters are the plugin's fault, found
 	// before a pod is taken.
 	query, err := l.params.query(ar.MediaParams)
@@ -158,8 +168,11 @@ func (h *Host) allocate(w http.ResponseWriter, r *http.Request, p *proc, l *live
 	}
 	c, err := h.opts.Calls.Allocate(r.Context(), calls.Request{
 		CallID: ar.CallID, MerchantID: ar.MerchantID, Provider: p.name, Flow: ar.Flow, Template: ar.Template,
-		Creator: "provider:" + p.name, MediaQuery: query,
+		Creator: "provider:" + p.name, Account: res.Account, MediaQuery: query,
 	})
+	if errors.Is(err, allocator.ErrOtherAccount) {
+		return otherAccount(w, p, ar.CallID, res.Account, "webhook")
+	}
 	if err != nil {
 		return h.refuse(w, r, p, l, ar, err)
 	}
@@ -218,6 +231,14 @@ func (h *Host) refuse(w http.ResponseWriter, r *http.Request, p *proc, l *live, 
 		p.log.Warn("webhook allocation failed", "call_sid", ar.CallID, "merchant_id", ar.MerchantID, "code", f.Code,
 			"fallback", fail.Fallback, "err", err)
 	}
+	return h.answerFailure(w, r, p, l, ar, f, fail, outcome)
+}
+
+// answerFailure sends the plugin's answer to fail, the failure f of ar,
+// and returns outcome; edge answers f in its own JSON itself when the
+// plugin cannot render it or does not answer.
+func (h *Host) answerFailure(w http.ResponseWriter, r *http.Request, p *proc, l *live, ar plugins.AllocationRequest,
+	f calls.Failure, fail *plugins.Failure, outcome string) string {
 	if fail.Fallback && !l.rendersFallback {
 		// A plugin built before Failure.Fallback would answer with its
 		// markup (the kind reads as internal to it): edge answers for it

@@ -49,8 +49,9 @@ type Calls interface {
 	Allocate(ctx context.Context, req calls.Request) (calls.Call, error)
 	// EndByProvider ends a call provider's status callback says has
 	// ended; allocator.ErrCallNotFound when it holds no live call of that
-	// provider's.
-	EndByProvider(ctx context.Context, callID, provider, event string) (allocator.ProviderEnd, error)
+	// provider's, allocator.ErrOtherAccount when the call is another
+	// account's than the callback's.
+	EndByProvider(ctx context.Context, callID, provider, account, event string) (allocator.ProviderEnd, error)
 }
 
 // Nonces remembers the nonces providers send once per request

@@ -38,7 +38,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"plugin", "method"}),
 		webhooks: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_provider_webhooks_total",
-			Help: "Provider webhooks by outcome: allocated, answered, ended (a status callback released its call at once), ending (a status callback's call has its media socket open, which ends it), rejected, replayed, too_large, invalid_request; refusals about the call (at_capacity, merchant_at_cap, rate_limited, call_ended, ...); edge's own failures, answered for the number's fallback URL: redis_unavailable (Redis refused, timed out or was held), timeout, shutting_down, internal; the plugin's: unavailable (not running or not answering), plugin_error.",
+			Help: "Provider webhooks by outcome: allocated, answered, ended (a status callback released its call at once), ending (a status callback's call has its media socket open, which ends it), rejected, replayed, too_large, invalid_request; refused for the provider account: other_account (a status callback or repeat of another account's call), unknown_account (the plugin reported none of the provider's accounts), merchant_not_allowed (the account is not bound to the merchant); refusals about the call (at_capacity, merchant_at_cap, rate_limited, call_ended, ...); edge's own failures, answered for the number's fallback URL: redis_unavailable (Redis refused, timed out or was held), timeout, shutting_down, internal; the plugin's: unavailable (not running or not answering), plugin_error.",
 		}, []string{"provider", "outcome"}),
 		seconds: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "edge_provider_webhook_duration_seconds", Help: "Time to answer a provider webhook, allocation included.",

@@ -24,13 +24,18 @@
 --            merchant without max_calls adds to the demand signal at most
 -- then    -> the answering replica's name ("" none): recorded on a new
 --            call (answered_by) and in its K.replica_calls set
+-- last but one -> account: the provider account whose credentials verified
+--            the webhook ("" none), stored with a new call (account) and
+--            its wait ticket, and returned on a repeat. Read as
+--            ARGV[#ARGV - 1], so that the replies before the tiers are
+--            parsed can read it; add arguments before it.
 -- last    -> traceparent: the W3C trace context of the webhook that asks, or
 --            "" (tracing off); kept with a new call so that its media
 --            socket's span links to the webhook's trace. It is read as
 --            ARGV[#ARGV], so arguments added before it keep their places.
 --
 -- Returns:
---   {"ok", pod, source_pool, was_existing (0|1), pool_type, warning, creator}
+--   {"ok", pod, source_pool, was_existing (0|1), pool_type, warning, creator, account}
 --   {"none", reason ("no_pods"|"all_draining"|"at_capacity"|"merchant_at_cap"), warning, chain...}
 --   {"wait", deadline (unix ms), warning, chain...}
 --                    every pod of the chain is busy: the call waits in its
@@ -51,7 +56,8 @@
 --                    tombstone or, once that expired, its compact mark;
 --                    nothing is written
 -- warning is "" or a note for the log (a bad merchant config entry). creator
--- is the one stored with the call: on a repeat it may not be the asker's.
+-- and account are the ones stored with the call: on a repeat they may not
+-- be the asker's.
 --
 -- Idempotent per call id: a repeat, or a duplicate racing it, finds the call
 -- info this script wrote and gets the same pod. A failure writes nothing.
@@ -61,11 +67,12 @@
 
 local call_key, call_id, merchant = KEYS[1], ARGV[1], ARGV[2]
 local lease_ms, info_ms, creator = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local account = ARGV[#ARGV - 1] or ''
 
 -- The call's allocation, if it has one: was_existing, unless a waiter's
 -- hand-off wrote it and this is the waiter picking it up.
 local function answer_existing()
-  local e = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type', 'creator', 'ended_by')
+  local e = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type', 'creator', 'ended_by', 'account')
   if not e[1] then
     return nil
   end
@@ -78,11 +85,11 @@ local function answer_existing()
   local was = 1
   -- Only the call's creator picks the hand-off up: a stranger naming the
   -- call sees it as existing (and its creator), as for any live call.
-  if (e[4] or '') == creator and redis.call('HGET', K.wait_ticket(call_id), 'served') == '1' then
+  if (e[4] or '') == creator and (e[6] or '') == account and redis.call('HGET', K.wait_ticket(call_id), 'served') == '1' then
     redis.call('DEL', K.wait_ticket(call_id))
     was = 0
   end
-  return {'ok', e[1], e[2] or '', was, e[3] or '', '', e[4] or ''}
+  return {'ok', e[1], e[2] or '', was, e[3] or '', '', e[4] or '', e[6] or ''}
 end
 
 local existing = answer_existing()
@@ -132,9 +139,11 @@ if queued and tonumber(queued) < now then
   queued = nil
 end
 if queued then
-  if redis.call('HGET', K.wait_ticket(call_id), 'creator') ~= creator then
-    -- Another caller's waiting call: not this one's to join (nor, by
-    -- giving up, to end). It is told what that caller was.
+  local t = redis.call('HMGET', K.wait_ticket(call_id), 'creator', 'account')
+  if t[1] ~= creator or (t[2] or '') ~= account then
+    -- Another caller's (or another account's) waiting call: not this
+    -- one's to join (nor, by giving up, to end). It is told what that
+    -- caller was.
     local reply = {'none', 'at_capacity', warning}
     for _, step in ipairs(chain) do reply[#reply + 1] = step end
     return reply
@@ -210,6 +219,10 @@ if not pod then
   if reason == 'at_capacity' and budget_ms > 0 then
     local deadline = start_wait(call_id, merchant, creator, ARGV[#ARGV], chain, tiers, cap,
       lease_ms, info_ms, budget_ms, now)
+    if account ~= '' then
+      -- waitlib.lua's hand-off writes it with the call.
+      redis.call('HSET', K.wait_ticket(call_id), 'account', account)
+    end
     local reply = {'wait', deadline, warning}
     for _, step in ipairs(chain) do reply[#reply + 1] = step end
     return reply
@@ -222,9 +235,18 @@ end
 write_allocation(call_id, merchant, creator, ARGV[#ARGV], pod, source, kind, avail, lease_ms, info_ms, now)
 -- The replica that answered: should it die before the call's socket comes,
 -- the leader ends the call (orphans.lua) instead of waiting out the lease.
+-- The provider account whose webhook created the call goes in the same
+-- write: no command more per call.
 local answering = ARGV[rate_i + 10] or ''
+local fields = {}
 if answering ~= '' then
-  redis.call('HSET', call_key, 'answered_by', answering)
+  fields = {'answered_by', answering}
   redis.call('SADD', K.replica_calls(answering), call_id)
 end
-return {'ok', pod, source, 0, kind, warning, creator}
+if account ~= '' then
+  fields[#fields + 1], fields[#fields + 2] = 'account', account
+end
+if #fields > 0 then
+  redis.call('HSET', call_key, unpack(fields))
+end
+return {'ok', pod, source, 0, kind, warning, creator, account}

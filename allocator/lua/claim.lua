@@ -10,7 +10,7 @@
 --
 -- Returns:
 --   {"claimed", pod, traceparent, merchant_id, creator, moved_from,
---    source_pool, pool_type, failed_handshakes}
+--    source_pool, pool_type, failed_handshakes, account}
 --                        the socket holds the call (also if it already did);
 --                        pod is where the call is: ARGV[1], or the pod it
 --                        was moved to when ARGV[1] is one it left after a
@@ -34,7 +34,7 @@
 -- lease runs out, and the sweep ends the call.
 
 local info = redis.call('HMGET', KEYS[1], 'pod_name', 'media_claim', 'moved_from', 'traceparent', 'merchant_id', 'creator',
-  'source_pool', 'pool_type', 'failed_handshakes')
+  'source_pool', 'pool_type', 'failed_handshakes', 'account')
 if info[1] ~= ARGV[1] and not (info[1] and info[3] and
     string.find(info[3], '|' .. ARGV[1] .. '|', 1, true)) then
   return {'not_found', info[1] or ''}
@@ -54,4 +54,4 @@ if not info[2] then
   end
 end
 return {'claimed', info[1], info[4] or '', info[5] or '', info[6] or '', info[3] or '', info[7] or '', info[8] or '',
-  tonumber(info[9] or '0') or 0}
+  tonumber(info[9] or '0') or 0, info[10] or ''}

@@ -13,10 +13,16 @@
 -- ARGV[6+2N+2M] -> the creator the call must have ("" or absent: any): a
 --            provider's status callback ends only the calls its own
 --            webhooks created
+-- ARGV[7+2N+2M] -> with a creator, the provider account asking ("" or
+--            absent: none): a call stored with an account (allocate.lua)
+--            is ended only by that account's callbacks; a call stored
+--            without one, by any of its creator's
 --
 -- Returns:
 --   {"not_found"}                                      no live allocation
 --                    (or, with a creator named, not the creator's call)
+--   {"other_account"} the creator's call, but another account's: nothing
+--                    is changed
 --   {"unwaited"}     released by "provider" while the call waited for
 --                    capacity (no call info yet): its wait ended, and a
 --                    tombstone and mark refuse the call from now on
@@ -59,7 +65,7 @@
 -- nothing.
 
 local call_key, call_id = KEYS[1], ARGV[1]
-local info = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type', 'merchant_id', 'socket_replica', 'creator')
+local info = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type', 'merchant_id', 'socket_replica', 'creator', 'account')
 local pod, source, kind = info[1], info[2] or '', info[3]
 -- Who the call was, for the release's log line.
 local merchant_id, creator = info[4] or '', info[6] or ''
@@ -70,21 +76,36 @@ for i = at + 1, at + 2 * tonumber(ARGV[at] or 0) do
   extra[#extra + 1] = ARGV[i]
 end
 local must_creator = ARGV[at + 1 + #extra] or ''
+local must_account = ARGV[at + 2 + #extra] or ''
+-- Whether account (a call's or its wait ticket's) lets the asker end it.
+local function account_ok(account)
+  return must_creator == '' or (account or '') == '' or account == must_account
+end
 local by = extra[1] == 'released_by' and extra[2] or ''
 if not pod then
   -- A provider says the call ended while it still waits for capacity
   -- (admission.wait: the caller hung up during the wait): the wait ends,
   -- and the call is marked ended, so that its webhook, asking again when
   -- woken, is refused instead of given the next free pod.
-  if by == 'provider' and must_creator ~= '' and redis.call('TYPE', K.wait_ticket(call_id))['ok'] == 'hash'
-      and redis.call('HGET', K.wait_ticket(call_id), 'creator') == must_creator and end_wait(call_id, true) == 'waiting' then
-    local now, tomb = now_ms(), K.call_ended(call_id)
-    redis.call('DEL', tomb)
-    redis.call('HSET', tomb, 'how', 'released', 'ended_at', tostring(now), 'creator', must_creator, unpack(extra))
-    redis.call('PEXPIRE', tomb, tonumber(ARGV[2]))
-    mark_ended(call_id, 'released', tonumber(ARGV[3]), now)
-    redis.call('PUBLISH', K.wait_wake(), call_id)
-    return {'unwaited'}
+  local ticket = K.wait_ticket(call_id)
+  if by == 'provider' and must_creator ~= '' and redis.call('TYPE', ticket)['ok'] == 'hash'
+      and redis.call('HGET', ticket, 'creator') == must_creator then
+    local account = redis.call('HGET', ticket, 'account')
+    if not account_ok(account) then
+      return {'other_account'}
+    end
+    if end_wait(call_id, true) == 'waiting' then
+      local now, tomb = now_ms(), K.call_ended(call_id)
+      redis.call('DEL', tomb)
+      redis.call('HSET', tomb, 'how', 'released', 'ended_at', tostring(now), 'creator', must_creator, unpack(extra))
+      if account and account ~= '' then
+        redis.call('HSET', tomb, 'account', account)
+      end
+      redis.call('PEXPIRE', tomb, tonumber(ARGV[2]))
+      mark_ended(call_id, 'released', tonumber(ARGV[3]), now)
+      redis.call('PUBLISH', K.wait_wake(), call_id)
+      return {'unwaited'}
+    end
   end
   if by == 'socket' then
     -- A socket's end finds no call: Redis lost it (restarted empty) and
@@ -97,6 +118,9 @@ if not pod then
 end
 if must_creator ~= '' and creator ~= must_creator then
   return {'not_found'}
+end
+if not account_ok(info[7]) then
+  return {'other_account'}
 end
 -- A webhook edge answered "cannot serve" may have allocated all the same
 -- (its script ran after the answer gave up waiting: a Redis pause).

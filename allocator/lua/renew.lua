@@ -10,9 +10,10 @@
 -- ARGV[6] -> this replica's name (the socket_replica of what it re-asserts)
 -- ARGV[7] -> ended TTL in ms (the compact marks of ended calls, never
 --            written back)
--- then 7 per call: call id, pod, media claim holder ("" holder: no claim
+-- then 8 per call: call id, pod, media claim holder ("" holder: no claim
 --            is checked), and what re-asserting it needs: source_pool,
---            pool_type, merchant id, creator ("" pool_type: it cannot be)
+--            pool_type, merchant id, creator ("" pool_type: it cannot be),
+--            account ("" none)
 --
 -- Returns: the epoch stored now ("" none), the calls written back and the
 -- calls that could not be (see below), then one integer per call: 1 renewed,
@@ -40,7 +41,7 @@ local now = now_ms()
 local epoch = current_epoch(known, ARGV[4], tonumber(ARGV[5]), now)
 local emptied = known ~= '' and epoch ~= nil and epoch ~= known
 
-local function reassert(call_key, call_id, pod, holder, source, kind, merchant, creator)
+local function reassert(call_key, call_id, pod, holder, source, kind, merchant, creator, account)
   if kind == '' or source == '' or redis.call('EXISTS', K.call_ended(call_id)) == 1
       or ended_mark(call_id, ended_ms, now) then
     return 0
@@ -62,6 +63,9 @@ local function reassert(call_key, call_id, pod, holder, source, kind, merchant, 
   redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'merchant_id', merchant,
     'allocated_at', tostring(math.floor(now / 1000)), 'allocated_at_ms', tostring(now), 'pool_type', kind, 'creator', creator,
     'reasserted_at', tostring(now))
+  if account ~= '' then
+    redis.call('HSET', call_key, 'account', account)
+  end
   -- A call answered here whose socket has not come (holder "") is written
   -- back unclaimed, for its socket to claim on any replica.
   if holder ~= '' then
@@ -89,12 +93,12 @@ end
 local out = {epoch or '', 0, 0}
 local reasserted, lost = 0, 0
 for i, call_key in ipairs(KEYS) do
-  local a = 8 + 7 * (i - 1)
+  local a = 8 + 8 * (i - 1)
   local call_id, pod, holder = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   local info = redis.call('HMGET', call_key, 'pod_name', 'pool_type', 'media_claim', 'merchant_id', 'ended_by', 'pod_gone')
   local ok = 0
   if not info[1] and emptied then
-    ok = reassert(call_key, call_id, pod, holder, ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6])
+    ok = reassert(call_key, call_id, pod, holder, ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7] or '')
     reasserted, lost = reasserted + ok, lost + 1 - ok
   elseif info[5] then
     -- The provider said the call ended (release.lua's "socket_open"): its

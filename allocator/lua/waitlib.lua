@@ -75,7 +75,7 @@ local function serve_head(merchant, now)
       return nil, 'empty'
     end
     local ticket = K.wait_ticket(call_id)
-    local t = redis.call('HMGET', ticket, 'plan', 'cap', 'creator', 'traceparent', 'lease_ms', 'info_ms', 'served')
+    local t = redis.call('HMGET', ticket, 'plan', 'cap', 'creator', 'traceparent', 'lease_ms', 'info_ms', 'served', 'account')
     local deadline = tonumber(redis.call('ZSCORE', K.wait_deadline(), call_id) or '-1')
     if not t[1] or deadline < now or redis.call('EXISTS', K.call(call_id)) == 1 then
       -- Not a head to serve: gone, past its deadline, or its call holds a
@@ -99,6 +99,10 @@ local function serve_head(merchant, now)
       end
       write_allocation(call_id, merchant, t[3] or '', t[4] or '', pod, source, kind, avail,
         tonumber(t[5]), tonumber(t[6]), now)
+      if t[8] and t[8] ~= '' then
+        -- The provider account whose webhook started the wait.
+        redis.call('HSET', K.call(call_id), 'account', t[8])
+      end
       redis.call('LPOP', q)
       redis.call('ZREM', K.wait_deadline(), call_id)
       redis.call('HSET', ticket, 'served', '1')

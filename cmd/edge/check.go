@@ -56,7 +56,7 @@ func checkPlugins(ctx context.Context, cfg *config.Config, stdout io.Writer) err
 			fmt.Fprintf(stdout, "%s: settings not checked: the plugin cannot validate them (built against an older plugin contract); serve applies them as before\n", base)
 		case errors.Is(err, plugins.ErrInvalidSettings):
 			for _, bad := range plugins.InvalidSettings(err) {
-				errs = append(errs, fmt.Errorf("%s: %s", settingPath(base, cfg.Providers.Plugins[s.Name], bad.Key), bad.Reason))
+				errs = append(errs, fmt.Errorf("%s: %s", cfg.Providers.Plugins[s.Name].SettingPath(base, bad.Key), bad.Reason))
 			}
 		case err != nil:
 			errs = append(errs, fmt.Errorf("%s: %w", base, err))
@@ -67,19 +67,4 @@ func checkPlugins(ctx context.Context, cfg *config.Config, stdout io.Writer) err
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// settingPath is the config key a plugin's setting key came from: the
-// plugin gets settings, secrets and auth_tokens in one map.
-func settingPath(base string, pl providers.Plugin, key string) string {
-	switch _, secret := pl.Secrets[key]; {
-	case key == "":
-		return base
-	case key == "auth_tokens":
-		return base + ".auth_tokens"
-	case secret:
-		return base + ".secrets." + key
-	default:
-		return base + ".settings." + key
-	}
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/edge-voice/edge/calls"
 	"github.com/edge-voice/edge/config"
 	"github.com/edge-voice/edge/forwarded"
-	"github.com/edge-voice/edge/plugins"
 	"github.com/edge-voice/edge/providers"
 )
 
@@ -84,7 +83,7 @@ func providerSpecs(cfg *config.Config, self string) []providers.Spec {
 	pc := cfg.Providers
 	var specs []providers.Spec
 	add := func(name string, pl providers.Plugin) {
-		s := providers.Spec{Name: name, Path: pl.Path, SHA256: pl.SHA256, WebhookBaseURL: pl.WebhookBaseURL, Settings: pluginSettings(pl)}
+		s := providers.Spec{Name: name, Path: pl.Path, SHA256: pl.SHA256, WebhookBaseURL: pl.WebhookBaseURL, Settings: pl.PluginSettings()}
 		if pl.Path == "" {
 			s.Command = func() *exec.Cmd { return exec.Command(self, "plugin", name) }
 		} else {
@@ -108,20 +107,6 @@ func providerSpecs(cfg *config.Config, self string) []providers.Spec {
 		add(name, pl)
 	}
 	return specs
-}
-
-// pluginSettings is what the plugin gets with Configure: its settings, its
-// secrets and auth_tokens, in one map.
-func pluginSettings(pl providers.Plugin) plugins.Settings {
-	s := plugins.Settings{}
-	maps.Copy(s, pl.Settings)
-	for k, v := range pl.Secrets {
-		s[k] = string(v)
-	}
-	if pl.AuthTokens != "" {
-		s["auth_tokens"] = string(pl.AuthTokens)
-	}
-	return s
 }
 
 func specsByName(specs []providers.Spec) map[string]providers.Spec {

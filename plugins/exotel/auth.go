@@ -57,28 +57,25 @@ func (a *allowList) allows(ip string) bool {
 	return false
 }
 
-// authenticate returns a rejection, or nil when the request may pass.
-func (s *settings) authenticate(req *plugins.Request) *plugins.WebhookResult {
+// authenticate returns a rejection, or nil and the account whose
+// credentials the request carries ("" for the single account, or with no
+// credentials configured) when it may pass.
+func (s *settings) authenticate(req *plugins.Request) (string, *plugins.WebhookResult) {
 	if !s.allow.allows(req.RemoteIP) {
-		return plugins.RejectForbidden("source address not allowed")
+		return "", plugins.RejectForbidden("source address not allowed")
 	}
 	if len(s.creds) == 0 {
-		return nil
+		return "", nil
 	}
 	got, ok := BasicCredentials(req.Header.Get("Authorization"))
-	match := false
-	for _, c := range s.creds {
-		// Every candidate is compared: the time does not tell which matched.
-		if plugins.EqualSecret(got, c) {
-			match = true
-		}
-	}
+	// Every candidate is compared: the time does not tell which matched.
+	account, match := plugins.MatchAccount(s.creds, func(c string) bool { return plugins.EqualSecret(got, c) })
 	if !ok || !match {
 		res := plugins.Reject(http.StatusUnauthorized, "unauthorized", "missing or invalid credentials")
 		res.Answer.Header = http.Header{"Www-Authenticate": {`Basic realm="edge"`}}
-		return res
+		return "", res
 	}
-	return nil
+	return account, nil
 }
 
 // BasicCredentials decodes an "Authorization: Basic ..." header into

@@ -17,8 +17,10 @@ import (
 // Settings keys (providers.plugins.exotel.* in edge's config).
 const (
 	// SettingAuthTokens: comma-separated "user:password" pairs accepted as
-	// HTTP Basic credentials (rotation).
-	SettingAuthTokens = "auth_tokens"
+	// HTTP Basic credentials of one account (rotation). Several accounts:
+	// plugins.AccountTokensPrefix + a label (the Exotel account's SID, say)
+	// instead, each with its own pairs.
+	SettingAuthTokens = plugins.SettingAuthTokens
 	// SettingAllowIPs: comma-separated IPs or CIDRs the webhooks may come
 	// from. With credentials too, both must match.
 	SettingAllowIPs = "allow_ips"
@@ -29,7 +31,7 @@ const (
 const RouteVoicebot = "voicebot"
 
 type settings struct {
-	creds []string
+	creds []plugins.Credential
 	allow *allowList
 	rates rates
 }
@@ -69,7 +71,11 @@ func parseSettings(s plugins.Settings) (*settings, plugins.Configured, error) {
 	if err != nil {
 		return nil, plugins.Configured{}, err
 	}
-	next := &settings{creds: plugins.SplitList(s[SettingAuthTokens]), allow: allow, rates: r}
+	creds, err := plugins.Credentials(s)
+	if err != nil {
+		return nil, plugins.Configured{}, err
+	}
+	next := &settings{creds: creds, allow: allow, rates: r}
 	return next, plugins.Configured{Verifies: len(next.creds) > 0 || !allow.empty()}, nil
 }
 
@@ -85,11 +91,14 @@ type webhookBody struct {
 // Webhook implements plugins.Provider.
 func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.WebhookResult, error) {
 	s := p.Current()
-	if rej := s.authenticate(req); rej != nil {
+	account, rej := s.authenticate(req)
+	if rej != nil {
 		return rej, nil
 	}
 	if req.Route == RouteStatus {
-		return statusCallback(req), nil
+		res := statusCallback(req)
+		res.Account = account
+		return res, nil
 	}
 	var body webhookBody
 	switch req.Route {
@@ -114,7 +123,7 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 	if err != nil {
 		return nil, err
 	}
-	return &plugins.WebhookResult{Allocate: ar, Template: tmpl}, nil
+	return &plugins.WebhookResult{Allocate: ar, Template: tmpl, Account: account}, nil
 }
 
 // Answer implements plugins.Provider: {"url": ...}, or a JSON failure with

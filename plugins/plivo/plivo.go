@@ -14,9 +14,11 @@ import (
 
 // Settings keys (providers.plugins.plivo.* in edge's config).
 const (
-	// SettingAuthTokens: comma-separated auth tokens (rotation). Empty: no
-	// verification (edge warns at start).
-	SettingAuthTokens = "auth_tokens"
+	// SettingAuthTokens: comma-separated auth tokens of one account
+	// (rotation). Empty, and no account's: no verification (edge warns at
+	// start). Several accounts: plugins.AccountTokensPrefix + a label (the
+	// account's auth id, say) instead.
+	SettingAuthTokens = plugins.SettingAuthTokens
 	// SettingContentType is the <Stream contentType>; default
 	// "audio/x-mulaw;rate=8000".
 	SettingContentType = "content_type"
@@ -43,7 +45,7 @@ const (
 )
 
 type settings struct {
-	tokens      []string
+	creds       []plugins.Credential
 	contentType string
 	fallback    bool
 	speak       string
@@ -75,10 +77,15 @@ func (p *Provider) Describe(context.Context) (plugins.Description, error) {
 		ResumeReplay: []string{"start"}}, nil
 }
 
-// parseSettings never refuses: an unknown failure_mode is a warning.
+// parseSettings refuses only credentials plugins.Credentials refuses: an
+// unknown failure_mode is a warning.
 func parseSettings(s plugins.Settings) (*settings, plugins.Configured, error) {
+	creds, err := plugins.Credentials(s)
+	if err != nil {
+		return nil, plugins.Configured{}, err
+	}
 	next := &settings{
-		tokens: plugins.SplitList(s[SettingAuthTokens]), contentType: s[SettingContentType], speak: s[SettingSpeakMessage],
+		creds: creds, contentType: s[SettingContentType], speak: s[SettingSpeakMessage],
 		ended: s[SettingEndedMessage],
 	}
 	if next.contentType == "" {
@@ -98,7 +105,7 @@ func parseSettings(s plugins.Settings) (*settings, plugins.Configured, error) {
 	default:
 		warnings = append(warnings, `failure_mode must be "speak" or "fallback"; using "speak"`)
 	}
-	return next, plugins.Configured{Verifies: len(next.tokens) > 0, Warnings: warnings}, nil
+	return next, plugins.Configured{Verifies: len(next.creds) > 0, Warnings: warnings}, nil
 }
 
 // Webhook implements plugins.Provider.
@@ -108,17 +115,20 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 	if rej != nil {
 		return rej, nil
 	}
-	var nonce string
-	if len(s.tokens) > 0 {
+	var nonce, account string
+	if len(s.creds) > 0 {
 		n := req.Header.Get(NonceHeader)
-		if !Verify(s.tokens, req.Method, req.URL, form, n, req.Header.Get(SignatureHeader)) {
+		var ok bool
+		if account, ok = VerifyAccount(s.creds, req.Method, req.URL, form, n, req.Header.Get(SignatureHeader)); !ok {
 			return plugins.RejectForbidden("missing or invalid " + SignatureHeader), nil
 		}
 		// Only a verified nonce is reported: a forger cannot spend one.
 		nonce = n
 	}
 	if req.Route == RouteHangup || req.Route == RouteStatus {
-		return statusCallback(req.Route, form, nonce), nil
+		res := statusCallback(req.Route, form, nonce)
+		res.Account = account
+		return res, nil
 	}
 	callID := form.Get("CallUUID")
 	if callID == "" {
@@ -135,7 +145,7 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 	if err != nil {
 		return nil, err
 	}
-	return &plugins.WebhookResult{Allocate: ar, Template: tmpl, Nonce: nonce}, nil
+	return &plugins.WebhookResult{Allocate: ar, Template: tmpl, Nonce: nonce, Account: account}, nil
 }
 
 // rejectWithNonce spends the nonce of a signed request refused for its

@@ -140,8 +140,19 @@ func mac(token, s string) string {
 // form covers the same names and values, so none lets a parameter go
 // unsigned. Comparisons are constant-time.
 func Verify(tokens []string, method, fullURL string, body url.Values, nonce, header string) bool {
+	creds := make([]plugins.Credential, len(tokens))
+	for i, tok := range tokens {
+		creds[i] = plugins.Credential{Token: tok}
+	}
+	_, ok := VerifyAccount(creds, method, fullURL, body, nonce, header)
+	return ok
+}
+
+// VerifyAccount is Verify over the credentials of several accounts: it
+// reports the account whose token signed the request.
+func VerifyAccount(creds []plugins.Credential, method, fullURL string, body url.Values, nonce, header string) (account string, ok bool) {
 	if header == "" || nonce == "" {
-		return false
+		return "", false
 	}
 	var signed []string
 	for _, u := range plugins.URLPortVariants(fullURL) {
@@ -156,16 +167,16 @@ func Verify(tokens []string, method, fullURL string, body url.Values, nonce, hea
 		}
 	}
 	got := plugins.SplitList(header)
-	ok := false
-	for _, s := range signed {
-		for _, tok := range tokens {
+	return plugins.MatchAccount(creds, func(tok string) bool {
+		match := false
+		for _, s := range signed {
 			want := mac(tok, s)
 			for _, g := range got {
 				if plugins.EqualMAC([]byte(want), []byte(g)) {
-					ok = true
+					match = true
 				}
 			}
 		}
-	}
-	return ok
+		return match
+	})
 }

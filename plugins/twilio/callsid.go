@@ -1,5 +1,7 @@
 package twilio
 
+import "strings"
+
 // ValidCallSid reports whether s has the form of a Twilio Call SID: "CA"
 // followed by 32 lower-case hex digits (Twilio's API reference: the sid of
 // a Call resource, pattern ^CA[0-9a-fA-F]{32}$, which Twilio emits in lower
@@ -17,6 +19,21 @@ func ValidCallSid(s string) bool {
 	}
 	for i := 2; i < len(s); i++ {
 		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidAccountSid reports whether s has the form of a Twilio Account SID,
+// "AC" followed by 32 hex digits, in either case: an account's label in
+// edge's config, where the environment's form lower-cases it.
+func ValidAccountSid(s string) bool {
+	if len(s) != 34 || !strings.EqualFold(s[:2], "AC") {
+		return false
+	}
+	for i := 2; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
 			return false
 		}
 	}

@@ -36,22 +36,34 @@ func sign(token, fullURL, params string) string {
 // (several during a rotation), any URL form Twilio's validators try
 // (urlForms) and any parameter form they build (paramForms).
 func Verify(tokens []string, fullURL string, form url.Values, sig string) bool {
+	creds := make([]plugins.Credential, len(tokens))
+	for i, tok := range tokens {
+		creds[i] = plugins.Credential{Token: tok}
+	}
+	_, ok := VerifyAccount(creds, fullURL, form, sig)
+	return ok
+}
+
+// VerifyAccount is Verify over the credentials of several accounts: it
+// reports the account whose token signed the request.
+func VerifyAccount(creds []plugins.Credential, fullURL string, form url.Values, sig string) (account string, ok bool) {
 	if sig == "" {
-		return false
+		return "", false
 	}
 	params := paramForms(form)
-	ok := false
-	for _, u := range urlForms(fullURL) {
-		for _, p := range params {
-			for _, tok := range tokens {
-				// No early return: the time taken does not tell which one matched.
+	urls := urlForms(fullURL)
+	// No early return: the time taken does not tell which one matched.
+	return plugins.MatchAccount(creds, func(tok string) bool {
+		match := false
+		for _, u := range urls {
+			for _, p := range params {
 				if plugins.EqualMAC([]byte(sign(tok, u, p)), []byte(sig)) {
-					ok = true
+					match = true
 				}
 			}
 		}
-	}
-	return ok
+		return match
+	})
 }
 
 // paramForms are the parameter strings Twilio's validators sign, without

@@ -8,15 +8,19 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/edge-voice/edge/plugins"
 )
 
 // Settings keys (providers.plugins.twilio.* in edge's config).
 const (
-	// SettingAuthTokens: comma-separated auth tokens; any one verifies
-	// (rotation). Empty: no verification (edge warns at start).
-	SettingAuthTokens = "auth_tokens"
+	// SettingAuthTokens: comma-separated auth tokens of one account; any
+	// one verifies (rotation). Empty, and no account's: no verification
+	// (edge warns at start). Several accounts: plugins.AccountTokensPrefix
+	// + the account's AccountSid ("auth_tokens.AC…") instead, see
+	// parseSettings.
+	SettingAuthTokens = plugins.SettingAuthTokens
 	// SettingFailureMode is how refusals about the call (no capacity, a bad
 	// request) are answered: "say" (default) with HTTP 200 <Say> +
 	// <Hangup/>; "fallback" with their HTTP status (503 for no capacity),
@@ -40,7 +44,8 @@ const (
 )
 
 type settings struct {
-	tokens   []string
+	creds    []plugins.Credential
+	accounts bool // creds name accounts (their AccountSids)
 	fallback bool
 	say      string
 	ended    string
@@ -70,9 +75,28 @@ func (p *Provider) Describe(context.Context) (plugins.Description, error) {
 		MediaHeaders: []string{"X-Twilio-Signature"}}, nil
 }
 
-// parseSettings never refuses: an unknown failure_mode is a warning.
+// parseSettings refuses credentials plugins.Credentials refuses, and an
+// account not named by its AccountSid: a webhook must name the account
+// whose token signed it (its AccountSid parameter, which Twilio signs), so
+// that a token filed under the wrong account is found on the first call,
+// and a token cannot sign for calls of an account it does not belong to.
+// An unknown failure_mode is a warning.
 func parseSettings(s plugins.Settings) (*settings, plugins.Configured, error) {
-	next := &settings{tokens: plugins.SplitList(s[SettingAuthTokens]), say: s[SettingSayMessage], ended: s[SettingEndedMessage]}
+	creds, err := plugins.Credentials(s)
+	if err != nil {
+		return nil, plugins.Configured{}, err
+	}
+	next := &settings{creds: creds, say: s[SettingSayMessage], ended: s[SettingEndedMessage]}
+	for _, c := range creds {
+		if c.Account == "" {
+			continue
+		}
+		next.accounts = true
+		if !ValidAccountSid(c.Account) {
+			return nil, plugins.Configured{}, &plugins.InvalidSetting{Key: plugins.AccountTokensPrefix + c.Account,
+				Reason: "a Twilio account is named by its AccountSid (AC + 32 hex digits)"}
+		}
+	}
 	if next.say == "" {
 		next.say = DefaultSayMessage
 	}
@@ -87,7 +111,7 @@ func parseSettings(s plugins.Settings) (*settings, plugins.Configured, error) {
 	default:
 		warnings = append(warnings, `failure_mode must be "say" or "fallback"; using "say"`)
 	}
-	return next, plugins.Configured{Verifies: len(next.tokens) > 0, Warnings: warnings}, nil
+	return next, plugins.Configured{Verifies: len(next.creds) > 0, Warnings: warnings}, nil
 }
 
 // Webhook implements plugins.Provider: verify, then parse.
@@ -109,11 +133,23 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 	default:
 		return plugins.Reject(http.StatusMethodNotAllowed, "method_not_allowed", "Twilio webhooks are POST or GET"), nil
 	}
-	if len(s.tokens) > 0 && !Verify(s.tokens, req.URL, signed, req.Header.Get(SignatureHeader)) {
-		return plugins.RejectForbidden("missing or invalid " + SignatureHeader), nil
+	var account string
+	if len(s.creds) > 0 {
+		var ok bool
+		if account, ok = VerifyAccount(s.creds, req.URL, signed, req.Header.Get(SignatureHeader)); !ok {
+			return plugins.RejectForbidden("missing or invalid " + SignatureHeader), nil
+		}
+	}
+	// The account whose token signed is the one the webhook must name:
+	// Twilio sends AccountSid with every voice webhook and status
+	// callback, inside what it signs.
+	if s.accounts && !strings.EqualFold(form.Get("AccountSid"), account) {
+		return plugins.RejectForbidden("AccountSid is not the account whose token signed the request"), nil
 	}
 	if req.Route == RouteStatus {
-		return statusCallback(form), nil
+		res := statusCallback(form)
+		res.Account = account
+		return res, nil
 	}
 	callID := form.Get("CallSid")
 	if callID == "" {
@@ -130,7 +166,7 @@ func (p *Provider) Webhook(_ context.Context, req *plugins.Request) (*plugins.We
 	if err != nil {
 		return nil, err
 	}
-	return &plugins.WebhookResult{Allocate: ar, Template: tmpl}, nil
+	return &plugins.WebhookResult{Allocate: ar, Template: tmpl, Account: account}, nil
 }
 
 // Answer implements plugins.Provider.

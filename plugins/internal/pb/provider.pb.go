@@ -1033,7 +1033,15 @@ type WebhookResponse struct {
 	// the answer. The plugin decides which of its provider's events end a
 	// call. Added within ProtocolVersion 1: an edge built before it only
 	// sends the answer, and the call ends with its media socket or its lease.
-	Ended         *CallEnd `protobuf:"bytes,5,opt,name=ended,proto3" json:"ended,omitempty"`
+	Ended *CallEnd `protobuf:"bytes,5,opt,name=ended,proto3" json:"ended,omitempty"`
+	// account, with allocate or ended, is the label of the account whose
+	// credentials verified the webhook (the <account> of the setting
+	// auth_tokens.<account>), never a secret: edge stores it with the call
+	// it allocates and ends or answers a call only for webhooks of that
+	// account. Added within ProtocolVersion 1: a plugin built before it
+	// leaves it "" (the call belongs to no account, as before); an edge
+	// built before it does not read it.
+	Account       string `protobuf:"bytes,6,opt,name=account,proto3" json:"account,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1112,6 +1120,13 @@ func (x *WebhookResponse) GetEnded() *CallEnd {
 		return x.Ended
 	}
 	return nil
+}
+
+func (x *WebhookResponse) GetAccount() string {
+	if x != nil {
+		return x.Account
+	}
+	return ""
 }
 
 type isWebhookResponse_Result interface {
@@ -1708,13 +1723,14 @@ const file_provider_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10MediaParamsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9d\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb7\x02\n" +
 	"\x0fWebhookResponse\x12A\n" +
 	"\ballocate\x18\x01 \x01(\v2#.edge.provider.v1.AllocationRequestH\x00R\ballocate\x128\n" +
 	"\x06answer\x18\x02 \x01(\v2\x1e.edge.provider.v1.HTTPResponseH\x00R\x06answer\x12<\n" +
 	"\btemplate\x18\x03 \x01(\v2 .edge.provider.v1.AnswerTemplateR\btemplate\x12\x14\n" +
 	"\x05nonce\x18\x04 \x01(\tR\x05nonce\x12/\n" +
-	"\x05ended\x18\x05 \x01(\v2\x19.edge.provider.v1.CallEndR\x05endedB\b\n" +
+	"\x05ended\x18\x05 \x01(\v2\x19.edge.provider.v1.CallEndR\x05ended\x12\x18\n" +
+	"\aaccount\x18\x06 \x01(\tR\aaccountB\b\n" +
 	"\x06result\"8\n" +
 	"\aCallEnd\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x14\n" +
