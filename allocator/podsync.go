@@ -119,7 +119,10 @@ func (p PodState) validate() error {
 
 // assignmentArgs lays out the tier config for sync.lua: fence, the ended
 // TTL, overflow tier, then every tier with its type and target in assignment order (the
-// default chain, then the tiers only merchant fallbacks name).
+// default chain, then the tiers only merchant fallbacks name), then the
+// other tiers of the config with their types: tier assignment leaves them
+// out (they are filled as merchants' pools), but a pod pinned to one of
+// them joins it.
 func (a *Allocator) assignmentArgs(fence string) []any {
 	order := a.assignmentOrder()
 	cfg := a.current.Load().cfg
@@ -138,7 +141,14 @@ func (a *Allocator) assignmentArgs(fence string) []any {
 		t := tiers.Tiers[name]
 		args = append(args, name, string(t.Type), t.Target)
 	}
-	return args
+	var others []any
+	for _, name := range tiers.derivedChain() {
+		if !slices.Contains(order, name) {
+			others = append(others, name, string(tiers.Tiers[name].Type))
+		}
+	}
+	args = append(args, len(others)/2)
+	return append(args, others...)
 }
 
 // assignmentOrder is the default chain's tiers, then the other tiers in

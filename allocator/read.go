@@ -259,9 +259,10 @@ type PoolStatus struct {
 //
 // A tier the tier config declares as a merchant's dedicated pool
 // (merchantTiers: the predecessor's tier assigner filled it on
-// voice:merchant:<tier>:*) is counted on those keys and reported under the
-// tier's name, as the predecessor's status did; other merchant pools are
-// reported as "merchant:<id>".
+// voice:merchant:<tier>:*) is counted on those keys, with the pods pinned
+// to the tier itself (in its own pools), and reported under the tier's
+// name, as the predecessor's status did; other merchant pools are reported
+// as "merchant:<id>".
 func (a *Allocator) Status(ctx context.Context) ([]PoolStatus, error) {
 	s := a.current.Load()
 	mt, err := a.readMerchantTiers(ctx, s.cfg.Tiers)

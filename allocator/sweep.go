@@ -34,7 +34,9 @@ type SweepResult struct {
 func (a *Allocator) SweepPods(ctx context.Context, fence string, pods []string) (SweepResult, error) {
 	cfg := a.current.Load().cfg
 	tiers := cfg.Tiers
-	order := a.assignmentOrder()
+	// Every tier of the config: a pod pinned to a tier that tier
+	// assignment leaves out is swept like any other.
+	order := tiers.derivedChain()
 	migration := int64(0)
 	if cfg.Migration {
 		migration = PredecessorLeaseTTL.Milliseconds()

@@ -12,6 +12,9 @@
 -- ARGV[4] -> N, then N x (tier name, type, target), in assignment order (the
 --            default chain, then the other tiers); merchant pools come before
 --            them, by id, with their targets from K.merchant_targets()
+-- then M, then M x (tier name, type): the tiers of the tier config that tier
+--            assignment leaves out (filled as merchants' pools), which a pod
+--            pinned to one of them still joins
 -- then 4 per pod: op ("ready"|"unready"), pod, tier ("" = assign one), address
 --
 -- Returns {"fenced"} or {"ok", then 2 per pod: outcome, tier}, outcome one of
@@ -20,7 +23,7 @@
 --              config) but serves calls: it stays until a later sync
 --   unready    taken out of its available pool, calls kept
 --   unknown    unready pod that edge never registered: nothing to do
---   bad_tier   the explicit tier is not configured
+--   bad_tier   the explicit tier is not in the tier config
 
 if fence_lost(ARGV[1]) then
   return {'fenced'}
@@ -35,12 +38,30 @@ for i = 0, n - 1 do
   kinds[name] = ARGV[6 + 3 * i]
   targets[name] = tonumber(ARGV[7 + 3 * i])
 end
+local m = tonumber(ARGV[5 + 3 * n])
+local pinned_kinds = {}
+for name, kind in pairs(kinds) do
+  pinned_kinds[name] = kind
+end
+for i = 0, m - 1 do
+  pinned_kinds[ARGV[6 + 3 * n + 2 * i]] = ARGV[7 + 3 * n + 2 * i]
+end
+local first_pod = 6 + 3 * n + 2 * m
 
+-- The type of a tier an unpinned pod may stay in: a merchant pool or a
+-- tier of the assignment order (nil for any other).
 local function kind_of(tier)
   if string.sub(tier, 1, 9) == 'merchant:' then
     return 'exclusive'
   end
   return kinds[tier]
+end
+
+-- The type of a tier a pinned pod may be in: also a tier of the config
+-- that tier assignment leaves out, which only pinned pods join (a merchant
+-- fallback may name it; a pod its source pins there is no "unknown tier").
+local function pinned_kind_of(tier)
+  return kind_of(tier) or pinned_kinds[tier]
 end
 
 -- Merchant pools with a target, sorted by id (deterministic), read once.
@@ -125,7 +146,7 @@ local function place(pod, tier, addr, now, pinned)
     redis.call('HDEL', K.pod_info(pod), 'pinned')
   end
   if not is_draining(pod) then
-    if kind_of(tier) == 'shared' then
+    if pinned_kind_of(tier) == 'shared' then
       redis.call('ZADD', avail, 'NX', live_calls(pod, now), pod)
     elseif not live_owner(pod) then
       redis.call('SADD', avail, pod)
@@ -141,9 +162,12 @@ end
 
 local now = now_ms()
 local out = {'ok'}
-for i = 5 + 3 * n, #ARGV, 4 do
+for i = first_pod, #ARGV, 4 do
   local op, pod, want, addr = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local prev = redis.call('GET', K.pod_tier(pod))
+  -- A pod stays in its tier if that is a tier it may be in: pinned there,
+  -- or (unpinned) one tier assignment fills.
+  local stays = prev and (want == '' and kind_of(prev) or want == prev and pinned_kind_of(prev))
   local outcome, tier
   if op == 'unready' then
     if prev then
@@ -153,9 +177,9 @@ for i = 5 + 3 * n, #ARGV, 4 do
     else
       outcome, tier = 'unknown', ''
     end
-  elseif want ~= '' and not kind_of(want) then
+  elseif want ~= '' and not pinned_kind_of(want) then
     outcome, tier = 'bad_tier', want
-  elseif prev and kind_of(prev) and (want == '' or want == prev) then
+  elseif stays then
     place(pod, prev, addr, now, want ~= '')
     outcome, tier = 'unchanged', prev
   elseif prev and is_busy(pod, now) then
