@@ -38,8 +38,10 @@ type PodInfo struct {
 }
 
 // A pod's State, the first that holds: out of allocation after failed
-// dials, reported not ready by the pod source, draining, serving a call,
-// else free for new calls.
+// dials, reported not ready by the pod source, draining, held by a call
+// (a shared pod with calls; an exclusive one whose lease or recorded owner
+// names a call, until its release or the sweep frees it), else free for
+// new calls.
 const (
 	StateEjected   = "ejected"
 	StateUnready   = "unready"
@@ -120,6 +122,7 @@ const podsPerPipeline = 256
 // podReads are one pod's reads queued on a pipeline.
 type podReads struct {
 	pod         string
+	tiers       map[string]Tier // the tier config in effect, for the pod's type
 	tier, lease *redis.StringCmd
 	meta        *redis.StringCmd
 	hash        *redis.MapStringStringCmd
@@ -129,7 +132,7 @@ type podReads struct {
 }
 
 func (a *Allocator) queuePodReads(ctx context.Context, p redis.Pipeliner, pod string) *podReads {
-	r := &podReads{pod: pod}
+	r := &podReads{pod: pod, tiers: a.current.Load().cfg.Tiers.Tiers}
 	r.ejected = p.ZScore(ctx, a.keys.Ejected(), pod)
 	r.tier = p.Get(ctx, a.keys.PodTier(pod))
 	r.hash = p.HGetAll(ctx, a.keys.PodInfo(pod))
@@ -187,7 +190,13 @@ func (r *podReads) decode(err error) (PodInfo, error) {
 		info.State = StateUnready
 	case info.Draining:
 		info.State = StateDraining
-	case len(info.LiveCalls()) > 0:
+	case len(info.LiveCalls()) > 0, info.CallID != "" && r.tiers[info.Tier].Type != Shared:
+		// An exclusive pod whose record names its owner is out of its
+		// available pool, lease key or not (a lease that ran out before
+		// the sweep came; in migration mode a call younger than the
+		// predecessor's lease): the status counts it taken. A shared
+		// pod's record may still name a call after its last one ended
+		// (the migration sweep leaves it): its calls decide.
 		info.State = StateAllocated
 	default:
 		info.State = StateAvailable
