@@ -70,7 +70,7 @@ func (s *Surface) runningConfig(w http.ResponseWriter, r *http.Request) {
 }
 
 // podRow is one pod of GET /api/v1/pods: its live calls under one name
-// whatever its kind (GET /api/v1/pod/{name} has the whole record).
+// whatever its kind (GET /api/v1/pod/{pod_name} has the whole record).
 type podRow struct {
 	Name     string                 `json:"pod_name"`
 	Tier     string                 `json:"tier"`

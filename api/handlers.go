@@ -225,10 +225,41 @@ func (h *Handlers) drain(w http.ResponseWriter, r *http.Request) {
 func (h *Handlers) status(w http.ResponseWriter, r *http.Request) {
 	pools, err := h.Pools.Status(r.Context())
 	if err != nil {
-		// The predecessor's "down": its pools could not be read.
+		// The pools could not be read: "down", and the HTTP status of the
+		// cause (503 for Redis), for edge's own clients. The internal
+		// listener answers the predecessor's way (predecessorStatus).
 		writeErrorWith(w, r, h.Log, err, "status", "down")
 		return
 	}
+	writeJSON(w, http.StatusOK, h.statusUp(pools))
+}
+
+// predecessorStatus is GET /api/v1/status where the predecessor's clients
+// call it (the internal listener). The predecessor's status handler
+// answers HTTP 200 on every path: with Redis down, its binary answered
+// {"pools":{},"active_calls":0,"is_leader":false,"status":"down"}. So does
+// this one, with edge's fields beside those four (success, code and error
+// saying why, tiers repeating pools), as its "up" answer carries edge's
+// fields beside the predecessor's: a client that reads the predecessor's
+// fields reads its values and types, and a dashboard or script that took
+// 200 for "answered" does not see an error where it saw "down".
+func (h *Handlers) predecessorStatus(w http.ResponseWriter, r *http.Request) {
+	pools, err := h.Pools.Status(r.Context())
+	if err == nil {
+		writeJSON(w, http.StatusOK, h.statusUp(pools))
+		return
+	}
+	f := calls.FailureOf(err)
+	h.Log.LogAttrs(r.Context(), slog.LevelWarn, "request failed",
+		slog.String("path", r.URL.Path), slog.Int("status", http.StatusOK), slog.String("code", f.Code), slog.Any("err", err))
+	writeJSON(w, http.StatusOK, map[string]any{
+		"status": "down", "pools": map[string]any{}, "active_calls": 0, "is_leader": false,
+		"tiers": map[string]any{}, "success": false, "code": f.Code, "error": f.Message,
+	})
+}
+
+// statusUp is the status answer once the pools were read.
+func (h *Handlers) statusUp(pools []allocator.PoolStatus) map[string]any {
 	tiers := make(map[string]any, len(pools))
 	total := 0
 	for _, p := range pools {
@@ -242,11 +273,11 @@ func (h *Handlers) status(w http.ResponseWriter, r *http.Request) {
 	if h.IsLeader != nil {
 		resp["is_leader"] = h.IsLeader()
 	}
-	writeJSON(w, http.StatusOK, resp)
+	return resp
 }
 
 func (h *Handlers) podInfo(w http.ResponseWriter, r *http.Request) {
-	info, err := h.Pools.PodInfo(r.Context(), r.PathValue("name"))
+	info, err := h.Pools.PodInfo(r.Context(), r.PathValue("pod_name"))
 	if err != nil {
 		writeError(w, r, h.Log, err)
 		return

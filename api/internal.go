@@ -84,8 +84,8 @@ func (s *Surface) InternalSurface(allow []netip.Prefix, token func() string) htt
 	ops := http.NewServeMux()
 	ops.Handle("POST /api/v1/release", s.bounded(s.Handlers.release))
 	ops.Handle("POST /api/v1/drain", s.bounded(s.Handlers.drain))
-	ops.Handle("GET /api/v1/status", s.bounded(s.Handlers.status))
-	ops.Handle("GET /api/v1/pod/{name}", s.bounded(s.Handlers.podInfo))
+	ops.Handle("GET /api/v1/status", s.bounded(s.Handlers.predecessorStatus))
+	ops.Handle("GET /api/v1/pod/{pod_name}", s.bounded(s.Handlers.podInfo))
 	if s.Metrics != nil {
 		ops.Handle("GET /api/v1/metrics", s.Metrics)
 		ops.Handle("GET /metrics", s.Metrics)
@@ -95,7 +95,7 @@ func (s *Surface) InternalSurface(allow []netip.Prefix, token func() string) htt
 
 	mux := http.NewServeMux()
 	for _, p := range []string{"POST /api/v1/release", "POST /api/v1/drain", "GET /api/v1/status",
-		"GET /api/v1/pod/{name}", "GET /api/v1/metrics", "GET /metrics"} {
+		"GET /api/v1/pod/{pod_name}", "GET /api/v1/metrics", "GET /metrics"} {
 		mux.Handle(p, guarded)
 	}
 	mux.Handle("POST /api/v1/allocate", sameOrigin(s.bounded(s.Handlers.internalAllocate(th, token))))

@@ -96,11 +96,11 @@ func TestListenersCountRequestsAndRecoverPanics(t *testing.T) {
 			"code=500,listener=internal,method=GET,route=/boom 1",
 		},
 		"edge_http_request_duration_seconds": {
-			"class=2xx,listener=internal,method=POST,route=/api/v1/twilio/allocate 1",
-			"class=4xx,listener=internal,method=GET,route=unmatched 1",
-			"class=4xx,listener=internal,method=POST,route=/api/v1/release 3",
-			"class=4xx,listener=internal,method=POST,route=/api/v1/{provider}/allocate 1",
-			"class=5xx,listener=internal,method=GET,route=/boom 1",
+			"code=200,listener=internal,method=POST,route=/api/v1/twilio/allocate 1",
+			"code=404,listener=internal,method=GET,route=unmatched 1",
+			"code=404,listener=internal,method=POST,route=/api/v1/release 3",
+			"code=404,listener=internal,method=POST,route=/api/v1/{provider}/allocate 1",
+			"code=500,listener=internal,method=GET,route=/boom 1",
 		},
 		"edge_http_panics_recovered_total": {"listener=internal 1"},
 	}

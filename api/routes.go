@@ -101,7 +101,7 @@ func (s *Surface) Admin() http.Handler {
 	guarded.Handle("POST /api/v1/release", s.bounded(s.Handlers.release))
 	guarded.Handle("POST /api/v1/drain", s.bounded(s.Handlers.drain))
 	guarded.Handle("GET /api/v1/status", s.bounded(s.Handlers.status))
-	guarded.Handle("GET /api/v1/pod/{name}", s.bounded(s.Handlers.podInfo))
+	guarded.Handle("GET /api/v1/pod/{pod_name}", s.bounded(s.Handlers.podInfo))
 	guarded.Handle("GET /api/v1/pods", s.bounded(s.Handlers.pods))
 	guarded.Handle("POST /api/v1/undrain", s.bounded(s.Handlers.undrain))
 	if s.RunningConfig != nil {

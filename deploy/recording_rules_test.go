@@ -21,15 +21,12 @@ import (
 )
 
 // predecessorSeries are the series the predecessor's binary exports, each
-// with the labels it carries (besides Prometheus' target labels). Where
-// they come from: the predecessor's source (its metric definitions) and its
-// /metrics exposition, as read when it was replayed beside edge; the
-// binary is not on this machine. Its design documents (the seeds) name
+// with the labels it carries (besides Prometheus' target labels): its
+// /metrics as a real Prometheus scraped it, run beside edge on one Redis
+// (docs/migration.md, "Metrics"). Its design documents (the seeds) name
 // other series (allocations_total{source_pool,result}, active_calls,
 // pool_available_pods{tier}, ...) that the binary does not export under
-// those names. http_request_duration_seconds was listed without its
-// labels; it is taken to carry http_requests_total's method and endpoint
-// (a histogram: _bucket with le, _sum, _count).
+// those names.
 var predecessorSeries = map[string][]string{
 	"smart_router_allocations_total":       {"pool", "status"},
 	"smart_router_releases_total":          {"pool", "status"},
@@ -39,11 +36,34 @@ var predecessorSeries = map[string][]string{
 	"smart_router_panics_recovered_total":  nil,
 	"smart_router_zombies_recovered_total": nil,
 	"http_requests_total":                  {"method", "endpoint", "status"},
-	"http_request_duration_seconds_bucket": {"method", "endpoint", "le"},
-	"http_request_duration_seconds_sum":    {"method", "endpoint"},
-	"http_request_duration_seconds_count":  {"method", "endpoint"},
+	"http_request_duration_seconds_bucket": {"method", "endpoint", "status", "le"},
+	"http_request_duration_seconds_sum":    {"method", "endpoint", "status"},
+	"http_request_duration_seconds_count":  {"method", "endpoint", "status"},
 	"smart_router_pool_available_pods":     {"tier"}, // the seeds' dashboards
 	"smart_router_pool_assigned_pods":      {"tier"}, // the seeds' dashboards
+}
+
+// predecessorValues are the values the predecessor's binary writes in a
+// label, per series (same source as predecessorSeries): an allocation's
+// status is success, no_pods or storage_error, a release's only success;
+// an HTTP status is the numeric code and an endpoint a route pattern of
+// its (/api/v1/pod/{pod_name}), never one of edge's own scrape and probe
+// routes. A label absent from a sample has the value "".
+var predecessorValues = map[string]map[string]*regexp.Regexp{
+	"smart_router_allocations_total": {
+		"status": regexp.MustCompile(`^(success|no_pods|storage_error)$`),
+		"pool":   regexp.MustCompile(`^(|pool:[^:]+|merchant:.+)$`),
+	},
+	"smart_router_releases_total":          {"status": regexp.MustCompile(`^success$`)},
+	"http_requests_total":                  httpValues,
+	"http_request_duration_seconds_bucket": httpValues,
+	"http_request_duration_seconds_sum":    httpValues,
+	"http_request_duration_seconds_count":  httpValues,
+}
+
+var httpValues = map[string]*regexp.Regexp{
+	"status":   regexp.MustCompile(`^[1-5][0-9][0-9]$`),
+	"endpoint": regexp.MustCompile(`^/api/v1/[a-z0-9/{}_]*$`),
 }
 
 // targetLabels are the labels Prometheus adds to every scraped series.
@@ -67,6 +87,14 @@ type promtoolTests struct {
 				Value  float64 `json:"value"`
 			} `json:"exp_samples"`
 		} `json:"promql_expr_test"`
+		AlertRuleTest []struct {
+			Alertname string `json:"alertname"`
+			EvalTime  string `json:"eval_time"`
+			ExpAlerts []struct {
+				ExpLabels      map[string]string `json:"exp_labels"`
+				ExpAnnotations map[string]string `json:"exp_annotations"`
+			} `json:"exp_alerts"`
+		} `json:"alert_rule_test"`
 	} `json:"tests"`
 }
 
@@ -158,8 +186,28 @@ func TestRecordingRulesPublishThePredecessorsSeries(t *testing.T) {
 						t.Errorf("%s: expected %s has label %s, which the predecessor's series has not", tc.Name, s.Labels, l)
 					}
 				}
+				values := labelValues(s.Labels)
+				for l, re := range predecessorValues[name] {
+					if !re.MatchString(values[l]) {
+						t.Errorf("%s: expected %s has %s=%q, a value the predecessor's binary never writes there (%s)", tc.Name, s.Labels, l, values[l], re)
+					}
+				}
+				if name == "smart_router_allocations_total" && values["status"] == "no_pods" && values["pool"] != "" {
+					t.Errorf("%s: expected %s: the predecessor's no_pods has no pool", tc.Name, s.Labels)
+				}
 			}
 		}
+	}
+	// An alert on the predecessor's no_pods, as its operators wrote
+	// alerts, fires over the recorded series.
+	fires := false
+	for _, tc := range tests.Tests {
+		for _, a := range tc.AlertRuleTest {
+			fires = fires || a.Alertname == "SmartRouterNoPods" && len(a.ExpAlerts) > 0
+		}
+	}
+	if !fires {
+		t.Error("no promtool test expects SmartRouterNoPods (testdata/predecessor_alerts.yaml) to fire")
 	}
 	for s, want := range predecessorSeries {
 		got, ok := expected[s]
@@ -185,6 +233,12 @@ func runPromtool(t *testing.T, rules string, tests []byte) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte(rules), 0o600)
 	os.WriteFile(filepath.Join(dir, "tests.yaml"), tests, 0o600)
+	// Alerts written on the predecessor's series, for tests that load them.
+	alerts, err := os.ReadFile("testdata/predecessor_alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "predecessor_alerts.yaml"), alerts, 0o600)
 	cmd := exec.Command(promtool, "test", "rules", "tests.yaml")
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -283,6 +337,15 @@ func parseSeries(t *testing.T, s string) (string, []string) {
 	}
 	sort.Strings(labels)
 	return strings.TrimSpace(name), labels
+}
+
+// labelValues is the label values of `name{a="x",b="y"}`.
+func labelValues(s string) map[string]string {
+	out := map[string]string{}
+	for _, m := range regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"([^"]*)"`).FindAllStringSubmatch(s, -1) {
+		out[m[1]] = m[2]
+	}
+	return out
 }
 
 func withoutTargetLabels(labels []string) []string {
