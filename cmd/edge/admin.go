@@ -51,7 +51,9 @@ Configuration:
   config                         the replica's running configuration, key
                                  by key, secrets hidden
   tiers get                      print voice:tier:config
-  tiers set FILE|-               store a tier config (JSON, any accepted shape)
+  tiers set JSON|FILE|-          store a tier config (any accepted shape):
+                                 inline JSON ('{"gold":1,"standard":2}'),
+                                 a file, or - for standard input
   merchants list                 print every merchant config
   merchants get ID
   merchants set ID JSON          e.g. '{"pool":"acme","fallback":["gold","basic"],"max_calls":50}'
@@ -254,12 +256,16 @@ func adminRequest(args []string) (adminCall, error) {
 	case "tiers get":
 		return get("/api/v1/config/tiers", nil)
 	case "tiers set":
+		// Inline JSON as `merchants set` takes it; a file name never
+		// starts with "{" in practice, and "./{...}" still reads one.
 		var data []byte
 		var err error
-		switch f := arg(2); f {
-		case "":
+		switch f := arg(2); {
+		case f == "":
 			return adminCall{}, usage
-		case "-":
+		case strings.HasPrefix(strings.TrimSpace(f), "{"):
+			data = []byte(f)
+		case f == "-":
 			data, err = io.ReadAll(os.Stdin)
 		default:
 			data, err = os.ReadFile(f)

@@ -269,7 +269,23 @@ pods:
 			}
 		},
 		"tiers set": func(d docAdmin, args []string) {
-			// The docs' stdin if they pipe one, else the tiers as they are.
+			// Inline JSON as the docs give it; else the docs' stdin if
+			// they pipe one, else the tiers as they are, from a file.
+			if len(args) > 2 && strings.HasPrefix(strings.TrimSpace(args[2]), "{") {
+				mustAdmin(args...)
+				var set map[string]json.RawMessage
+				json.Unmarshal([]byte(args[2]), &set)
+				if inner, ok := set["tiers"]; ok {
+					json.Unmarshal(inner, &set)
+				}
+				out := mustAdmin("tiers", "get")
+				for name := range set {
+					if !strings.Contains(out, `"`+name+`"`) {
+						t.Errorf("edge admin tiers get after %s has no tier %s: %s", d.where, name, out)
+					}
+				}
+				return
+			}
 			in := d.stdin
 			if in == "" {
 				in = mustAdmin("tiers", "get")
