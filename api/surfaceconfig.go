@@ -67,6 +67,10 @@ type Listen struct {
 	// Internal serves the predecessor's surface for in-cluster callers
 	// (see Internal). Default ":8082"; "" turns it off.
 	Internal string `koanf:"internal"`
+	// Metrics serves GET /metrics alone, without credentials, for a
+	// scrape configuration that sends none (see Surface.MetricsOnly).
+	// Default "": off.
+	Metrics string `koanf:"metrics"`
 }
 
 // HTTP holds limits and timeouts shared by both listeners.
@@ -212,7 +216,7 @@ func (l Listen) validate() error {
 		(pubHost == admHost || wildcard(pubHost) || wildcard(admHost)) {
 		errs = append(errs, confcheck.Invalid("listen.admin", l.Admin, fmt.Sprintf("must not share port %d with listen.public", pub)))
 	}
-	return errors.Join(append(errs, l.validateInternal())...)
+	return errors.Join(append(errs, l.validateInternal(), l.validateMetrics())...)
 }
 
 // validateAdminExposure refuses an admin listener reachable from other hosts

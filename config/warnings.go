@@ -40,6 +40,11 @@ func Warnings(c *Config, path string) []string {
 			"use a random token of at least %d characters (head -c 32 /dev/urandom | base64)",
 			api.MinAdminTokenLen, utf8.RuneCountInString(c.AdminToken), c.Listen.Admin, api.MinAdminTokenLen))
 	}
+	if c.Listen.MetricsExposed() {
+		out = append(out, fmt.Sprintf("listen.metrics %s serves /metrics without credentials to every host that reaches it: "+
+			"its series name pods, tiers and merchant pools; keep the port inside the cluster (no load balancer or Ingress to it; "+
+			"a NetworkPolicy that admits only Prometheus)", c.Listen.Metrics))
+	}
 	return out
 }
 

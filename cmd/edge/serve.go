@@ -222,6 +222,18 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	if internal != nil {
 		components = append(components, internal)
 	}
+	metrics, err := newMetricsListener(cfg, current, surface, acc, reg, log)
+	if err != nil {
+		pub.Close()
+		adm.Close()
+		if internal != nil {
+			internal.Close()
+		}
+		return err
+	}
+	if metrics != nil {
+		components = append(components, metrics)
+	}
 	components = append(components, certs.components()...)
 	for _, ag := range agents {
 		components = append(components, ag)
