@@ -5,7 +5,7 @@ GO      ?= go
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PKGS    := ./...
 
-.PHONY: run build test deps lint unit fuzz kube-e2e bench bench-poolmgr faults faults-short faults-outside
+.PHONY: run build test deps lint unit fuzz kube-e2e bench bench-poolmgr faults faults-short faults-outside liveness-load
 
 # FUZZ lists "package target" pairs; `make fuzz` runs each briefly (CI), a
 # longer FUZZTIME hunts for real.
@@ -97,6 +97,12 @@ FAULTS := TestRedisRestartedEmptyNeverDoubleServes|TestSentinelFailoverUnderLoad
 faults: deps
 	EDGE_FAULT_SUITE=long $(GO) test -count=1 -v -timeout 30m -run '^TestFaultSuite$$' ./cmd/edge/
 	$(GO) test -race -count=1 -v -run '^($(FAULTS))$$' ./allocator/ ./poolmgr/ ./cmd/edge/
+
+# liveness-load streams 1,000 sockets for 30 s on each relay to quiet
+# agents that only answer edge's pings: no healthy pod may be taken for
+# hung (docs/media.md, "Hung agents, measured").
+liveness-load: deps
+	EDGE_LIVENESS_LOAD=1000 EDGE_LIVENESS_SECONDS=30 $(GO) test -count=1 -v -timeout 10m -run '^TestNoHungVerdictUnderLoad$$' ./proxy/
 
 faults-short: deps
 	EDGE_FAULT_SUITE=short $(GO) test -count=1 -v -timeout 30m -run '^(TestFaultSuite|TestOutsideSuite)$$' ./cmd/edge/

@@ -45,6 +45,9 @@ func recordArgs(by string, end *SocketEnd) []any {
 			"bytes_in", strconv.FormatInt(end.BytesIn, 10),
 			"bytes_out", strconv.FormatInt(end.BytesOut, 10),
 		)
+		if end.Reason != "" {
+			pairs = append(pairs, "close_reason", end.Reason)
+		}
 	}
 	return append([]any{len(pairs) / 2}, pairs...)
 }

@@ -58,6 +58,9 @@ type CallTimeline struct {
 	SocketEnd string `json:"socket_end,omitempty"`
 	ClosedBy  string `json:"closed_by,omitempty"`
 	CloseCode string `json:"close_code,omitempty"`
+	// CloseReason is the reason of edge's own close frame ("pod lost:
+	// hung, no_pod": how the pod was lost, and why the call did not move).
+	CloseReason string `json:"close_reason,omitempty"`
 	// Relayed counts, in: client to pod, out: pod to client (nil while the
 	// socket is open: counted at its close, not per message).
 	Relayed *Relayed `json:"relayed,omitempty"`
@@ -125,7 +128,7 @@ func timelineOf(callID, state string, h map[string]string) CallTimeline {
 		EndedAt:        parseMillis(h["ended_at"]),
 		How:            h["how"], ReleasedBy: h["released_by"],
 		EndedBy: h["ended_by"], ProviderEndedAt: parseMillis(h["provider_ended_at"]),
-		SocketEnd: h["socket_end"], ClosedBy: h["closed_by"], CloseCode: h["close_code"],
+		SocketEnd: h["socket_end"], ClosedBy: h["closed_by"], CloseCode: h["close_code"], CloseReason: h["close_reason"],
 		ResumedAt: parseMillis(h["resumed_at"]),
 	}
 	t.Resumptions, _ = strconv.Atoi(h["resumptions"])

@@ -216,6 +216,9 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request, uri string, up *up
 	s := &socket{pod: pod, addr: up.addr, holder: holder, call: call, span: span}
 	s.CallID, s.Pod, s.Started = callID, up.conn, time.Now()
 	s.Ext = up.resp.Header.Get("Sec-WebSocket-Extensions") != ""
+	if l, ok := p.cfg().tierLiveness(call.source); ok {
+		s.PodLiveness, s.PodPingInterval, s.PodSilence = true, l.PingInterval, l.Silence
+	}
 	p.mayResume(s, r, uri, up)
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {

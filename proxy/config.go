@@ -72,6 +72,19 @@ type Config struct {
 	// client gets close 1014 and the call ends (a pod blocked by a client
 	// that does not read is backpressure, not a failure). Default 10s.
 	PodWriteTimeout time.Duration `koanf:"pod_write_timeout"`
+	// PodPingInterval and PodSilence find a pod that hangs (a stopped
+	// process, a blocked event loop), which keeps its socket open and its
+	// kernel taking bytes for minutes: a pod that has sent nothing for
+	// PodPingInterval gets edge's WebSocket ping, and one that has sent
+	// nothing at all for PodSilence (longer than the interval) with that
+	// ping unanswered is lost, as a reset pod is (moved with
+	// proxy.resume, else 1014). The pod's pongs never reach the provider.
+	// Defaults 1s and 3s; a PodPingInterval of 0 turns pings off.
+	PodPingInterval time.Duration `koanf:"pod_ping_interval"`
+	PodSilence      time.Duration `koanf:"pod_silence"`
+	// PodLivenessByTier sets both for the calls of a tier (its pods'
+	// agents may need longer, or may be watched closer).
+	PodLivenessByTier map[string]PodLiveness `koanf:"pod_liveness_by_tier"`
 	// DrainTimeout is how long open media sockets keep flowing after a
 	// SIGTERM; then they are closed with 1001. Default 1h: match it with
 	// terminationGracePeriodSeconds.
@@ -144,6 +157,23 @@ type ResumeConfig struct {
 	MaxPerMerchantPerMinute int `koanf:"max_per_merchant_per_minute"`
 }
 
+// PodLiveness is a tier's PodPingInterval and PodSilence.
+type PodLiveness struct {
+	PingInterval time.Duration `koanf:"ping_interval"`
+	Silence      time.Duration `koanf:"silence"`
+}
+
+// tierLiveness is the ping interval and silence bound of the tier a call
+// was allocated from (source "pool:<tier>"), when that tier has its own.
+func (c *Config) tierLiveness(source string) (PodLiveness, bool) {
+	tier, ok := strings.CutPrefix(source, "pool:")
+	if !ok {
+		return PodLiveness{}, false
+	}
+	l, ok := c.PodLivenessByTier[tier]
+	return l, ok
+}
+
 // covers reports whether c opts in a call of merchant allocated from
 // source ("pool:<tier>" or "merchant:<id>").
 func (c *ResumeConfig) covers(merchant, source string) bool {
@@ -176,6 +206,8 @@ func DefaultConfig() Config {
 		DialTimeout:        time.Second,
 		ConnectAttempts:    2,
 		PodWriteTimeout:    10 * time.Second,
+		PodPingInterval:    time.Second,
+		PodSilence:         3 * time.Second,
 		ConnectBudget:      3 * time.Second,
 		EjectBackoff:       5 * time.Second,
 		EjectMaxBackoff:    5 * time.Minute,
@@ -199,6 +231,7 @@ func (c Config) Validate() error {
 		confcheck.Positive("proxy.drain_timeout", c.DrainTimeout),
 		confcheck.Positive("proxy.connect_budget", c.ConnectBudget),
 		confcheck.Positive("proxy.pod_write_timeout", c.PodWriteTimeout),
+		validLiveness("proxy.pod_ping_interval", "proxy.pod_silence", c.PodPingInterval, c.PodSilence),
 		confcheck.Positive("proxy.eject_backoff", c.EjectBackoff),
 		confcheck.Positive("proxy.eject_max_backoff", c.EjectMaxBackoff),
 		confcheck.Positive("proxy.probe_interval", c.ProbeInterval),
@@ -236,8 +269,26 @@ func (c Config) Validate() error {
 	if c.MaxMessageBytes <= 0 {
 		errs = append(errs, confcheck.Invalid("proxy.max_message_bytes", c.MaxMessageBytes, "must be > 0"))
 	}
+	for tier, l := range c.PodLivenessByTier {
+		if !plainName(tier) {
+			errs = append(errs, confcheck.Invalid("proxy.pod_liveness_by_tier", tier, "keys must be tier names"))
+		}
+		k := "proxy.pod_liveness_by_tier." + tier
+		errs = append(errs, validLiveness(k+".ping_interval", k+".silence", l.PingInterval, l.Silence))
+	}
 	errs = append(errs, c.Resume.validate())
 	return errors.Join(errs...)
+}
+
+// validLiveness checks a ping interval (0: off) and its silence bound.
+func validLiveness(intervalKey, silenceKey string, interval, silence time.Duration) error {
+	switch {
+	case interval < 0:
+		return confcheck.Invalid(intervalKey, interval, "must be 0 (no pings) or more")
+	case interval > 0 && silence <= interval:
+		return confcheck.Invalid(silenceKey, silence, fmt.Sprintf("must be longer than the ping interval (%v): a quiet pod is pinged after the interval and has the rest to answer", interval))
+	}
+	return nil
 }
 
 // maxResumesPerCall bounds proxy.resume.max_per_call.

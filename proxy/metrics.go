@@ -24,7 +24,9 @@ type metrics struct {
 	relayInfo    *relayInfo
 	uringOwnBufs prometheus.Counter
 	// resumptions and resumeSeconds: calls moved mid-call (resume.go).
-	resumptions   *prometheus.CounterVec
+	resumptions *prometheus.CounterVec
+	// podsLost: pods lost mid-call, by how (PodLost, Resume).
+	podsLost      *prometheus.CounterVec
 	resumeSeconds prometheus.Histogram
 }
 
@@ -95,8 +97,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			[]string{"configured", "running"}, nil)},
 		resumptions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "edge_proxy_resumptions_total",
-			Help: "Calls whose pod died mid-call with proxy.resume on, by outcome: resumed (moved to another pod, the caller kept), no_pod, dial_failed, limit (proxy.resume.max_per_call), poison (the pod moved to died within proxy.resume.poison_window of the replay, having sent nothing), rate_limited (proxy.resume.max_per_merchant_per_minute), torn (the dead pod left the client inside a message), no_opening, opening_mismatch, refused (the new pod answered 4xx, or its 101 did not match the first's), error; every outcome but resumed ends the call with 1014.",
+			Help: "Calls whose pod died mid-call, by outcome: not_enabled (the call may not move: proxy.resume does not cover it, or its provider names no opening), resumed (moved to another pod, the caller kept), no_pod, dial_failed, limit (proxy.resume.max_per_call), poison (the pod moved to died within proxy.resume.poison_window of the replay, having sent nothing), rate_limited (proxy.resume.max_per_merchant_per_minute), torn (the dead pod left the client inside a message), no_opening, opening_mismatch, refused (the new pod answered 4xx, or its 101 did not match the first's), error; every outcome but resumed ends the call with 1014.",
 		}, []string{"outcome"}),
+		podsLost: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "edge_proxy_pods_lost_total",
+			Help: "Pods lost mid-call, by cause: reset (the connection failed), eof (FIN without a close frame), stalled (no writes taken for proxy.pod_write_timeout), hung (no answer to edge's ping for proxy.pod_silence), left (the pod left the registry); each is followed by a resumption outcome.",
+		}, []string{"cause"}),
 		resumeSeconds: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "edge_proxy_resume_seconds",
 			Help:    "How long a resumed call's move took: the new pod allocated, dialled and given the stream's opening again.",
@@ -159,6 +165,9 @@ func (m *metrics) fromStart() {
 	}
 	for _, o := range resumeOutcomes {
 		m.resumptions.WithLabelValues(o)
+	}
+	for _, c := range []string{"reset", "eof", "stalled", "hung", "left"} {
+		m.podsLost.WithLabelValues(c)
 	}
 	for _, c := range edgeCloseCodes {
 		m.closes.WithLabelValues("edge", codeLabel(c))

@@ -192,7 +192,8 @@ func New(cfg Config, d Deps) *Proxy {
 		Host: (*relayHost)(p),
 		Limits: func() relay.Limits {
 			c := p.cfg()
-			return relay.Limits{MaxMessageBytes: c.MaxMessageBytes, IdleTimeout: c.IdleTimeout, PodWriteTimeout: c.PodWriteTimeout}
+			return relay.Limits{MaxMessageBytes: c.MaxMessageBytes, IdleTimeout: c.IdleTimeout, PodWriteTimeout: c.PodWriteTimeout,
+				PodPingInterval: c.PodPingInterval, PodSilence: c.PodSilence}
 		},
 		Dirs: p.metrics.dirs,
 		Log:  d.Log,
@@ -240,6 +241,11 @@ func (p *Proxy) Apply(cfg Config) {
 	}
 	if cfg.PodWriteTimeout <= 0 {
 		cfg.PodWriteTimeout = def.PodWriteTimeout
+	}
+	// Pings stay off where a caller outside edge's validated config (a
+	// test, a benchmark) leaves the interval 0, as edge's config says 0.
+	if cfg.PodPingInterval > 0 && cfg.PodSilence <= cfg.PodPingInterval {
+		cfg.PodSilence = max(def.PodSilence, 3*cfg.PodPingInterval)
 	}
 	if cfg.ProbeInterval <= 0 {
 		cfg.ProbeInterval = def.ProbeInterval

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,6 +84,9 @@ type socket struct {
 	redial  *redial
 	resumes int
 	lostPod string // the pod that died last
+	// moveOutcome is why the last move failed (a resumptions outcome),
+	// "" while none did: the 1014's reason names it (PodLost).
+	moveOutcome string
 	// resumedAt and outAtResume are when the last move's replay was sent
 	// and how many bytes the client had had from pods by then: a pod
 	// that dies within proxy.resume.poison_window of it with nothing
@@ -119,11 +123,40 @@ func (h *relayHost) Ended(rs *relay.Socket, c relay.Counts) {
 	p.finish(p.socketOf(rs), c)
 }
 
-// PodLost logs the pod's end mid-call; the socket's end reports it to
-// the pod's failures (finish).
+// PodLost logs the pod's end mid-call and says in the client's 1014 how
+// the pod was lost and why the call did not move; the socket's end
+// reports it to the pod's failures (finish).
 func (h *relayHost) PodLost(rs *relay.Socket, cause error) {
 	p := (*Proxy)(h)
-	p.log.Warn("pod's side of a media socket died mid-call", append(p.socketOf(rs).attrs(), "err", cause)...)
+	s := p.socketOf(rs)
+	how := lossCause(cause)
+	outcome := s.moveOutcome
+	if outcome == "" {
+		// Not a failed move: this socket may not move at all.
+		p.metrics.podsLost.WithLabelValues(how).Inc()
+		outcome = "not_enabled"
+		p.metrics.resumptions.WithLabelValues(outcome).Inc()
+	}
+	rs.LostReason("pod lost: " + how + ", " + outcome)
+	p.log.Warn("pod's side of a media socket died mid-call", append(s.attrs(), "cause", how, "outcome", outcome, "err", cause)...)
+}
+
+// lossCause is a bounded label for how a pod was lost mid-call: reset
+// (its connection failed), eof (FIN without a close frame), stalled (it
+// took no writes for proxy.pod_write_timeout), hung (it answered no ping
+// for proxy.pod_silence) or left (it left the registry).
+func lossCause(err error) string {
+	switch {
+	case errors.Is(err, relay.ErrPodHung):
+		return "hung"
+	case errors.Is(err, relay.ErrPodStalled):
+		return "stalled"
+	case errors.Is(err, relay.ErrPodLeft):
+		return "left"
+	case errors.Is(err, relay.ErrPodEOF), errors.Is(err, io.EOF):
+		return "eof"
+	}
+	return "reset"
 }
 
 // socketOf is the open socket a relay knows as rs.
@@ -144,7 +177,7 @@ func (p *Proxy) finish(s *socket, c relay.Counts) {
 	r := s.Result()
 	initiator, code := closeOrigin(r)
 	p.metrics.closes.WithLabelValues(initiator, code).Inc()
-	end := mediacontract.SocketEnd{Ended: endedHow(r), ClosedBy: initiator, CloseCode: code, Closed: now,
+	end := mediacontract.SocketEnd{Ended: endedHow(r), ClosedBy: initiator, CloseCode: code, Reason: r.Reason, Closed: now,
 		BytesIn: c.BytesIn, BytesOut: c.BytesOut, MessagesIn: c.MessagesIn, MessagesOut: c.MessagesOut}
 	endSocketSpan(s, initiator, code, end.BytesIn, end.BytesOut)
 	// Release before forgetting the socket: a drain, or a test, that sees

@@ -55,6 +55,7 @@ var resumeOutcomes = []string{
 	"opening_mismatch", // the opening is not the messages the plugin names
 	"refused",          // the new pod refused the upgrade (4xx), or its 101 negotiated what the client never agreed to
 	"error",            // Redis failed, or the call ended meanwhile
+	"not_enabled",      // the call may not move (proxy.resume, its provider's opening): it ends with its pod
 }
 
 // redial is what dialling another pod for a socket needs of its client's
@@ -121,13 +122,16 @@ func (h *relayHost) Resume(rs *relay.Socket, m relay.Move) (net.Conn, []byte, er
 	p := (*Proxy)(h)
 	s := p.socketOf(rs)
 	start := time.Now()
+	p.metrics.podsLost.WithLabelValues(lossCause(m.Cause)).Inc()
 	up, outcome, err := p.resume(s, m)
 	p.metrics.resumptions.WithLabelValues(outcome).Inc()
 	if err != nil {
+		s.moveOutcome = outcome
 		p.log.Warn("media socket's pod died mid-call and the call could not move: ending it", append(s.attrs(),
 			"outcome", outcome, "cause", m.Cause, "err", err)...)
 		return nil, nil, err
 	}
+	s.moveOutcome = ""
 	gap := time.Since(start)
 	p.metrics.resumeSeconds.Observe(gap.Seconds())
 	p.log.Info("media socket's pod died mid-call: the call moved to another pod, the caller stayed", append(s.attrs(),

@@ -49,6 +49,9 @@ type mortalPod struct {
 	// crashes counts those deaths.
 	crashOn string
 	crashes int
+	// pings counts the pings the pod answered (with a pong, as RFC 6455
+	// asks, quiet or not).
+	pings int
 }
 
 // podSocket is one socket a mortalPod served.
@@ -153,6 +156,19 @@ func (p *mortalPod) serve(c *net.TCPConn) {
 		fin, op, payload, err := readFrame(fr)
 		if err != nil {
 			return
+		}
+		if op == 0x9 {
+			s.wmu.Lock()
+			_, err = c.Write(frame(true, 0xa, payload, nil))
+			s.wmu.Unlock()
+			p.mu.Lock()
+			p.pings++
+			p.notifyLocked()
+			p.mu.Unlock()
+			if err != nil {
+				return
+			}
+			continue
 		}
 		if op == 0x8 {
 			if len(payload) >= 2 {
@@ -577,8 +593,8 @@ func TestPodLostMidCallWithoutAMove(t *testing.T) {
 		pad int
 	}{
 		{name: "no other pod", cfg: resumeCfg, opening: twilioOpening, noPods: true, outcome: "no_pod"},
-		{name: "tier not opted in", cfg: func(c *Config) { failoverCfg(c); c.Resume.Tiers = []string{"basic"} }, opening: twilioOpening},
-		{name: "provider names no opening", cfg: resumeCfg},
+		{name: "tier not opted in", cfg: func(c *Config) { failoverCfg(c); c.Resume.Tiers = []string{"basic"} }, opening: twilioOpening, outcome: "not_enabled"},
+		{name: "provider names no opening", cfg: resumeCfg, outcome: "not_enabled"},
 		{name: "opening unlike the provider's", cfg: resumeCfg, opening: twilioOpening, first: "media", outcome: "opening_mismatch"},
 		{name: "opening too big to keep", cfg: resumeCfg, opening: twilioOpening, pad: maxOpeningBytes, outcome: "no_opening"},
 	} {
@@ -617,8 +633,10 @@ func TestPodLostMidCallWithoutAMove(t *testing.T) {
 				t.Errorf("provider read close %d, want %d", got, closeBadGateway)
 			}
 			e.waitSockets(0)
-			if tl, err := e.alloc.Timeline(ctx, callID); err != nil || tl.SocketEnd != "pod_lost" || tl.Resumptions != 0 {
-				t.Errorf("timeline = %+v, %v; want pod_lost, no resumption", tl, err)
+			// Each ending says why, in the provider's close and the record.
+			if tl, err := e.alloc.Timeline(ctx, callID); err != nil || tl.SocketEnd != "pod_lost" || tl.Resumptions != 0 ||
+				tl.CloseReason != "pod lost: reset, "+tc.outcome {
+				t.Errorf("timeline = %+v, %v; want pod_lost, no resumption, the reason naming %s", tl, err, tc.outcome)
 			}
 			for _, o := range resumeOutcomes {
 				want := 0.0

@@ -92,7 +92,11 @@ type SocketEnd struct {
 	// ClosedBy is who closed first (client, pod, edge) and CloseCode the
 	// code ("none": the TCP connection ended without a close frame).
 	ClosedBy, CloseCode string
-	Closed              time.Time
+	// Reason is the close frame's reason edge sent (its own close:
+	// "pod lost: hung, no_pod", "call moved", ...); "" when the socket's
+	// close was a peer's.
+	Reason string
+	Closed time.Time
 	// In is client to pod, Out pod to client.
 	MessagesIn, MessagesOut, BytesIn, BytesOut int64
 }

@@ -176,6 +176,14 @@ func (c *Closing) Ended(side Side, how End) (lost bool) {
 	return true
 }
 
+// Relabel gives a lost pod's close (1014) reason, which says more than
+// Ended knows: how the pod was lost, and why the call did not move.
+func (c *Closing) Relabel(reason string) {
+	if c.lost && c.code == wsproto.CloseBadGateway {
+		c.reason = reason
+	}
+}
+
 // WouldCost reports whether side's stream ending now would cost the pod
 // (Ended): a socket that may move to another pod moves instead.
 func (c *Closing) WouldCost(side Side) bool { return !c.ended[side] && c.wouldCost(side) }

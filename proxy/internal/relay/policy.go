@@ -23,6 +23,10 @@ type Limits struct {
 	// PodWriteTimeout bounds a write the pod does not take while the
 	// client reads (close 1014; 0: none).
 	PodWriteTimeout time.Duration
+	// PodPingInterval is how long a pod may send nothing before edge
+	// pings it, and PodSilence how long a ping may go unanswered before
+	// the pod is lost (Liveness; 0: no pings).
+	PodPingInterval, PodSilence time.Duration
 }
 
 // Counters are one direction's metrics, added to as bytes are relayed.
@@ -57,6 +61,9 @@ type Policy struct {
 	// bytes. Only the client's silence counts: a voice agent may listen
 	// quietly, a provider streams without pause.
 	idle, lastClient int64
+	// Live finds a pod that hangs: edge pings a quiet pod and its
+	// answers are consumed here (Dirs[1]'s scanner drops them).
+	Live Liveness
 }
 
 // DirPolicy is one direction's share of a Policy.
@@ -157,6 +164,28 @@ func (p *Policy) Init(lim Limits, c *[2]Counters, now int64, ext bool) {
 	p.Dirs[1] = DirPolicy{limit: limit, src: Pod, counter: c[1]}
 	p.idle = int64(max(lim.IdleTimeout, 0))
 	p.lastClient = now
+	if lim.PodPingInterval > 0 && lim.PodSilence > 0 {
+		p.Live.init(int64(lim.PodPingInterval), int64(lim.PodSilence), now)
+		p.Dirs[1].sc.DropPongs = true
+	}
+}
+
+// PingFrameDue reports whether a ping is asked for and may go now (the
+// client's direction between frames): PingFrame would give one.
+func (p *Policy) PingFrameDue() bool {
+	return p.Live.Due() && p.Dirs[0].atBoundary() && !p.Dirs[0].over
+}
+
+// PingFrame is edge's ping for the pod, or nil where none may go now: no
+// ping asked for (Live.Due), or the client's direction is inside a frame,
+// which the ping would corrupt (it goes at the next boundary). The
+// relay writes it to the pod behind what it forwarded, then calls
+// Live.Pinged.
+func (p *Policy) PingFrame() []byte {
+	if !p.PingFrameDue() {
+		return nil
+	}
+	return wsproto.PingFrame()
 }
 
 // Counts are what p relayed so far.
@@ -182,15 +211,26 @@ func (d *DirPolicy) Relayed(s *Socket, b []byte) (int, Verdict) {
 		return 0, Verdict{}
 	}
 	d.sc.Scan(b, d.limit)
+	// The pod's answers to edge's pings go no further: cut out of b in
+	// place (the caller forwards b[:n]).
+	dropped := 0
+	if len(d.sc.Pongs) > 0 {
+		dropped = d.cutPongs(b)
+	}
 	if d.sc.CloseCode != 0 && !d.closeSeen {
 		d.closeSeen = true
 		s.CloseFrame(d.src, d.sc.CloseCode)
 	}
-	n := len(b)
+	n := len(b) - dropped
 	var v Verdict
 	if d.sc.Refused != 0 {
 		d.over, d.cleanCut = true, d.sc.RefusedAt >= 0
 		n = max(d.sc.RefusedAt, 0)
+		for _, at := range d.sc.Pongs {
+			if at < d.sc.RefusedAt {
+				n -= wsproto.PongLen
+			}
+		}
 		v = Verdict{wsproto.CloseTooBig, "message too big"}
 		if d.sc.Refused == wsproto.CloseProtocolError {
 			v = Verdict{wsproto.CloseProtocolError, "protocol error"}
@@ -208,6 +248,18 @@ func (d *DirPolicy) Relayed(s *Socket, b []byte) (int, Verdict) {
 		d.counted = d.sc.Messages
 	}
 	return n, v
+}
+
+// cutPongs moves b's bytes over the pongs the scanner found in it and
+// returns how many bytes were cut.
+func (d *DirPolicy) cutPongs(b []byte) int {
+	w, r := 0, 0
+	for _, at := range d.sc.Pongs {
+		w += copy(b[w:], b[r:at])
+		r = at + wsproto.PongLen
+	}
+	w += copy(b[w:], b[r:])
+	return len(b) - w
 }
 
 // UntilBoundary is how many of b, the source's next bytes, end the frame in

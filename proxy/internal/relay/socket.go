@@ -27,6 +27,11 @@ type Socket struct {
 	// for the new pod, within OpeningMax bytes.
 	Resume              bool
 	Opening, OpeningMax int
+	// PodPingInterval and PodSilence, when PodLiveness is set, replace
+	// the host's Limits of the same names for this socket (the call's
+	// tier has its own).
+	PodLiveness                 bool
+	PodPingInterval, PodSilence time.Duration
 
 	// closing is the socket's closing state machine: who ended it, with
 	// which code, what edge owes each side, whether the pod is to blame.
@@ -47,6 +52,23 @@ type Socket struct {
 	resuming  atomic.Bool
 	lostHow   End
 	lostCause error
+}
+
+// LostReason sets the reason of the 1014 a socket whose pod was lost
+// sends the client (Closing.Relabel): the host says why the call did not
+// move, before the relay writes the close frame.
+func (s *Socket) LostReason(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closing.Relabel(reason)
+}
+
+// Limits are the host's limits lim as they apply to s.
+func (s *Socket) Limits(lim Limits) Limits {
+	if s.PodLiveness {
+		lim.PodPingInterval, lim.PodSilence = s.PodPingInterval, s.PodSilence
+	}
+	return lim
 }
 
 // Clock is the goroutine relay's policy clock: monotonic nanoseconds since

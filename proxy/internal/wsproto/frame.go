@@ -54,6 +54,13 @@ type Scanner struct {
 	// torn frame). -1 when the header began in an earlier call's bytes,
 	// which were forwarded already.
 	RefusedAt int
+	// DropPongs: a pod's stream, in which the pod's answers to edge's
+	// pings (PingPayload) are found; Pongs are their offsets in the last
+	// Scan's bytes, each PongLen long. A pong split across two Scans is
+	// not found (it passes to the client: an unsolicited pong, which RFC
+	// 6455 5.5.3 lets a peer send and asks no answer to).
+	DropPongs bool
+	Pongs     []int
 }
 
 // AtBoundary reports whether every byte scanned so far ends a whole frame.
@@ -94,7 +101,14 @@ func (s *Scanner) UntilBoundary(b []byte) int {
 // payload, its frames summed, and a control frame's (0: no limit).
 func (s *Scanner) Scan(p []byte, limit uint64) {
 	total, hdrStart := len(p), -1
+	s.Pongs = s.Pongs[:0]
 	for len(p) > 0 {
+		if s.DropPongs && s.hdrLen == 0 && s.remaining == 0 && isPong(p) {
+			// A control frame: it changes no message state.
+			s.Pongs = append(s.Pongs, total-len(p))
+			p = p[PongLen:]
+			continue
+		}
 		if s.remaining > 0 {
 			n := uint64(len(p))
 			if n > s.remaining {

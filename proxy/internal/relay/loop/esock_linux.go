@@ -61,7 +61,7 @@ func side(i int) relay.Side {
 // register puts a new socket on the loop: the early bytes (sent right
 // behind either handshake) are scanned and queued first.
 func (l *eloop) register(e *esock) {
-	e.pol.Init(l.o.Limits(), &l.o.Dirs, l.now, e.s.Ext)
+	e.pol.Init(e.s.Limits(l.o.Limits()), &l.o.Dirs, l.now, e.s.Ext)
 	if e.fds[1] < 0 {
 		l.teardown(e, relay.None)
 		return
@@ -222,6 +222,8 @@ func (l *eloop) read(e *esock, d *edir) bool {
 	}
 	if d.src == 0 {
 		e.pol.ClientSent(l.now)
+	} else {
+		e.pol.Live.Heard(l.now)
 	}
 	n, v := e.pol.Dirs[d.src].Relayed(e.s, b)
 	out := b[:n]

@@ -414,8 +414,28 @@ func (l *uloop) sweep() {
 		case !e.closing:
 			if _, v := e.pol.IdleLeft(l.now); v.Code != 0 && e.s.MarkStop(v.Code, v.Reason) {
 				l.beginClose(e)
+				continue
 			}
+			l.checkLive(e)
 		}
+	}
+}
+
+// checkLive pings a quiet pod, or ends the socket as the pod's loss when
+// its ping went unanswered for the silence bound (relay.Liveness).
+func (l *uloop) checkLive(e *usock) {
+	ping, hung, _ := e.pol.Live.Check(l.now)
+	switch {
+	case hung:
+		l.ended(e, 1, relay.Stalled, relay.ErrPodHung)
+	case ping || e.pol.Live.Due():
+		f := e.pol.PingFrame()
+		if f == nil {
+			return // inside a client frame: at a later tick
+		}
+		e.pol.Live.Pinged(l.now)
+		// Behind a send to the pod in flight, if any (sendBuf queues it).
+		l.sendBuf(e, 0, f, -1, false)
 	}
 }
 
@@ -430,7 +450,7 @@ func (l *uloop) closeAll() {
 // register puts a new socket on the loop: its early bytes (held in
 // dirs[i].out by addUring) go out first, then each direction receives.
 func (l *uloop) register(e *usock) {
-	e.pol.Init(l.o.Limits(), &l.o.Dirs, l.now, e.s.Ext)
+	e.pol.Init(e.s.Limits(l.o.Limits()), &l.o.Dirs, l.now, e.s.Ext)
 	if n := len(l.free); n > 0 {
 		e.slot, l.free = l.free[n-1], l.free[:n-1]
 		l.socks[e.slot] = e
@@ -638,6 +658,8 @@ func (l *uloop) received(e *usock, i int, c iouring.CQE) {
 	}
 	if i == 0 {
 		e.pol.ClientSent(l.now)
+	} else {
+		e.pol.Live.Heard(l.now)
 	}
 	n, v := e.pol.Dirs[i].Relayed(e.s, b)
 	stop := v.Code != 0 && e.s.MarkStop(v.Code, v.Reason)

@@ -60,7 +60,7 @@ func (r *Relay) Add(s *relay.Socket, podEarly, early []byte) {
 // policy's; this file only moves bytes and turns the policy's clock into
 // read deadlines.
 func (r *Relay) bridge(s *relay.Socket, podEarly, early []byte) {
-	lim := r.env.Limits()
+	lim := s.Limits(r.env.Limits())
 	var pol relay.Policy
 	pol.Init(lim, &r.env.Dirs, s.Clock(), s.Ext)
 	if s.Resume {
@@ -94,6 +94,7 @@ func (r *Relay) bridge(s *relay.Socket, podEarly, early []byte) {
 		// Client bytes read as the pod died go to the new pod, past the
 		// rest of a message the dead one was given part of.
 		early = left
+		pol.Live.Reset(s.Clock())
 		s.Client.SetDeadline(noDeadline)
 		if s.Stopped() {
 			// A stop that came during the move (its interrupt went to
@@ -208,7 +209,7 @@ func (r *Relay) pump(s *relay.Socket, d direction, early []byte, drop bool, left
 		switch {
 		case errors.Is(err, net.ErrClosed), errors.Is(err, errStopped), errors.Is(err, errResume):
 			return
-		case errors.Is(err, relay.ErrPodStalled):
+		case errors.Is(err, relay.ErrPodStalled), errors.Is(err, relay.ErrPodHung):
 			side, how = relay.Pod, relay.Stalled
 		case errors.Is(err, errWrite):
 			side = side.Other()
@@ -218,6 +219,25 @@ func (r *Relay) pump(s *relay.Socket, d direction, early []byte, drop bool, left
 		r.env.SideEnded(s, side, how, err)
 	}()
 	wr := d.wr
+	// ping writes edge's ping to the pod when one is asked for and the
+	// client's direction is between frames (the client's pump is the
+	// pod's only writer).
+	ping := func() error {
+		if d.d.Src() != relay.Client {
+			return nil
+		}
+		f := d.pol.PingFrame()
+		if f == nil {
+			return nil
+		}
+		// Before the write: the pod's answer may be read before the
+		// write returns.
+		d.pol.Live.Pinged(s.Clock())
+		if err := wr.write(f); err != nil {
+			return fmt.Errorf("%w: %w", errWrite, err)
+		}
+		return nil
+	}
 	forward := func(b []byte) error {
 		if drop {
 			k := d.d.DropPartial(b)
@@ -233,7 +253,7 @@ func (r *Relay) pump(s *relay.Socket, d direction, early []byte, drop bool, left
 		if v.Code != 0 {
 			s.Stop(v.Code, v.Reason)
 		}
-		return nil
+		return ping()
 	}
 	if len(early) > 0 {
 		if err := forward(early); err != nil {
@@ -248,6 +268,13 @@ func (r *Relay) pump(s *relay.Socket, d direction, early []byte, drop bool, left
 	idle := d.d.Src() == relay.Client && d.pol.IdleTimeout() > 0
 	if idle {
 		armRead(s, d.src, time.Now().Add(d.pol.IdleTimeout()))
+	}
+	// The pod's reader watches its silence (Liveness): its deadline is
+	// armed for the next check and moved when it fires, not per message.
+	live := d.d.Src() == relay.Pod && d.pol.Live.On()
+	if live {
+		_, _, next := d.pol.Live.Check(s.Clock())
+		armRead(s, d.src, s.Started.Add(time.Duration(next)))
 	}
 	for {
 		b, err := rd.read()
@@ -271,6 +298,9 @@ func (r *Relay) pump(s *relay.Socket, d direction, early []byte, drop bool, left
 			if idle {
 				d.pol.ClientSent(s.Clock())
 			}
+			if live {
+				d.pol.Live.Heard(s.Clock())
+			}
 			werr := forward(b)
 			rd.release()
 			if errors.Is(werr, relay.ErrPodStalled) && r.env.PodEnded(s, relay.Stalled, werr) {
@@ -292,6 +322,23 @@ func (r *Relay) pump(s *relay.Socket, d direction, early []byte, drop bool, left
 			return r.stopped(s, d, rd, nil)
 		}
 		until := noDeadline // a deadline this direction did not ask for
+		if live {
+			ping, hung, next := d.pol.Live.Check(s.Clock())
+			if hung {
+				return fmt.Errorf("%w (%v since the last ping)", relay.ErrPodHung, time.Duration(s.Clock()-d.pol.Live.PingedAt()))
+			}
+			if ping && !s.Stopped() && !s.Resuming() {
+				// The client's pump writes it: woken like a stop, so
+				// that its own deadline cannot hide the wake-up.
+				s.Client.SetReadDeadline(aLongTimeAgo)
+			}
+			until = s.Started.Add(time.Duration(next))
+		}
+		if d.d.Src() == relay.Client {
+			if err := ping(); err != nil {
+				return err
+			}
+		}
 		if idle {
 			left, v := d.pol.IdleLeft(s.Clock())
 			if v.Code != 0 {
@@ -300,7 +347,11 @@ func (r *Relay) pump(s *relay.Socket, d direction, early []byte, drop bool, left
 			}
 			until = time.Now().Add(left)
 		}
-		armRead(s, d.src, until)
+		if d.d.Src() == relay.Client {
+			armRead(s, d.src, until, d.pol) // the client's direction is this pump's
+		} else {
+			armRead(s, d.src, until)
+		}
 	}
 }
 
@@ -309,10 +360,12 @@ func (r *Relay) pump(s *relay.Socket, d direction, early []byte, drop bool, left
 // a drain or a lost lease): stop's interrupt is a deadline in the past,
 // which this one must not replace. stop sets its code before it
 // interrupts, so either the load here sees the code or the interrupt
-// comes after this deadline.
-func armRead(s *relay.Socket, c net.Conn, until time.Time) {
+// comes after this deadline. The same holds for a ping the pod's pump
+// asks the client's pump for (pol, for the client's reader): it sets
+// Live's due before its wake-up.
+func armRead(s *relay.Socket, c net.Conn, until time.Time, pol ...*relay.Policy) {
 	c.SetReadDeadline(until)
-	if s.Stopped() {
+	if s.Stopped() || len(pol) > 0 && pol[0].PingFrameDue() {
 		c.SetReadDeadline(aLongTimeAgo)
 	}
 }
