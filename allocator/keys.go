@@ -186,7 +186,9 @@ func (k Keys) PodCalls(pod string) string { return k.prefix + "pod:calls:" + pod
 // it, and its reconciler reads the set when the pod dies. The seeds do not
 // document it; the predecessor's binary writes it. edge never adds to it;
 // its release removes the call it ends, so that a call ended through edge
-// does not stay in the set for the predecessor's reconciler to find.
+// does not stay in the set for the predecessor's reconciler to find, and
+// its unregister ends every call the set lists and deletes it, as that
+// reconciler does.
 func (k Keys) PredecessorPodCalls(pod string) string { return k.prefix + "pod:" + pod + ":calls" }
 
 // Call (seeds) HASH: pod_name, source_pool, merchant_id, allocated_at (unix

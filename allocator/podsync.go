@@ -62,9 +62,14 @@ func (a *Allocator) SyncPods(ctx context.Context, fence string, pods []PodState)
 		return nil, fmt.Errorf("sync pods: %w", err)
 	}
 	head := a.assignmentArgs(fence)
+	// Last, after the pods: migration mode's predecessor lease (sync.lua).
+	migration := int64(0)
+	if a.current.Load().cfg.Migration {
+		migration = PredecessorLeaseTTL.Milliseconds()
+	}
 	out := make([]SyncResult, 0, len(pods))
 	for batch := range slices.Chunk(pods, BatchSize) {
-		args := make([]any, 0, len(head)+4*len(batch))
+		args := make([]any, 0, len(head)+4*len(batch)+1)
 		args = append(args, head...)
 		for _, p := range batch {
 			if err := p.validate(); err != nil {
@@ -76,6 +81,7 @@ func (a *Allocator) SyncPods(ctx context.Context, fence string, pods []PodState)
 			}
 			args = append(args, op, p.Name, p.Tier, p.Address)
 		}
+		args = append(args, migration)
 		r, err := a.run(ctx, "sync", []string{a.keys.PodMetadata()}, args...)
 		if err != nil {
 			return out, fmt.Errorf("sync %d pods: %w", len(batch), err)

@@ -44,6 +44,25 @@ local function live_owner(pod)
   return nil
 end
 
+-- Whether, in migration mode (migration_ms, the predecessor's lease in
+-- ms; 0 is off), the call the pod info names owns an exclusive pod even
+-- without a lease key: its call info names the pod and it began less than
+-- a predecessor lease ago. The predecessor's release deletes the lease key
+-- of whoever holds the pod by then, so a live call may have none (the
+-- sweep and the pod sync both keep its pod).
+local function recent_owner(pod, now, migration_ms)
+  if migration_ms <= 0 then
+    return false
+  end
+  local call = redis.call('HGET', K.pod_info(pod), 'allocated_call_sid')
+  if not call or call == '' then
+    return false
+  end
+  local info = redis.call('HMGET', K.call(call), 'pod_name', 'allocated_at')
+  local at = tonumber(info[2])
+  return info[1] == pod and at ~= nil and now - at * 1000 < migration_ms
+end
+
 -- Live per-call leases on a shared pod (expired ones are the sweep's work).
 local function live_calls(pod, now)
   return redis.call('ZCOUNT', K.pod_calls(pod), now, '+inf')

@@ -67,18 +67,6 @@ local function end_call(call_id, pod)
   end
 end
 
--- In migration mode: the call the pod info names owns the pod while its
--- info names the pod and it began less than a predecessor lease ago.
-local function recent_owner(pod, now)
-  local call = redis.call('HGET', K.pod_info(pod), 'allocated_call_sid')
-  if not call or call == '' then
-    return false
-  end
-  local info = redis.call('HMGET', K.call(call), 'pod_name', 'allocated_at')
-  local at = tonumber(info[2])
-  return info[1] == pod and at ~= nil and now - at * 1000 < migration_ms
-end
-
 local now = now_ms()
 local recovered, reclaimed, readded, expired, skipped = {}, 0, 0, 0, 0
 for i = 6 + 2 * n, #ARGV do
@@ -144,7 +132,7 @@ for i = 6 + 2 * n, #ARGV do
       elseif not draining and not unready
           and redis.call('SISMEMBER', assigned, pod) == 1
           and redis.call('SISMEMBER', avail, pod) == 0
-          and not live_owner(pod) and not (migration and recent_owner(pod, now)) then
+          and not live_owner(pod) and not recent_owner(pod, now, migration_ms) then
         end_call(redis.call('HGET', K.pod_info(pod), 'allocated_call_sid'), pod)
         redis.call('DEL', K.lease(pod))
         redis.call('SADD', avail, pod)

@@ -16,6 +16,10 @@
 --            assignment leaves out (filled as merchants' pools), which a pod
 --            pinned to one of them still joins
 -- then 4 per pod: op ("ready"|"unready"), pod, tier ("" = assign one), address
+-- ARGV[#ARGV] -> migration mode: the predecessor's lease in ms, else "0"; an
+--            exclusive pod whose recorded call may be the predecessor's
+--            live one without a lease key (lib.lua's recent_owner) is busy,
+--            as the sweep takes it
 --
 -- Returns {"fenced"} or {"ok", then 2 per pod: outcome, tier}, outcome one of
 --   added | moved | unchanged   ready pod is in its tier's pools
@@ -47,6 +51,7 @@ for i = 0, m - 1 do
   pinned_kinds[ARGV[6 + 3 * n + 2 * i]] = ARGV[7 + 3 * n + 2 * i]
 end
 local first_pod = 6 + 3 * n + 2 * m
+local migration_ms = tonumber(ARGV[#ARGV])
 
 -- The type of a tier an unpinned pod may stay in: a merchant pool or a
 -- tier of the assignment order (nil for any other).
@@ -148,7 +153,7 @@ local function place(pod, tier, addr, now, pinned)
   if not is_draining(pod) then
     if pinned_kind_of(tier) == 'shared' then
       redis.call('ZADD', avail, 'NX', live_calls(pod, now), pod)
-    elseif not live_owner(pod) then
+    elseif not live_owner(pod) and not recent_owner(pod, now, migration_ms) then
       redis.call('SADD', avail, pod)
       -- Free for new calls, so a dead call's late release must be stale.
       local owner = redis.call('HGET', K.pod_info(pod), 'allocated_call_sid') or ''
@@ -162,7 +167,7 @@ end
 
 local now = now_ms()
 local out = {'ok'}
-for i = first_pod, #ARGV, 4 do
+for i = first_pod, #ARGV - 1, 4 do
   local op, pod, want, addr = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local prev = redis.call('GET', K.pod_tier(pod))
   -- A pod stays in its tier if that is a tier it may be in: pinned there,
@@ -182,7 +187,7 @@ for i = first_pod, #ARGV, 4 do
   elseif stays then
     place(pod, prev, addr, now, want ~= '')
     outcome, tier = 'unchanged', prev
-  elseif prev and is_busy(pod, now) then
+  elseif prev and (is_busy(pod, now) or recent_owner(pod, now, migration_ms)) then
     outcome, tier = 'busy', prev
   else
     if prev then

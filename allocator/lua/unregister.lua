@@ -1,7 +1,10 @@
 -- unregister.lua: forget a pod: out of every pool, its keys deleted, and the
 -- calls it served ended (their call info removed, so their releases answer
 -- "not_found" and nothing returns the pod; their tombstones written, so a
--- replayed webhook gets a hangup). A call whose media socket may move to
+-- replayed webhook gets a hangup). Those are the calls edge's records name
+-- (per-call leases, the lease, the pod info) and every call the predecessor
+-- lists in K.predecessor_pod_calls(pod), as its reconciler ends them when a
+-- pod dies: a shared pod's lease and pod info name only its latest call. A call whose media socket may move to
 -- another pod (resumable.lua: its resumable field names the socket holding
 -- its claim) is handed to that socket instead: marked pod_gone, it lives
 -- on, and the socket's next renewal (renew.lua) tells the socket to move
@@ -53,8 +56,14 @@ end_call(redis.call('GET', K.lease(pod)))
 for _, call_id in ipairs(redis.call('ZRANGE', K.pod_calls(pod), 0, -1)) do
   end_call(call_id)
 end
+local pred_calls = K.predecessor_pod_calls(pod)
+if redis.call('TYPE', pred_calls)['ok'] == 'set' then
+  for _, call_id in ipairs(redis.call('SMEMBERS', pred_calls)) do
+    end_call(call_id)
+  end
+end
 
-redis.call('DEL', KEYS[1], K.pod_info(pod), K.lease(pod), K.pod_draining(pod), K.pod_calls(pod))
+redis.call('DEL', KEYS[1], K.pod_info(pod), K.lease(pod), K.pod_draining(pod), K.pod_calls(pod), pred_calls)
 redis.call('HDEL', K.pod_metadata(), pod)
 redis.call('ZREM', K.ejected(), pod)
 if not known then
