@@ -26,11 +26,8 @@ func TestMerchantConfigRestoredAfterRedisEmptied(t *testing.T) {
 	metrics := NewMetrics(nil)
 	r := &TierRefresher{
 		Load: a.LoadTierConfig, Current: func() allocator.TierConfig { return a.Config().Tiers },
-		Apply: func(allocator.TierConfig) {},
-		Restore: func(ctx context.Context, tc allocator.TierConfig) error {
-			_, _, err := a.BootstrapTierConfig(ctx, tc)
-			return err
-		},
+		Apply:     func(allocator.TierConfig) {},
+		Restore:   a.BootstrapTierConfig,
 		Merchants: a,
 		Interval:  func() time.Duration { return time.Hour }, Log: quietLog(), Metrics: metrics,
 	}

@@ -20,9 +20,10 @@ type TierRefresher struct {
 	Current func() allocator.TierConfig
 	Apply   func(allocator.TierConfig)
 	// Restore writes the config in effect back when Redis has none (it was
-	// restarted empty), only if it is still missing (SETNX): nil leaves it
-	// missing.
-	Restore func(ctx context.Context, tc allocator.TierConfig) error
+	// restarted empty), only if it is still missing (SETNX), and returns
+	// the config Redis then holds and whether this write put it there
+	// (allocator.Allocator.BootstrapTierConfig): nil leaves it missing.
+	Restore func(ctx context.Context, tc allocator.TierConfig) (allocator.TierConfig, bool, error)
 	// Merchants keeps the merchant config and merchant pool targets this
 	// replica last read, and writes them back when the tier config is found
 	// missing (Redis restarted empty: those keys live only in Redis); nil
@@ -64,17 +65,27 @@ func (t *TierRefresher) Refresh(ctx context.Context) {
 	start := time.Now()
 	tc, err := t.Load(ctx)
 	t.Metrics.observe("tier_refresh", start, err)
-	switch {
-	case errors.Is(err, allocator.ErrTierConfigMissing) && t.Restore != nil:
-		if rerr := t.Restore(ctx, t.Current()); rerr != nil {
+	if errors.Is(err, allocator.ErrTierConfigMissing) && t.Restore != nil {
+		stored, created, rerr := t.Restore(ctx, t.Current())
+		switch {
+		case rerr != nil:
 			t.Metrics.TierConfigLoads.WithLabelValues("error").Inc()
 			t.Log.Warn("tier config missing from Redis; restoring it failed", "err", rerr)
 			return
+		case created:
+			t.Metrics.TierConfigLoads.WithLabelValues("restored").Inc()
+			t.Log.Warn("tier config was missing from Redis (restarted empty?): restored this replica's copy", "chain", t.Current().DefaultChain)
+			t.restoreMerchants(ctx)
+			return
 		}
-		t.Metrics.TierConfigLoads.WithLabelValues("restored").Inc()
-		t.Log.Warn("tier config was missing from Redis (restarted empty?): restored this replica's copy", "chain", t.Current().DefaultChain)
+		// Another replica wrote its copy between this one's read and its
+		// SETNX: nothing was written here. What Redis holds now is
+		// refreshed as any other.
+		t.Log.Info("tier config was missing from Redis (restarted empty?); another replica restored it first: nothing written", "chain", stored.DefaultChain)
 		t.restoreMerchants(ctx)
-		return
+		tc, err = stored, nil
+	}
+	switch {
 	case errors.Is(err, allocator.ErrInvalidConfig):
 		t.Metrics.TierConfigLoads.WithLabelValues("invalid").Inc()
 		t.Log.Error("tier config in Redis is invalid; keeping the last good one", "err", err)
@@ -120,8 +131,16 @@ func (t *TierRefresher) restoreMerchants(ctx context.Context) {
 		t.Log.Warn("merchant config missing from Redis; restoring it failed", "err", err)
 		return
 	}
+	if n == 0 {
+		// Every entry was there: only the tier config was lost (its key
+		// deleted alone), or another replica (or an operator) wrote them
+		// first. Nothing was restored here, nothing to warn about.
+		t.Log.Info("merchant config and pool targets: nothing written back, every entry of this replica's copy is in Redis (not lost, or another replica restored it first)",
+			"merchants", len(t.merchants.Configs), "targets", len(t.merchants.Targets), "written", 0)
+		return
+	}
 	t.Metrics.TierConfigLoads.WithLabelValues("merchants_restored").Inc()
-	t.Log.Warn("merchant config and pool targets were missing from Redis (restarted empty?): restored this replica's copy",
+	t.Log.Warn("merchant config and pool targets were missing from Redis (restarted empty?): restored from this replica's copy",
 		"merchants", len(t.merchants.Configs), "targets", len(t.merchants.Targets), "written", n)
 }
 

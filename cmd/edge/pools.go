@@ -95,10 +95,7 @@ func newPools(ctx context.Context, cfg *config.Config, current func() *config.Co
 		// Tiers from Redis; ApplyTiers keeps the TTLs of the config in effect.
 		Apply: alloc.ApplyTiers,
 		// A Redis restarted empty gets the tiers back from memory.
-		Restore: func(ctx context.Context, tc allocator.TierConfig) error {
-			_, _, err := alloc.BootstrapTierConfig(ctx, tc)
-			return err
-		},
+		Restore: alloc.BootstrapTierConfig,
 		// ... and the merchant config and pool targets (only in Redis).
 		Merchants: alloc,
 		Interval:  func() time.Duration { return current().Pool.TierConfigRefresh },
