@@ -70,16 +70,16 @@ func (s *Service) Allocate(ctx context.Context, req Request) (Call, error) {
 	if al.Warning != "" {
 		// Both faces land here: a bad merchant config is logged once per
 		// allocation whichever way the call came.
-		s.log.Warn("allocation warning", "call_sid", req.CallID, "merchant_id", req.MerchantID, "provider", req.Provider, "warning", al.Warning)
+		s.log.Warn("allocation warning", withProvider([]any{"call_sid", req.CallID, "merchant_id", req.MerchantID}, req.Creator, "warning", al.Warning)...)
 	}
 	if err != nil {
 		// Refusals are logged here for both faces, aggregated under a
 		// burst; the faces log only what else goes wrong.
 		switch f := FailureOf(err); f.Kind {
 		case KindNoCapacity:
-			s.refused.note(f.Code, "call_sid", req.CallID, "merchant_id", req.MerchantID, "provider", req.Provider)
+			s.refused.note(f.Code, withProvider([]any{"call_sid", req.CallID, "merchant_id", req.MerchantID}, req.Creator)...)
 		case KindEnded:
-			s.replays.note(f.Code, "call_sid", req.CallID, "merchant_id", req.MerchantID, "provider", req.Provider)
+			s.replays.note(f.Code, withProvider([]any{"call_sid", req.CallID, "merchant_id", req.MerchantID}, req.Creator)...)
 		}
 		return Call{}, err
 	}
@@ -96,8 +96,8 @@ func (s *Service) Allocate(ctx context.Context, req Request) (Call, error) {
 	}
 	// One line per answered call at info, the first of the call's thread
 	// (the media proxy logs the socket, the release logs its end).
-	attrs := []any{"call_sid", al.CallID, "merchant_id", req.MerchantID, "provider", req.Provider,
-		"pod", al.PodName, "source_pool", al.SourcePool, "was_existing", al.WasExisting}
+	attrs := withProvider([]any{"call_sid", al.CallID, "merchant_id", req.MerchantID}, req.Creator,
+		"pod", al.PodName, "source_pool", al.SourcePool, "was_existing", al.WasExisting)
 	if al.Waited > 0 {
 		// It waited for capacity (admission.wait): how long, for whoever
 		// wonders why the answer was late.
@@ -119,14 +119,20 @@ func (s *Service) Release(ctx context.Context, callID string) (allocator.Release
 	}
 	rel, err := s.alloc.Release(ctx, callID)
 	if err == nil {
-		attrs := []any{"call_sid", callID, "merchant_id", rel.MerchantID}
-		if p := providerOf(rel.Creator); p != "" {
-			attrs = append(attrs, "provider", p)
-		}
-		s.log.Info("call released", append(attrs, "pod", rel.PodName, "by", "agent",
-			"returned_to_pool", rel.ReleasedToPool, "was_draining", rel.WasDraining, "stale", rel.Stale)...)
+		s.log.Info("call released", withProvider([]any{"call_sid", callID, "merchant_id", rel.MerchantID}, rel.Creator,
+			"pod", rel.PodName, "by", "agent", "returned_to_pool", rel.ReleasedToPool, "was_draining", rel.WasDraining, "stale", rel.Stale)...)
 	}
 	return rel, err
+}
+
+// withProvider is attrs, the call's provider (when a provider created it:
+// every line of a call names the same one, read from its creator, never
+// the agent path's provider segment a generic-API caller sends), then more.
+func withProvider(attrs []any, creator string, more ...any) []any {
+	if p := providerOf(creator); p != "" {
+		attrs = append(attrs, "provider", p)
+	}
+	return append(attrs, more...)
 }
 
 // providerOf is the provider of a call's creator ("provider:twilio" ->

@@ -153,26 +153,37 @@ func TestEndedCallIsRefused(t *testing.T) {
 }
 
 // A call leaves one line at info when it is answered and one when its
-// agent releases it, each naming the call, its merchant, provider and pod.
+// agent releases it, each naming the call, its merchant, pod and, for a
+// provider's call, the provider that created it (as the media socket's
+// lines do). A generic-API call names none, whatever agent path it asked
+// for: its body's provider is the path's segment, not who called.
 func TestCallThreadIsLoggedAtInfo(t *testing.T) {
-	e := newEnv(t)
-	if _, err := e.svc.Allocate(context.Background(), calls.Request{CallID: "CA9", MerchantID: "acme", Provider: "twilio"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.svc.Release(context.Background(), "CA9"); err != nil {
-		t.Fatal(err)
-	}
-	log := e.logs.String()
-	for _, want := range []string{
-		`msg="call allocated" call_sid=CA9 merchant_id=acme provider=twilio pod=agent-0`,
-		`msg="call released" call_sid=CA9 merchant_id=acme pod=agent-0 by=agent returned_to_pool=true`,
+	for _, tc := range []struct {
+		creator, provider, named string
+	}{
+		{"provider:twilio", "twilio", " provider=twilio"},
+		{"token:ops", "twilio", ""},
+		{"token:ops", "exotel", ""},
 	} {
-		if !strings.Contains(log, want) {
-			t.Errorf("log lacks %s:\n%s", want, log)
+		e := newEnv(t)
+		if _, err := e.svc.Allocate(context.Background(), calls.Request{CallID: "CA9", MerchantID: "acme", Provider: tc.provider, Creator: tc.creator}); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if n := strings.Count(log, "level=INFO"); n != 2 {
-		t.Errorf("%d info lines for one call, want 2:\n%s", n, log)
+		if _, err := e.svc.Release(context.Background(), "CA9"); err != nil {
+			t.Fatal(err)
+		}
+		log := e.logs.String()
+		for _, want := range []string{
+			`msg="call allocated" call_sid=CA9 merchant_id=acme` + tc.named + ` pod=agent-0`,
+			`msg="call released" call_sid=CA9 merchant_id=acme` + tc.named + ` pod=agent-0 by=agent returned_to_pool=true`,
+		} {
+			if !strings.Contains(log, want) {
+				t.Errorf("%s asking for %s: log lacks %s:\n%s", tc.creator, tc.provider, want, log)
+			}
+		}
+		if n := strings.Count(log, "level=INFO"); n != 2 {
+			t.Errorf("%d info lines for one call, want 2:\n%s", n, log)
+		}
 	}
 }
 

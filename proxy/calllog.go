@@ -37,7 +37,12 @@ func callOf(c mediacontract.Claimed) callMeta {
 
 // attrs are the socket's call fields, for its log lines.
 func (s *socket) attrs() []any {
-	return []any{"call_sid", s.CallID, "merchant_id", s.call.merchant, "provider", s.call.provider, "pod", s.podName()}
+	attrs := []any{"call_sid", s.CallID, "merchant_id", s.call.merchant}
+	if s.call.provider != "" {
+		// As every line of the call: only a provider's call names one.
+		attrs = append(attrs, "provider", s.call.provider)
+	}
+	return append(attrs, "pod", s.podName())
 }
 
 // endedHow is why the socket's end released its call, for the log and the
