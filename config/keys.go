@@ -107,17 +107,33 @@ func numberHook(from, to reflect.Type, data any) (any, error) {
 // jsonHook decodes a string holding JSON into a list, map or struct field:
 // how the environment and --set give pods.static and the like. An empty
 // string is an empty list or map.
-// tokensHook takes a YAML list where a comma-separated token string is
-// kept (providers.Tokens: auth_tokens).
+// tokensHook takes a list where a comma-separated token string is kept
+// (providers.Tokens: auth_tokens): a YAML list, or a JSON list given as
+// one string as --set and the environment give lists (a value starting
+// with "[": no provider's token does).
 func tokensHook(from, to reflect.Type, data any) (any, error) {
-	if to != reflect.TypeFor[providers.Tokens]() || from.Kind() != reflect.Slice {
+	if to != reflect.TypeFor[providers.Tokens]() {
 		return data, nil
 	}
-	list, ok := data.([]any)
-	if !ok {
-		return data, nil
+	switch from.Kind() {
+	case reflect.Slice:
+		list, ok := data.([]any)
+		if !ok {
+			return data, nil
+		}
+		return providers.TokensFromList(list)
+	case reflect.String:
+		s := strings.TrimSpace(data.(string))
+		if !strings.HasPrefix(s, "[") {
+			return data, nil
+		}
+		var list []any
+		if err := json.Unmarshal([]byte(s), &list); err != nil {
+			return nil, fmt.Errorf("not a JSON list of tokens: %v", err)
+		}
+		return providers.TokensFromList(list)
 	}
-	return providers.TokensFromList(list)
+	return data, nil
 }
 
 func jsonHook(from, to reflect.Type, data any) (any, error) {
