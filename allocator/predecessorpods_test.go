@@ -39,7 +39,7 @@ func TestSyncKeepsACallWhoseLeaseThePredecessorsReleaseDeleted(t *testing.T) {
 			if pod := pred.allocate(ctx, "CA-old"); pod != "g0" {
 				t.Fatalf("the predecessor's first call got %q", pod)
 			}
-			rest := runSteps(t, pred.releaseSteps(ctx, "CA-old"), "return the pod")
+			rest := runSteps(t, pred.releaseSteps(ctx, "CA-old", resetStatus), "return the pod")
 			if pod := pred.allocate(ctx, "CA-new"); pod != "g0" {
 				t.Fatalf("the predecessor's second call got %q, want g0 (returned by the release)", pod)
 			}

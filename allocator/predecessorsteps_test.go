@@ -10,6 +10,21 @@ import (
 	"github.com/edge-voice/edge/allocator"
 )
 
+// predReset is what the predecessor's release writes in the pod info.
+type predReset int
+
+const (
+	// resetStatus sets status "available" and released_at, as
+	// predecessor.release replays it (the fields the run of its binary
+	// showed written).
+	resetStatus predReset = iota
+	// resetClears also empties allocated_call_sid and allocated_at, as
+	// the seeds document the releaser (001: "Releaser (clear)").
+	resetClears
+)
+
+func (r predReset) String() string { return [...]string{"status only", "allocation cleared"}[r] }
+
 // predStep is one Redis command of the predecessor's release.
 type predStep struct {
 	name string
@@ -22,10 +37,11 @@ type predStep struct {
 // available set, or the shared release script), DEL the pod's lease
 // (whoever holds the pod by then), reset the pod info (status available,
 // released_at), SREM the call from the pod's call set, DEL the call info
-// (seeds 000 "Release (7 ops)"; the call set from its binary's writes).
+// (seeds 000 "Release (7 ops)"; the call set from its binary's writes);
+// reset says which fields the pod info reset writes.
 // A test runs them one by one, doing its own work between two; nothing
 // of the predecessor's is atomic across them.
-func (p *predecessor) releaseSteps(ctx context.Context, call string) []predStep {
+func (p *predecessor) releaseSteps(ctx context.Context, call string, reset predReset) []predStep {
 	var pod, tier string
 	var draining bool
 	ck := p.k.Call(call)
@@ -48,7 +64,11 @@ func (p *predecessor) releaseSteps(ctx context.Context, call string) []predStep 
 		}},
 		{"DEL lease", func() { p.rdb.Del(ctx, p.k.Lease(pod)) }},
 		{"reset pod info", func() {
-			p.rdb.HSet(ctx, p.k.PodInfo(pod), "status", "available", "released_at", strconv.FormatInt(time.Now().Unix(), 10))
+			fields := []any{"status", "available", "released_at", strconv.FormatInt(time.Now().Unix(), 10)}
+			if reset == resetClears {
+				fields = append(fields, "allocated_call_sid", "", "allocated_at", "")
+			}
+			p.rdb.HSet(ctx, p.k.PodInfo(pod), fields...)
 		}},
 		{"SREM pod calls", func() { p.rdb.SRem(ctx, p.k.PredecessorPodCalls(pod), call) }},
 		{"DEL call info", func() { p.rdb.Del(ctx, ck) }},

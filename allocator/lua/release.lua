@@ -181,8 +181,13 @@ local function plan(p, tier, kind)
     pl.per_call = redis.call('ZSCORE', K.pod_calls(p), call_id) ~= false
     pl.score = tonumber(redis.call('ZSCORE', avail, p) or '')
   else
-    pl.owned = redis.call('HGET', K.pod_info(p), 'allocated_call_sid') == call_id
+    local owner = redis.call('HGET', K.pod_info(p), 'allocated_call_sid') or ''
     pl.leased = redis.call('GET', K.lease(p)) == call_id
+    -- A pod info with no owner under the call's lease: the predecessor's
+    -- release reset it (allocation fields cleared) after this call took
+    -- the pod between that release's DEL of the lease and its reset. The
+    -- call owns the pod (renew.lua writes the owner back).
+    pl.owned = owner == call_id or (owner == '' and pl.leased)
     pl.unready = is_unready(p)
   end
   return pl

@@ -125,9 +125,23 @@ for i, call_key in ipairs(KEYS) do
         redis.call('SET', K.lease(pod), call_id, 'PX', lease_ms)
         ok = 1
       end
-    elseif redis.call('HGET', K.pod_info(pod), 'allocated_call_sid') == call_id then
-      redis.call('SET', K.lease(pod), call_id, 'PX', lease_ms)
-      ok = 1
+    else
+      local owner = redis.call('HGET', K.pod_info(pod), 'allocated_call_sid') or ''
+      if owner == '' and live_owner(pod) == call_id then
+        -- The predecessor's release resets the pod info of whoever holds
+        -- the pod by then (its allocation fields cleared): a call
+        -- allocated between its DEL of the lease and that reset still
+        -- holds the lease and its call info names the pod. It owns the
+        -- pod; its pod info is written back.
+        local at = redis.call('HMGET', call_key, 'allocated_at', 'source_pool')
+        redis.call('HSET', K.pod_info(pod), 'status', is_draining(pod) and 'draining' or 'allocated',
+          'allocated_call_sid', call_id, 'allocated_at', at[1] or '', 'source_pool', at[2] or '')
+        owner = call_id
+      end
+      if owner == call_id then
+        redis.call('SET', K.lease(pod), call_id, 'PX', lease_ms)
+        ok = 1
+      end
     end
     if ok == 1 and redis.call('PTTL', call_key) < info_ms then
       redis.call('PEXPIRE', call_key, info_ms)
