@@ -267,7 +267,7 @@ func checkMixed(t *testing.T, rdb redis.UniversalClient, a *allocator.Allocator,
 // (seeds: two concurrent releases of one call are both accepted): both read
 // the call info before either deletes it, and a shared pod's score drops
 // twice for one call. edge cannot see it happen; moving the agents' release
-// to edge (docs/migration.md, step 4) ends it. This test documents it.
+// to edge (docs/migration.md, step 3) ends it. This test documents it.
 func TestPredecessorDoubleReleaseRaceRemains(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()

@@ -306,9 +306,10 @@ func TestReleaseRemovesTheCallFromThePredecessorsPodSet(t *testing.T) {
 	}
 }
 
-// What docs/migration.md (step 3) says of proxy.require_token: false, as
-// the allocator answers the proxy for a socket without a token: it is
-// bound to the one call a pod's lease and pod info name. That is the
+// What docs/migration.md (step 4, "Why this order") says of
+// proxy.require_token: false, as the allocator answers the proxy for a
+// socket without a token: it is bound to the one call a pod's lease and
+// pod info name. That is the
 // predecessor's exclusive calls, a shared pod holding only the
 // predecessor's calls (the call its lease names), and edge's own
 // exclusive calls too; a shared pod with edge's per-call leases has no
