@@ -157,8 +157,10 @@ func (k Keys) PodTier(pod string) string { return k.prefix + "pod:tier:" + pod }
 // PodInfo (seeds) HASH: status ("available", "allocated", "draining"),
 // allocated_call_sid, allocated_at, released_at, source_pool; edge adds
 // unready ("1" while the pod source reports the pod not ready: it takes no
-// new calls but keeps its calls) and pinned ("1" when the source pins the
-// pod's tier: rebalancing leaves it there). For an exclusive
+// new calls but keeps its calls), pinned ("1" when the source pins the
+// pod's tier: rebalancing leaves it there) and load_deficit_at (migration
+// mode: when the sweep first saw a shared pod's score below its live
+// calls; sweep.lua raises it only once that lasts). For an exclusive
 // pod allocated_call_sid names the call that owns it: release and renew are
 // fenced on it.
 func (k Keys) PodInfo(pod string) string { return k.prefix + "pod:" + pod }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/internal/testredis"
@@ -113,4 +116,56 @@ func stepName(steps []predStep, i int) string {
 		return "(end)"
 	}
 	return steps[i].name
+}
+
+// The predecessor's release of an edge call on a shared pod lowers the
+// pod's score (its release script) before it deletes the call info; a sweep
+// between the two sees the call live and the score one short. Migration
+// mode's sweep raised the score to the live calls there, and once the call
+// info was gone it dropped the call's per-call lease without lowering the
+// score again (the predecessor had): a slot stayed counted for good (the
+// migration drill found both shared pods full of such slots). It now
+// raises a score only when the shortfall lasts (a second sweep a second
+// later still sees it: the predecessor's double release, its zombie
+// cleanup's ZADD 0).
+func TestSweepKeepsNoSlotThePredecessorsReleaseGaveBack(t *testing.T) {
+	ctx := context.Background()
+	rdb := testredis.Start(t).Client()
+	a := newAllocator(t, rdb, migration)
+	k := a.Keys()
+	register(t, a, "basic", "b0")
+	pred := &predecessor{rdb: rdb, k: k, tiers: a.Config().Tiers}
+	mustAllocate(t, a, "CA-e1", "")
+	mustAllocate(t, a, "CA-e2", "")
+	rest := runSteps(t, pred.releaseSteps(ctx, "CA-e1", resetStatus), "return the pod")
+	sweepAll(t, a, "b0")
+	runSteps(t, rest, "")
+	sweepAll(t, a, "b0")
+	if s := score(t, rdb, a, "basic", "b0"); s != 1 {
+		t.Fatalf("score after the predecessor released one of two edge calls = %v, want 1 (CA-e2)", s)
+	}
+	for _, call := range []string{"CA-e3", "CA-e4"} {
+		mustAllocate(t, a, call, "")
+	}
+
+	// A shortfall that lasts is raised: the score is set below the live
+	// calls, and the sweep that first sees it noted it a while ago.
+	rdb.ZAdd(ctx, k.PoolAvailable("basic"), redis.Z{Score: 1, Member: "b0"})
+	sweepAll(t, a, "b0")
+	if s := score(t, rdb, a, "basic", "b0"); s != 1 {
+		t.Fatalf("score raised at the first sight of a shortfall: %v", s)
+	}
+	seen := rdb.HGet(ctx, k.PodInfo("b0"), "load_deficit_at").Val()
+	if seen == "" {
+		t.Fatal("the sweep did not note the shortfall")
+	}
+	at, _ := strconv.ParseInt(seen, 10, 64)
+	rdb.HSet(ctx, k.PodInfo("b0"), "load_deficit_at", at-2000)
+	sweepAll(t, a, "b0")
+	if s := score(t, rdb, a, "basic", "b0"); s != 3 {
+		t.Fatalf("score after the shortfall lasted = %v, want 3 (the live calls)", s)
+	}
+	if rdb.HExists(ctx, k.PodInfo("b0"), "load_deficit_at").Val() {
+		t.Error("load_deficit_at left after the score was raised")
+	}
 }

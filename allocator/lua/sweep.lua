@@ -39,6 +39,9 @@ end
 local info_ms, ended_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
 local migration_ms = tonumber(ARGV[4])
 local migration = migration_ms > 0
+-- In migration mode, how long a shared pod's score must stay below its
+-- live calls before the sweep raises it (see below).
+local DEFICIT_MS = 1000
 local n = tonumber(ARGV[5])
 local kinds = {}
 for i = 0, n - 1 do
@@ -118,6 +121,27 @@ for i = 6 + 2 * n, #ARGV do
             -- Calls only the predecessor's score counts may be live: take
             -- back only the slots of calls seen to expire here.
             want = math.max(live, score - gone)
+          elseif migration and live > score then
+            -- The predecessor's release of an edge call lowers the score
+            -- before it deletes the call info: until then the call looks
+            -- live here, its slot already given back. Raised in that
+            -- window, the slot stayed counted for good (the call then
+            -- ends elsewhere and its lease is dropped uncounted). A score
+            -- still short DEFICIT_MS after it was first seen short is
+            -- raised (the predecessor's double release, its zombie
+            -- cleanup's ZADD 0).
+            local seen = tonumber(redis.call('HGET', K.pod_info(pod), 'load_deficit_at') or '')
+            if not seen then
+              redis.call('HSET', K.pod_info(pod), 'load_deficit_at', tostring(now))
+              want = score
+            elseif now - seen < DEFICIT_MS then
+              want = score
+            else
+              redis.call('HDEL', K.pod_info(pod), 'load_deficit_at')
+            end
+          end
+          if not (migration and live > score) then
+            redis.call('HDEL', K.pod_info(pod), 'load_deficit_at')
           end
           if score ~= want and not legacy then
             redis.call('ZADD', avail, 'XX', want, pod)
