@@ -55,6 +55,10 @@ func (s *grpcServer) Describe(ctx context.Context, _ *pb.DescribeRequest) (*pb.D
 	out.MediaParams = mediaParamsToPB(d.MediaParams)
 	out.ResumeReplay = d.ResumeReplay
 	out.MediaHeaders, out.MediaSubprotocols = d.MediaHeaders, d.MediaSubprotocols
+	out.ResumeNotice = d.ResumeNotice
+	for _, l := range d.LegEvents {
+		out.LegEvents = append(out.LegEvents, &pb.LegEvent{Sent: l.Sent, Echo: l.Echo, Name: l.Name})
+	}
 	return out, nil
 }
 
@@ -133,6 +137,10 @@ func (c *grpcClient) Describe(ctx context.Context) (Description, error) {
 	out.MediaParams = mediaParamsFromPB(d.GetMediaParams())
 	out.ResumeReplay = d.GetResumeReplay()
 	out.MediaHeaders, out.MediaSubprotocols = d.GetMediaHeaders(), d.GetMediaSubprotocols()
+	out.ResumeNotice = d.GetResumeNotice()
+	for _, l := range d.GetLegEvents() {
+		out.LegEvents = append(out.LegEvents, LegEvent{Sent: l.GetSent(), Echo: l.GetEcho(), Name: l.GetName()})
+	}
 	return out, nil
 }
 

@@ -94,6 +94,40 @@ type Description struct {
 	// and a plugin built before the field: no subprotocol is offered to a
 	// pod.
 	MediaSubprotocols []string
+	// ResumeNotice are the JSON text messages edge sends the provider
+	// right after a call moved to another pod, before anything of the new
+	// pod, so that the provider drops what it holds of the dead pod
+	// (Twilio: {"event":"clear","streamSid":"{{start.streamSid}}"}, which
+	// stops the audio the dead pod queued, and with it echoes the marks
+	// it sent). Each is a template: a JSON object with a string "event",
+	// in which a JSON string that is exactly {{event.path}} is replaced
+	// by the value at path (dot-separated object keys) of the opening
+	// message of that event (one ResumeReplay names), as the provider
+	// sent it. A notice whose placeholder the opening lacks is not sent.
+	// At most 4, each at most 1 KiB, placeholders naming only declared
+	// ResumeReplay events and paths of 1 to 4 keys of [A-Za-z0-9_]: edge
+	// refuses to start a plugin that declares otherwise. None, and a
+	// plugin built before the field: the provider is told nothing of a
+	// move.
+	ResumeNotice []string
+	// LegEvents are the messages a pod sends that the provider answers
+	// later, by name (Twilio's mark, echoed once the audio before it has
+	// played): once a call moved, the provider's answers to what a dead
+	// pod sent are not delivered to the pod that took the call over,
+	// which never sent them. At most 4, none answered by the same event
+	// as another: edge refuses to start a plugin that declares otherwise.
+	// None, and a plugin built before the field: every provider message
+	// reaches the pod of the moment.
+	LegEvents []LegEvent
+}
+
+// LegEvent is one pair of messages by name (Description.LegEvents): the
+// pod's message of event Sent names something at path Name, and the
+// provider answers with a message of event Echo carrying the same name
+// at the same path. Sent and Echo are [A-Za-z0-9_-], 1 to 32 bytes (Echo ""
+// is Sent); Name is 1 to 4 dot-separated keys of [A-Za-z0-9_].
+type LegEvent struct {
+	Sent, Echo, Name string
 }
 
 // MediaParam is a media URL query parameter a provider may set, and the

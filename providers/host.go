@@ -208,6 +208,23 @@ func (h *Host) ResumeReplay(name string) []string {
 	return nil
 }
 
+// AfterMove is what edge does for provider name when one of its calls
+// moves to another pod, as its plugin last declared it
+// (plugins.Description.ResumeNotice and LegEvents): zero for an unknown
+// provider, one whose plugin has not started yet, or one that declared
+// nothing. The slices are the caller's own copies.
+func (h *Host) AfterMove(name string) AfterMove {
+	p, ok := h.procs[name]
+	if !ok {
+		return AfterMove{}
+	}
+	a := p.afterMove.Load()
+	if a == nil {
+		return AfterMove{}
+	}
+	return AfterMove{Notices: slices.Clone(a.Notices), Legs: slices.Clone(a.Legs)}
+}
+
 // Reconfigure applies a changed spec (settings: Configure on the running
 // process; binary: restart). The running process dry-runs new settings
 // first (ValidateSettings): an error means the plugin refused them, the

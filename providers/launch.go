@@ -51,6 +51,9 @@ func launch(ctx context.Context, s *Spec, log *slog.Logger, timeout time.Duratio
 	if _, err := checkMediaUpgrade(d.MediaHeaders, d.MediaSubprotocols); err != nil {
 		return nil, nil, none, fmt.Errorf("describe: %w", err)
 	}
+	if _, err := checkAfterMove(d.ResumeNotice, d.LegEvents, d.ResumeReplay); err != nil {
+		return nil, nil, none, fmt.Errorf("describe: %w", err)
+	}
 	ok = true
 	return client, prov, d, nil
 }

@@ -2,6 +2,7 @@ package providers_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"strings"
@@ -20,6 +21,10 @@ const pluginEnv = "EDGE_PROVIDERS_TEST_PLUGIN"
 // resumeReplayEnv is the testprov process's Description.ResumeReplay,
 // comma-separated ("" declares none).
 const resumeReplayEnv = "EDGE_PROVIDERS_TEST_RESUME_REPLAY"
+
+// afterMoveEnv is the testprov process's Description.ResumeNotice and
+// LegEvents, as the JSON of a plugins.Description ("" declares none).
+const afterMoveEnv = "EDGE_PROVIDERS_TEST_AFTER_MOVE"
 
 func TestMain(m *testing.M) {
 	switch os.Getenv(pluginEnv) {
@@ -45,6 +50,13 @@ func (testProvider) Describe(context.Context) (plugins.Description, error) {
 		MediaParams: []plugins.MediaParam{{Name: "rate", Values: []string{"1", "2"}}, {Name: "tag", Pattern: "[a-z]{1,8}"}}}
 	if r := os.Getenv(resumeReplayEnv); r != "" {
 		d.ResumeReplay = strings.Split(r, ",")
+	}
+	if a := os.Getenv(afterMoveEnv); a != "" {
+		var after plugins.Description
+		if err := json.Unmarshal([]byte(a), &after); err != nil {
+			return plugins.Description{}, err
+		}
+		d.ResumeNotice, d.LegEvents = after.ResumeNotice, after.LegEvents
 	}
 	return d, nil
 }

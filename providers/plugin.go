@@ -40,6 +40,9 @@ type proc struct {
 	// mediaUpgrade is the provider's last declared media headers and
 	// subprotocols, kept while the plugin restarts, as resumeReplay is.
 	mediaUpgrade atomic.Pointer[MediaUpgrade]
+	// afterMove is what the provider declared of a move (notices, leg
+	// events), kept while the plugin restarts, as resumeReplay is.
+	afterMove atomic.Pointer[AfterMove]
 
 	kick chan struct{} // an RPC failed: check now
 	// applying serializes apply, so that the last one hands over the
@@ -154,6 +157,8 @@ func (p *proc) start(ctx context.Context) (*live, error) {
 	p.resumeReplay.Store(&replay)
 	upgrade, _ := checkMediaUpgrade(desc.MediaHeaders, desc.MediaSubprotocols) // launch checked it
 	p.mediaUpgrade.Store(&upgrade)
+	after, _ := checkAfterMove(desc.ResumeNotice, desc.LegEvents, desc.ResumeReplay) // launch checked it
+	p.afterMove.Store(&after)
 	return &live{client: client, prov: prov, routes: desc.Routes, rendersFallback: desc.RendersFallback, params: params, spec: s}, nil
 }
 

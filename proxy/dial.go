@@ -23,6 +23,9 @@ type upstream struct {
 	// addr is the address dialled: the pod's instance, should the name
 	// come to stand for another one (a replacement).
 	addr string
+	// notice, for a pod a call moved to, are the frames the client gets
+	// before anything of it (AfterMove).
+	notice []byte
 }
 
 // ClientUpgrade is what of a client's media upgrade a provider's pods may

@@ -60,6 +60,8 @@ type envOpt struct {
 	opening func(provider string) []string
 	// upgrade is Deps.Upgrade (nil: no client header reaches a pod).
 	upgrade func(provider string) ClientUpgrade
+	// afterMove is Deps.AfterMove (nil: no provider declares any).
+	afterMove func(provider string) AfterMove
 }
 
 // newEnv starts Redis, two fake agents as exclusive pods "pod-a" and
@@ -122,7 +124,7 @@ func newEnv(t testing.TB, o envOpt) *env {
 		leases = o.leases(leases)
 	}
 	e.px = New(cfg, Deps{Lookup: lookup, Leases: leases, Signer: e.signer, Tracer: o.tracer, HandshakeRetries: o.retries,
-		Opening: o.opening, Upgrade: o.upgrade, Log: o.log, Registerer: e.reg})
+		Opening: o.opening, AfterMove: o.afterMove, Upgrade: o.upgrade, Log: o.log, Registerer: e.reg})
 	runCtx, stop := context.WithCancel(context.Background())
 	e.cancel = stop
 	e.runErr = make(chan error, 1)

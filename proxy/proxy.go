@@ -120,6 +120,12 @@ type Deps struct {
 	// that provider's calls end when their pod dies, as without
 	// proxy.resume.
 	Opening func(provider string) []string
+	// AfterMove says what provider is told when one of its calls moves,
+	// and which of its messages answer a pod's by name
+	// (plugins.Description.ResumeNotice, LegEvents; aftermove.go). nil,
+	// and none declared: the provider is told nothing, and every message
+	// reaches the pod of the moment.
+	AfterMove func(provider string) AfterMove
 	// Upgrade says what of a client's media upgrade provider's pods may
 	// read (plugins.Description.MediaHeaders, MediaSubprotocols); see
 	// podHeader. nil, and a call no provider created: no client header
@@ -142,6 +148,7 @@ type Proxy struct {
 	tracer           trace.Tracer
 	handshakeRetries func(provider string) int
 	opening          func(provider string) []string
+	afterMove        func(provider string) AfterMove
 	upgrade          func(provider string) ClientUpgrade
 	log              *slog.Logger
 
@@ -180,7 +187,7 @@ func New(cfg Config, d Deps) *Proxy {
 	}
 	p := &Proxy{
 		lookup: d.Lookup, leases: d.Leases, signer: d.Signer, forwarded: d.Forwarded,
-		tracer: d.Tracer, handshakeRetries: d.HandshakeRetries, opening: d.Opening, upgrade: d.Upgrade, log: d.Log,
+		tracer: d.Tracer, handshakeRetries: d.HandshakeRetries, opening: d.Opening, afterMove: d.AfterMove, upgrade: d.Upgrade, log: d.Log,
 		metrics: newMetrics(d.Registerer),
 		sockets: map[*relay.Socket]*socket{},
 		byCall:  map[string]*socket{},

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
@@ -68,6 +67,8 @@ type redial struct {
 	protocol string
 	// opening names the events of the stream's opening messages.
 	opening []string
+	// notices are sent to the client after each move (AfterMove).
+	notices []string
 }
 
 // mayResume decides, at a socket's start, whether it may move, and sets
@@ -90,6 +91,10 @@ func (p *Proxy) mayResume(s *socket, r *http.Request, uri string, up *upstream) 
 	s.redial = &redial{uri: uri, key: r.Header.Get("Sec-WebSocket-Key"), header: podHeader(ctx, r, p.forwarded, p.clientUpgrade(s.call.provider)),
 		protocol: up.resp.Header.Get("Sec-WebSocket-Protocol"), opening: events}
 	s.Resume, s.Opening, s.OpeningMax = true, len(events), maxOpeningBytes
+	if p.afterMove != nil {
+		a := p.afterMove(s.call.provider)
+		s.redial.notices, s.Legs = a.Notices, relayLegs(a.Legs)
+	}
 }
 
 // podLeft moves a socket whose pod left the registry (deleted from
@@ -118,7 +123,7 @@ func (p *Proxy) markResumable(s *socket) {
 }
 
 // Resume moves a socket whose pod died mid-call (relay.Host).
-func (h *relayHost) Resume(rs *relay.Socket, m relay.Move) (net.Conn, []byte, error) {
+func (h *relayHost) Resume(rs *relay.Socket, m relay.Move) (relay.Moved, error) {
 	p := (*Proxy)(h)
 	s := p.socketOf(rs)
 	start := time.Now()
@@ -129,14 +134,14 @@ func (h *relayHost) Resume(rs *relay.Socket, m relay.Move) (net.Conn, []byte, er
 		s.moveOutcome = outcome
 		p.log.Warn("media socket's pod died mid-call and the call could not move: ending it", append(s.attrs(),
 			"outcome", outcome, "cause", m.Cause, "err", err)...)
-		return nil, nil, err
+		return relay.Moved{}, err
 	}
 	s.moveOutcome = ""
 	gap := time.Since(start)
 	p.metrics.resumeSeconds.Observe(gap.Seconds())
 	p.log.Info("media socket's pod died mid-call: the call moved to another pod, the caller stayed", append(s.attrs(),
 		"from", s.lostPod, "cause", m.Cause, "resumptions", s.resumes, "took", gap.Round(time.Microsecond))...)
-	return up.conn, up.early, nil
+	return relay.Moved{Pod: up.conn, Early: up.early, Notice: up.notice}, nil
 }
 
 // resume allocates another pod for s's call, dials it and replays the
@@ -162,9 +167,14 @@ func (p *Proxy) resume(s *socket, m relay.Move) (*upstream, string, error) {
 		return nil, "rate_limited", fmt.Errorf("the merchant's calls moved %d times in the last minute on this replica (proxy.resume.max_per_merchant_per_minute)",
 			cfg.Resume.MaxPerMerchantPerMinute)
 	}
-	replay, err := openingFrames(m.Opening, s.redial.opening)
+	replay, msgs, err := openingFrames(m.Opening, s.redial.opening)
 	if err != nil {
 		return nil, "opening_mismatch", err
+	}
+	notice, missing := noticeFrames(s.redial.notices, msgs, s.redial.opening)
+	if len(missing) > 0 {
+		p.log.Warn("a notice the provider's plugin declares for a move names what the stream's opening lacks: it is not sent",
+			append(s.attrs(), "missing", missing)...)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Resume.Budget)
 	defer cancel()
@@ -204,6 +214,7 @@ func (p *Proxy) resume(s *socket, m relay.Move) (*upstream, string, error) {
 			}
 			s.addr = up.addr
 			s.resumedAt, s.outAtResume = time.Now(), m.Relayed.BytesOut
+			up.notice = notice
 			return up, "resumed", nil
 		}
 		if code, ok := requestRefused(err); ok {
@@ -253,10 +264,10 @@ func (p *Proxy) startResumed(up *upstream, s *socket, replay []byte) error {
 // client's first bytes as the relay kept them), checked against the
 // events the provider's plugin names, and framed again for a new pod
 // (masked afresh, as a client's frames are).
-func openingFrames(opening []byte, events []string) ([]byte, error) {
+func openingFrames(opening []byte, events []string) ([]byte, []wsproto.Message, error) {
 	msgs, err := wsproto.FirstMessages(opening, len(events))
 	if err != nil {
-		return nil, fmt.Errorf("read the stream's opening: %w", err)
+		return nil, nil, fmt.Errorf("read the stream's opening: %w", err)
 	}
 	var out []byte
 	for i, m := range msgs {
@@ -264,11 +275,11 @@ func openingFrames(opening []byte, events []string) ([]byte, error) {
 			Event string `json:"event"`
 		}
 		if m.Opcode != wsproto.OpText || json.Unmarshal(m.Payload, &head) != nil || head.Event != events[i] {
-			return nil, fmt.Errorf("the stream's message %d is not the %q event its provider opens with", i+1, events[i])
+			return nil, nil, fmt.Errorf("the stream's message %d is not the %q event its provider opens with", i+1, events[i])
 		}
 		var mask [4]byte
 		rand.Read(mask[:])
 		out = append(out, wsproto.Frame(true, wsproto.OpText, m.Payload, &mask)...)
 	}
-	return out, nil
+	return out, msgs, nil
 }

@@ -26,6 +26,14 @@ func newMedia(cfg *config.Config, pods func(string) (string, bool), alloc *alloc
 	return proxy.New(cfg.Proxy, proxy.Deps{
 		Lookup: pods, Leases: allocator.MediaLeases{Alloc: alloc, Replica: instanceName(cfg)}, Signer: signer, Forwarded: fwd,
 		Tracer: tracer, HandshakeRetries: provs.MediaHandshakeRetries, Opening: provs.ResumeReplay,
+		AfterMove: func(provider string) proxy.AfterMove {
+			a := provs.AfterMove(provider)
+			out := proxy.AfterMove{Notices: a.Notices}
+			for _, l := range a.Legs {
+				out.Legs = append(out.Legs, proxy.LegEvent{Sent: l.Sent, Echo: l.Echo, Name: l.Name})
+			}
+			return out
+		},
 		Upgrade: func(provider string) proxy.ClientUpgrade {
 			u := provs.MediaUpgrade(provider)
 			return proxy.ClientUpgrade{Headers: u.Headers, Subprotocols: u.Subprotocols}
@@ -40,6 +48,7 @@ type mediaProviders interface {
 	MediaHandshakeRetries(provider string) int
 	ResumeReplay(provider string) []string
 	MediaUpgrade(provider string) providers.MediaUpgrade
+	AfterMove(provider string) providers.AfterMove
 }
 
 // mediaReady is the "media" readiness check: a replica whose proxy is full

@@ -59,7 +59,12 @@ func (p *Provider) Describe(context.Context) (plugins.Description, error) {
 		// The stream opens with "connected", then "start" naming the call,
 		// the stream and its media format (Exotel's AgentStream WebSocket
 		// protocol).
-		ResumeReplay: []string{"connected", "start"}}, nil
+		ResumeReplay: []string{"connected", "start"},
+		// A Voicebot stream takes "clear" (the audio queued so far is
+		// dropped) and echoes each "mark" once the audio before it
+		// played, as Twilio's does (the same protocol reference).
+		ResumeNotice: []string{`{"event":"clear","stream_sid":"{{start.stream_sid}}"}`},
+		LegEvents:    []plugins.LegEvent{{Sent: "mark", Name: "mark.name"}}}, nil
 }
 
 func parseSettings(s plugins.Settings) (*settings, plugins.Configured, error) {

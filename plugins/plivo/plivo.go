@@ -74,7 +74,13 @@ func (p *Provider) Describe(context.Context) (plugins.Description, error) {
 		// An audio stream opens with "start" alone, sent once when the
 		// socket opens, naming the call and the stream (Plivo's audio
 		// streaming reference).
-		ResumeReplay: []string{"start"}}, nil
+		ResumeReplay: []string{"start"},
+		// "clearAudio" drops the audio queued on the stream; a
+		// "checkpoint" the pod sends is answered with "playedStream" of
+		// the same name once the audio before it played (the same
+		// reference).
+		ResumeNotice: []string{`{"event":"clearAudio","streamId":"{{start.start.streamId}}"}`},
+		LegEvents:    []plugins.LegEvent{{Sent: "checkpoint", Echo: "playedStream", Name: "name"}}}, nil
 }
 
 // parseSettings refuses only credentials plugins.Credentials refuses: an

@@ -57,7 +57,8 @@ type Suite struct {
 	// audio (ReadStream reads a fixture of them). The provider's
 	// Description.ResumeReplay must name their events, in their order:
 	// edge checks a live stream's opening against it. nil: the provider
-	// must declare no ResumeReplay.
+	// must declare no ResumeReplay. Every placeholder of the provider's
+	// Description.ResumeNotice must find its value in them.
 	StreamOpening []string
 }
 
@@ -131,6 +132,7 @@ func Run(t *testing.T, impl plugins.Provider, s Suite) {
 			seen[r.Method+" "+r.Path] = true
 		}
 		checkResumeReplay(t, d.ResumeReplay, s.StreamOpening)
+		checkResumeNotice(t, d.ResumeNotice, s.StreamOpening)
 	})
 	configured, err := p.Configure(ctx, s.Settings)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -43,6 +45,46 @@ func checkResumeReplay(t *testing.T, declared, opening []string) {
 		}
 		if m.Event != declared[i] {
 			t.Errorf("opening message %d has event %q; ResumeReplay[%d] is %q", i, m.Event, i, declared[i])
+		}
+	}
+}
+
+// noticePlaceholder is a ResumeNotice placeholder: a whole JSON string
+// {{event.path}}.
+var noticePlaceholder = regexp.MustCompile(`"\{\{([A-Za-z0-9_-]+)((?:\.[A-Za-z0-9_]+)+)\}\}"`)
+
+// checkResumeNotice fills each declared notice from the stream's opening
+// as edge does after a move: every placeholder must find a value, and the
+// notice must be a JSON object with a string "event".
+func checkResumeNotice(t *testing.T, notices, opening []string) {
+	t.Helper()
+	byEvent := map[string]map[string]json.RawMessage{}
+	for _, msg := range opening {
+		var m map[string]json.RawMessage
+		var ev string
+		if json.Unmarshal([]byte(msg), &m) == nil && json.Unmarshal(m["event"], &ev) == nil {
+			byEvent[ev] = m
+		}
+	}
+	for _, n := range notices {
+		filled := noticePlaceholder.ReplaceAllStringFunc(n, func(ph string) string {
+			sub := noticePlaceholder.FindStringSubmatch(ph)
+			obj, v := byEvent[sub[1]], json.RawMessage(nil)
+			for _, k := range strings.Split(sub[2][1:], ".") {
+				if v = obj[k]; v == nil {
+					t.Errorf("ResumeNotice %s: %s is not in the stream's opening", n, ph)
+					return "null"
+				}
+				obj = nil
+				json.Unmarshal(v, &obj)
+			}
+			return string(v)
+		})
+		var m struct {
+			Event string `json:"event"`
+		}
+		if err := json.Unmarshal([]byte(filled), &m); err != nil || m.Event == "" {
+			t.Errorf("ResumeNotice %s filled is %s: want a JSON object with a string event (%v)", n, filled, err)
 		}
 	}
 }

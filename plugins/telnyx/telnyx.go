@@ -84,7 +84,12 @@ func (p *Provider) Describe(context.Context) (plugins.Description, error) {
 	// A media stream opens with "connected", then "start" naming the call
 	// and the stream's media format (Telnyx's media streaming reference).
 	return plugins.Description{Name: "telnyx", Routes: []plugins.Route{{Method: http.MethodPost, Path: RouteStatus}}, RendersFallback: true,
-		ResumeReplay: []string{"connected", "start"}}, nil
+		ResumeReplay: []string{"connected", "start"},
+		// A bidirectional stream takes "clear" (no stream named: the
+		// socket's own) and echoes each "mark" once the audio before it
+		// played (the same reference).
+		ResumeNotice: []string{`{"event":"clear"}`},
+		LegEvents:    []plugins.LegEvent{{Sent: "mark", Name: "mark.name"}}}, nil
 }
 
 // parseSettings refuses a public key it cannot use and a <Stream>

@@ -69,6 +69,13 @@ func (p *Provider) Describe(context.Context) (plugins.Description, error) {
 	// Messages"); neither depends on the socket it came on.
 	return plugins.Description{Name: "twilio", Routes: []plugins.Route{{Method: http.MethodPost, Path: RouteStatus}}, RendersFallback: true,
 		ResumeReplay: []string{"connected", "start"},
+		// After a move, "clear" empties the audio the dead pod queued
+		// (and makes Twilio echo every mark still pending); a mark's echo
+		// names what the pod that sent it asked for, so it belongs to that
+		// pod's leg (Twilio's "Media Streams - WebSocket Messages": clear,
+		// mark).
+		ResumeNotice: []string{`{"event":"clear","streamSid":"{{start.streamSid}}"}`},
+		LegEvents:    []plugins.LegEvent{{Sent: "mark", Name: "mark.name"}},
 		// Twilio signs a Media Stream's upgrade as it signs a webhook
 		// (its firewall guide asks stream servers to check it): the
 		// agent behind edge may check it again.

@@ -284,8 +284,21 @@ type Description struct {
 	// within ProtocolVersion 1: a plugin built before it declares none, and
 	// no subprotocol is negotiated through edge.
 	MediaSubprotocols []string `protobuf:"bytes,8,rep,name=media_subprotocols,json=mediaSubprotocols,proto3" json:"media_subprotocols,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// resume_notice are the JSON text messages edge sends the provider
+	// right after a call moved to another pod (Twilio's clear of the
+	// stream): templates in which a JSON string {{event.path}} is replaced
+	// by the value at path of the opening message of that event. At most
+	// 4, each at most 1 KiB, naming only resume_replay events. Added
+	// within ProtocolVersion 1: a plugin built before it declares none, and
+	// the provider is told nothing of a move.
+	ResumeNotice []string `protobuf:"bytes,9,rep,name=resume_notice,json=resumeNotice,proto3" json:"resume_notice,omitempty"`
+	// leg_events are the messages a pod sends that the provider answers by
+	// name (Twilio's mark): after a move, the provider's answers to what a
+	// dead pod sent are not delivered to the new pod. At most 4. Added
+	// within ProtocolVersion 1: a plugin built before it declares none.
+	LegEvents     []*LegEvent `protobuf:"bytes,10,rep,name=leg_events,json=legEvents,proto3" json:"leg_events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Description) Reset() {
@@ -374,6 +387,84 @@ func (x *Description) GetMediaSubprotocols() []string {
 	return nil
 }
 
+func (x *Description) GetResumeNotice() []string {
+	if x != nil {
+		return x.ResumeNotice
+	}
+	return nil
+}
+
+func (x *Description) GetLegEvents() []*LegEvent {
+	if x != nil {
+		return x.LegEvents
+	}
+	return nil
+}
+
+// A pod's message that the provider answers by name.
+type LegEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// sent is the "event" of the pod's message.
+	Sent string `protobuf:"bytes,1,opt,name=sent,proto3" json:"sent,omitempty"`
+	// echo is the "event" of the provider's answer ("": sent).
+	Echo string `protobuf:"bytes,2,opt,name=echo,proto3" json:"echo,omitempty"`
+	// name is the dot-separated path of the name in both messages.
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LegEvent) Reset() {
+	*x = LegEvent{}
+	mi := &file_provider_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LegEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LegEvent) ProtoMessage() {}
+
+func (x *LegEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_provider_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LegEvent.ProtoReflect.Descriptor instead.
+func (*LegEvent) Descriptor() ([]byte, []int) {
+	return file_provider_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *LegEvent) GetSent() string {
+	if x != nil {
+		return x.Sent
+	}
+	return ""
+}
+
+func (x *LegEvent) GetEcho() string {
+	if x != nil {
+		return x.Echo
+	}
+	return ""
+}
+
+func (x *LegEvent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 // A media URL query parameter a plugin may set.
 type MediaParam struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -392,7 +483,7 @@ type MediaParam struct {
 
 func (x *MediaParam) Reset() {
 	*x = MediaParam{}
-	mi := &file_provider_proto_msgTypes[2]
+	mi := &file_provider_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -404,7 +495,7 @@ func (x *MediaParam) String() string {
 func (*MediaParam) ProtoMessage() {}
 
 func (x *MediaParam) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[2]
+	mi := &file_provider_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -417,7 +508,7 @@ func (x *MediaParam) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MediaParam.ProtoReflect.Descriptor instead.
 func (*MediaParam) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{2}
+	return file_provider_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *MediaParam) GetName() string {
@@ -453,7 +544,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_provider_proto_msgTypes[3]
+	mi := &file_provider_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +556,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[3]
+	mi := &file_provider_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +569,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{3}
+	return file_provider_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Route) GetMethod() string {
@@ -504,7 +595,7 @@ type ConfigureRequest struct {
 
 func (x *ConfigureRequest) Reset() {
 	*x = ConfigureRequest{}
-	mi := &file_provider_proto_msgTypes[4]
+	mi := &file_provider_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -516,7 +607,7 @@ func (x *ConfigureRequest) String() string {
 func (*ConfigureRequest) ProtoMessage() {}
 
 func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[4]
+	mi := &file_provider_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -529,7 +620,7 @@ func (x *ConfigureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{4}
+	return file_provider_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ConfigureRequest) GetSettings() map[string]string {
@@ -551,7 +642,7 @@ type ConfigureResponse struct {
 
 func (x *ConfigureResponse) Reset() {
 	*x = ConfigureResponse{}
-	mi := &file_provider_proto_msgTypes[5]
+	mi := &file_provider_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -563,7 +654,7 @@ func (x *ConfigureResponse) String() string {
 func (*ConfigureResponse) ProtoMessage() {}
 
 func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[5]
+	mi := &file_provider_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -576,7 +667,7 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{5}
+	return file_provider_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ConfigureResponse) GetVerifies() bool {
@@ -602,7 +693,7 @@ type ValidateSettingsRequest struct {
 
 func (x *ValidateSettingsRequest) Reset() {
 	*x = ValidateSettingsRequest{}
-	mi := &file_provider_proto_msgTypes[6]
+	mi := &file_provider_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -614,7 +705,7 @@ func (x *ValidateSettingsRequest) String() string {
 func (*ValidateSettingsRequest) ProtoMessage() {}
 
 func (x *ValidateSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[6]
+	mi := &file_provider_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -627,7 +718,7 @@ func (x *ValidateSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateSettingsRequest.ProtoReflect.Descriptor instead.
 func (*ValidateSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{6}
+	return file_provider_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ValidateSettingsRequest) GetSettings() map[string]string {
@@ -651,7 +742,7 @@ type ValidateSettingsResponse struct {
 
 func (x *ValidateSettingsResponse) Reset() {
 	*x = ValidateSettingsResponse{}
-	mi := &file_provider_proto_msgTypes[7]
+	mi := &file_provider_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -663,7 +754,7 @@ func (x *ValidateSettingsResponse) String() string {
 func (*ValidateSettingsResponse) ProtoMessage() {}
 
 func (x *ValidateSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[7]
+	mi := &file_provider_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -676,7 +767,7 @@ func (x *ValidateSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateSettingsResponse.ProtoReflect.Descriptor instead.
 func (*ValidateSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{7}
+	return file_provider_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ValidateSettingsResponse) GetProblems() []*SettingProblem {
@@ -714,7 +805,7 @@ type SettingProblem struct {
 
 func (x *SettingProblem) Reset() {
 	*x = SettingProblem{}
-	mi := &file_provider_proto_msgTypes[8]
+	mi := &file_provider_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +817,7 @@ func (x *SettingProblem) String() string {
 func (*SettingProblem) ProtoMessage() {}
 
 func (x *SettingProblem) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[8]
+	mi := &file_provider_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +830,7 @@ func (x *SettingProblem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettingProblem.ProtoReflect.Descriptor instead.
 func (*SettingProblem) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{8}
+	return file_provider_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SettingProblem) GetKey() string {
@@ -766,7 +857,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_provider_proto_msgTypes[9]
+	mi := &file_provider_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +869,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[9]
+	mi := &file_provider_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +882,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{9}
+	return file_provider_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Header) GetName() string {
@@ -836,7 +927,7 @@ type WebhookRequest struct {
 
 func (x *WebhookRequest) Reset() {
 	*x = WebhookRequest{}
-	mi := &file_provider_proto_msgTypes[10]
+	mi := &file_provider_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +939,7 @@ func (x *WebhookRequest) String() string {
 func (*WebhookRequest) ProtoMessage() {}
 
 func (x *WebhookRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[10]
+	mi := &file_provider_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +952,7 @@ func (x *WebhookRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WebhookRequest.ProtoReflect.Descriptor instead.
 func (*WebhookRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{10}
+	return file_provider_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WebhookRequest) GetRoute() string {
@@ -939,7 +1030,7 @@ type AllocationRequest struct {
 
 func (x *AllocationRequest) Reset() {
 	*x = AllocationRequest{}
-	mi := &file_provider_proto_msgTypes[11]
+	mi := &file_provider_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1042,7 @@ func (x *AllocationRequest) String() string {
 func (*AllocationRequest) ProtoMessage() {}
 
 func (x *AllocationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[11]
+	mi := &file_provider_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1055,7 @@ func (x *AllocationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocationRequest.ProtoReflect.Descriptor instead.
 func (*AllocationRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{11}
+	return file_provider_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AllocationRequest) GetCallId() string {
@@ -1048,7 +1139,7 @@ type WebhookResponse struct {
 
 func (x *WebhookResponse) Reset() {
 	*x = WebhookResponse{}
-	mi := &file_provider_proto_msgTypes[12]
+	mi := &file_provider_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1060,7 +1151,7 @@ func (x *WebhookResponse) String() string {
 func (*WebhookResponse) ProtoMessage() {}
 
 func (x *WebhookResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[12]
+	mi := &file_provider_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1073,7 +1164,7 @@ func (x *WebhookResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WebhookResponse.ProtoReflect.Descriptor instead.
 func (*WebhookResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{12}
+	return file_provider_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WebhookResponse) GetResult() isWebhookResponse_Result {
@@ -1160,7 +1251,7 @@ type CallEnd struct {
 
 func (x *CallEnd) Reset() {
 	*x = CallEnd{}
-	mi := &file_provider_proto_msgTypes[13]
+	mi := &file_provider_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1263,7 @@ func (x *CallEnd) String() string {
 func (*CallEnd) ProtoMessage() {}
 
 func (x *CallEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[13]
+	mi := &file_provider_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1276,7 @@ func (x *CallEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallEnd.ProtoReflect.Descriptor instead.
 func (*CallEnd) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{13}
+	return file_provider_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CallEnd) GetCallId() string {
@@ -1214,7 +1305,7 @@ type HTTPResponse struct {
 
 func (x *HTTPResponse) Reset() {
 	*x = HTTPResponse{}
-	mi := &file_provider_proto_msgTypes[14]
+	mi := &file_provider_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1317,7 @@ func (x *HTTPResponse) String() string {
 func (*HTTPResponse) ProtoMessage() {}
 
 func (x *HTTPResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[14]
+	mi := &file_provider_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1330,7 @@ func (x *HTTPResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HTTPResponse.ProtoReflect.Descriptor instead.
 func (*HTTPResponse) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{14}
+	return file_provider_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HTTPResponse) GetStatus() int32 {
@@ -1281,7 +1372,7 @@ type AnswerTemplate struct {
 
 func (x *AnswerTemplate) Reset() {
 	*x = AnswerTemplate{}
-	mi := &file_provider_proto_msgTypes[15]
+	mi := &file_provider_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1384,7 @@ func (x *AnswerTemplate) String() string {
 func (*AnswerTemplate) ProtoMessage() {}
 
 func (x *AnswerTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[15]
+	mi := &file_provider_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1397,7 @@ func (x *AnswerTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerTemplate.ProtoReflect.Descriptor instead.
 func (*AnswerTemplate) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{15}
+	return file_provider_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AnswerTemplate) GetStatus() int32 {
@@ -1343,7 +1434,7 @@ type TemplatePart struct {
 
 func (x *TemplatePart) Reset() {
 	*x = TemplatePart{}
-	mi := &file_provider_proto_msgTypes[16]
+	mi := &file_provider_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1446,7 @@ func (x *TemplatePart) String() string {
 func (*TemplatePart) ProtoMessage() {}
 
 func (x *TemplatePart) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[16]
+	mi := &file_provider_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1459,7 @@ func (x *TemplatePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplatePart.ProtoReflect.Descriptor instead.
 func (*TemplatePart) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{16}
+	return file_provider_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TemplatePart) GetLiteral() []byte {
@@ -1409,7 +1500,7 @@ type AnswerRequest struct {
 
 func (x *AnswerRequest) Reset() {
 	*x = AnswerRequest{}
-	mi := &file_provider_proto_msgTypes[17]
+	mi := &file_provider_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1512,7 @@ func (x *AnswerRequest) String() string {
 func (*AnswerRequest) ProtoMessage() {}
 
 func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[17]
+	mi := &file_provider_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1525,7 @@ func (x *AnswerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerRequest.ProtoReflect.Descriptor instead.
 func (*AnswerRequest) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{17}
+	return file_provider_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AnswerRequest) GetRequest() *AllocationRequest {
@@ -1505,7 +1596,7 @@ type Allocation struct {
 
 func (x *Allocation) Reset() {
 	*x = Allocation{}
-	mi := &file_provider_proto_msgTypes[18]
+	mi := &file_provider_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1517,7 +1608,7 @@ func (x *Allocation) String() string {
 func (*Allocation) ProtoMessage() {}
 
 func (x *Allocation) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[18]
+	mi := &file_provider_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1530,7 +1621,7 @@ func (x *Allocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Allocation.ProtoReflect.Descriptor instead.
 func (*Allocation) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{18}
+	return file_provider_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Allocation) GetCallId() string {
@@ -1592,7 +1683,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_provider_proto_msgTypes[19]
+	mi := &file_provider_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1695,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_provider_proto_msgTypes[19]
+	mi := &file_provider_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1708,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_provider_proto_rawDescGZIP(), []int{19}
+	return file_provider_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Failure) GetKind() FailureKind {
@@ -1660,7 +1751,7 @@ var File_provider_proto protoreflect.FileDescriptor
 const file_provider_proto_rawDesc = "" +
 	"\n" +
 	"\x0eprovider.proto\x12\x10edge.provider.v1\"\x11\n" +
-	"\x0fDescribeRequest\"\xef\x02\n" +
+	"\x0fDescribeRequest\"\xcf\x03\n" +
 	"\vDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x06routes\x18\x02 \x03(\v2\x17.edge.provider.v1.RouteR\x06routes\x12)\n" +
@@ -1669,7 +1760,15 @@ const file_provider_proto_rawDesc = "" +
 	"\fmedia_params\x18\x05 \x03(\v2\x1c.edge.provider.v1.MediaParamR\vmediaParams\x12#\n" +
 	"\rresume_replay\x18\x06 \x03(\tR\fresumeReplay\x12#\n" +
 	"\rmedia_headers\x18\a \x03(\tR\fmediaHeaders\x12-\n" +
-	"\x12media_subprotocols\x18\b \x03(\tR\x11mediaSubprotocols\"R\n" +
+	"\x12media_subprotocols\x18\b \x03(\tR\x11mediaSubprotocols\x12#\n" +
+	"\rresume_notice\x18\t \x03(\tR\fresumeNotice\x129\n" +
+	"\n" +
+	"leg_events\x18\n" +
+	" \x03(\v2\x1a.edge.provider.v1.LegEventR\tlegEvents\"F\n" +
+	"\bLegEvent\x12\x12\n" +
+	"\x04sent\x18\x01 \x01(\tR\x04sent\x12\x12\n" +
+	"\x04echo\x18\x02 \x01(\tR\x04echo\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"R\n" +
 	"\n" +
 	"MediaParam\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
@@ -1807,72 +1906,74 @@ func file_provider_proto_rawDescGZIP() []byte {
 }
 
 var file_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_provider_proto_goTypes = []any{
 	(Slot)(0),                        // 0: edge.provider.v1.Slot
 	(Escape)(0),                      // 1: edge.provider.v1.Escape
 	(FailureKind)(0),                 // 2: edge.provider.v1.FailureKind
 	(*DescribeRequest)(nil),          // 3: edge.provider.v1.DescribeRequest
 	(*Description)(nil),              // 4: edge.provider.v1.Description
-	(*MediaParam)(nil),               // 5: edge.provider.v1.MediaParam
-	(*Route)(nil),                    // 6: edge.provider.v1.Route
-	(*ConfigureRequest)(nil),         // 7: edge.provider.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),        // 8: edge.provider.v1.ConfigureResponse
-	(*ValidateSettingsRequest)(nil),  // 9: edge.provider.v1.ValidateSettingsRequest
-	(*ValidateSettingsResponse)(nil), // 10: edge.provider.v1.ValidateSettingsResponse
-	(*SettingProblem)(nil),           // 11: edge.provider.v1.SettingProblem
-	(*Header)(nil),                   // 12: edge.provider.v1.Header
-	(*WebhookRequest)(nil),           // 13: edge.provider.v1.WebhookRequest
-	(*AllocationRequest)(nil),        // 14: edge.provider.v1.AllocationRequest
-	(*WebhookResponse)(nil),          // 15: edge.provider.v1.WebhookResponse
-	(*CallEnd)(nil),                  // 16: edge.provider.v1.CallEnd
-	(*HTTPResponse)(nil),             // 17: edge.provider.v1.HTTPResponse
-	(*AnswerTemplate)(nil),           // 18: edge.provider.v1.AnswerTemplate
-	(*TemplatePart)(nil),             // 19: edge.provider.v1.TemplatePart
-	(*AnswerRequest)(nil),            // 20: edge.provider.v1.AnswerRequest
-	(*Allocation)(nil),               // 21: edge.provider.v1.Allocation
-	(*Failure)(nil),                  // 22: edge.provider.v1.Failure
-	nil,                              // 23: edge.provider.v1.ConfigureRequest.SettingsEntry
-	nil,                              // 24: edge.provider.v1.ValidateSettingsRequest.SettingsEntry
-	nil,                              // 25: edge.provider.v1.AllocationRequest.ExtrasEntry
-	nil,                              // 26: edge.provider.v1.AllocationRequest.MediaParamsEntry
+	(*LegEvent)(nil),                 // 5: edge.provider.v1.LegEvent
+	(*MediaParam)(nil),               // 6: edge.provider.v1.MediaParam
+	(*Route)(nil),                    // 7: edge.provider.v1.Route
+	(*ConfigureRequest)(nil),         // 8: edge.provider.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),        // 9: edge.provider.v1.ConfigureResponse
+	(*ValidateSettingsRequest)(nil),  // 10: edge.provider.v1.ValidateSettingsRequest
+	(*ValidateSettingsResponse)(nil), // 11: edge.provider.v1.ValidateSettingsResponse
+	(*SettingProblem)(nil),           // 12: edge.provider.v1.SettingProblem
+	(*Header)(nil),                   // 13: edge.provider.v1.Header
+	(*WebhookRequest)(nil),           // 14: edge.provider.v1.WebhookRequest
+	(*AllocationRequest)(nil),        // 15: edge.provider.v1.AllocationRequest
+	(*WebhookResponse)(nil),          // 16: edge.provider.v1.WebhookResponse
+	(*CallEnd)(nil),                  // 17: edge.provider.v1.CallEnd
+	(*HTTPResponse)(nil),             // 18: edge.provider.v1.HTTPResponse
+	(*AnswerTemplate)(nil),           // 19: edge.provider.v1.AnswerTemplate
+	(*TemplatePart)(nil),             // 20: edge.provider.v1.TemplatePart
+	(*AnswerRequest)(nil),            // 21: edge.provider.v1.AnswerRequest
+	(*Allocation)(nil),               // 22: edge.provider.v1.Allocation
+	(*Failure)(nil),                  // 23: edge.provider.v1.Failure
+	nil,                              // 24: edge.provider.v1.ConfigureRequest.SettingsEntry
+	nil,                              // 25: edge.provider.v1.ValidateSettingsRequest.SettingsEntry
+	nil,                              // 26: edge.provider.v1.AllocationRequest.ExtrasEntry
+	nil,                              // 27: edge.provider.v1.AllocationRequest.MediaParamsEntry
 }
 var file_provider_proto_depIdxs = []int32{
-	6,  // 0: edge.provider.v1.Description.routes:type_name -> edge.provider.v1.Route
-	5,  // 1: edge.provider.v1.Description.media_params:type_name -> edge.provider.v1.MediaParam
-	23, // 2: edge.provider.v1.ConfigureRequest.settings:type_name -> edge.provider.v1.ConfigureRequest.SettingsEntry
-	24, // 3: edge.provider.v1.ValidateSettingsRequest.settings:type_name -> edge.provider.v1.ValidateSettingsRequest.SettingsEntry
-	11, // 4: edge.provider.v1.ValidateSettingsResponse.problems:type_name -> edge.provider.v1.SettingProblem
-	12, // 5: edge.provider.v1.WebhookRequest.headers:type_name -> edge.provider.v1.Header
-	25, // 6: edge.provider.v1.AllocationRequest.extras:type_name -> edge.provider.v1.AllocationRequest.ExtrasEntry
-	26, // 7: edge.provider.v1.AllocationRequest.media_params:type_name -> edge.provider.v1.AllocationRequest.MediaParamsEntry
-	14, // 8: edge.provider.v1.WebhookResponse.allocate:type_name -> edge.provider.v1.AllocationRequest
-	17, // 9: edge.provider.v1.WebhookResponse.answer:type_name -> edge.provider.v1.HTTPResponse
-	18, // 10: edge.provider.v1.WebhookResponse.template:type_name -> edge.provider.v1.AnswerTemplate
-	16, // 11: edge.provider.v1.WebhookResponse.ended:type_name -> edge.provider.v1.CallEnd
-	12, // 12: edge.provider.v1.HTTPResponse.headers:type_name -> edge.provider.v1.Header
-	19, // 13: edge.provider.v1.AnswerTemplate.parts:type_name -> edge.provider.v1.TemplatePart
-	0,  // 14: edge.provider.v1.TemplatePart.slot:type_name -> edge.provider.v1.Slot
-	1,  // 15: edge.provider.v1.TemplatePart.escape:type_name -> edge.provider.v1.Escape
-	14, // 16: edge.provider.v1.AnswerRequest.request:type_name -> edge.provider.v1.AllocationRequest
-	21, // 17: edge.provider.v1.AnswerRequest.allocation:type_name -> edge.provider.v1.Allocation
-	22, // 18: edge.provider.v1.AnswerRequest.failure:type_name -> edge.provider.v1.Failure
-	2,  // 19: edge.provider.v1.Failure.kind:type_name -> edge.provider.v1.FailureKind
-	3,  // 20: edge.provider.v1.Provider.Describe:input_type -> edge.provider.v1.DescribeRequest
-	7,  // 21: edge.provider.v1.Provider.Configure:input_type -> edge.provider.v1.ConfigureRequest
-	9,  // 22: edge.provider.v1.Provider.ValidateSettings:input_type -> edge.provider.v1.ValidateSettingsRequest
-	13, // 23: edge.provider.v1.Provider.Webhook:input_type -> edge.provider.v1.WebhookRequest
-	20, // 24: edge.provider.v1.Provider.Answer:input_type -> edge.provider.v1.AnswerRequest
-	4,  // 25: edge.provider.v1.Provider.Describe:output_type -> edge.provider.v1.Description
-	8,  // 26: edge.provider.v1.Provider.Configure:output_type -> edge.provider.v1.ConfigureResponse
-	10, // 27: edge.provider.v1.Provider.ValidateSettings:output_type -> edge.provider.v1.ValidateSettingsResponse
-	15, // 28: edge.provider.v1.Provider.Webhook:output_type -> edge.provider.v1.WebhookResponse
-	17, // 29: edge.provider.v1.Provider.Answer:output_type -> edge.provider.v1.HTTPResponse
-	25, // [25:30] is the sub-list for method output_type
-	20, // [20:25] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	7,  // 0: edge.provider.v1.Description.routes:type_name -> edge.provider.v1.Route
+	6,  // 1: edge.provider.v1.Description.media_params:type_name -> edge.provider.v1.MediaParam
+	5,  // 2: edge.provider.v1.Description.leg_events:type_name -> edge.provider.v1.LegEvent
+	24, // 3: edge.provider.v1.ConfigureRequest.settings:type_name -> edge.provider.v1.ConfigureRequest.SettingsEntry
+	25, // 4: edge.provider.v1.ValidateSettingsRequest.settings:type_name -> edge.provider.v1.ValidateSettingsRequest.SettingsEntry
+	12, // 5: edge.provider.v1.ValidateSettingsResponse.problems:type_name -> edge.provider.v1.SettingProblem
+	13, // 6: edge.provider.v1.WebhookRequest.headers:type_name -> edge.provider.v1.Header
+	26, // 7: edge.provider.v1.AllocationRequest.extras:type_name -> edge.provider.v1.AllocationRequest.ExtrasEntry
+	27, // 8: edge.provider.v1.AllocationRequest.media_params:type_name -> edge.provider.v1.AllocationRequest.MediaParamsEntry
+	15, // 9: edge.provider.v1.WebhookResponse.allocate:type_name -> edge.provider.v1.AllocationRequest
+	18, // 10: edge.provider.v1.WebhookResponse.answer:type_name -> edge.provider.v1.HTTPResponse
+	19, // 11: edge.provider.v1.WebhookResponse.template:type_name -> edge.provider.v1.AnswerTemplate
+	17, // 12: edge.provider.v1.WebhookResponse.ended:type_name -> edge.provider.v1.CallEnd
+	13, // 13: edge.provider.v1.HTTPResponse.headers:type_name -> edge.provider.v1.Header
+	20, // 14: edge.provider.v1.AnswerTemplate.parts:type_name -> edge.provider.v1.TemplatePart
+	0,  // 15: edge.provider.v1.TemplatePart.slot:type_name -> edge.provider.v1.Slot
+	1,  // 16: edge.provider.v1.TemplatePart.escape:type_name -> edge.provider.v1.Escape
+	15, // 17: edge.provider.v1.AnswerRequest.request:type_name -> edge.provider.v1.AllocationRequest
+	22, // 18: edge.provider.v1.AnswerRequest.allocation:type_name -> edge.provider.v1.Allocation
+	23, // 19: edge.provider.v1.AnswerRequest.failure:type_name -> edge.provider.v1.Failure
+	2,  // 20: edge.provider.v1.Failure.kind:type_name -> edge.provider.v1.FailureKind
+	3,  // 21: edge.provider.v1.Provider.Describe:input_type -> edge.provider.v1.DescribeRequest
+	8,  // 22: edge.provider.v1.Provider.Configure:input_type -> edge.provider.v1.ConfigureRequest
+	10, // 23: edge.provider.v1.Provider.ValidateSettings:input_type -> edge.provider.v1.ValidateSettingsRequest
+	14, // 24: edge.provider.v1.Provider.Webhook:input_type -> edge.provider.v1.WebhookRequest
+	21, // 25: edge.provider.v1.Provider.Answer:input_type -> edge.provider.v1.AnswerRequest
+	4,  // 26: edge.provider.v1.Provider.Describe:output_type -> edge.provider.v1.Description
+	9,  // 27: edge.provider.v1.Provider.Configure:output_type -> edge.provider.v1.ConfigureResponse
+	11, // 28: edge.provider.v1.Provider.ValidateSettings:output_type -> edge.provider.v1.ValidateSettingsResponse
+	16, // 29: edge.provider.v1.Provider.Webhook:output_type -> edge.provider.v1.WebhookResponse
+	18, // 30: edge.provider.v1.Provider.Answer:output_type -> edge.provider.v1.HTTPResponse
+	26, // [26:31] is the sub-list for method output_type
+	21, // [21:26] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_provider_proto_init() }
@@ -1880,11 +1981,11 @@ func file_provider_proto_init() {
 	if File_provider_proto != nil {
 		return
 	}
-	file_provider_proto_msgTypes[12].OneofWrappers = []any{
+	file_provider_proto_msgTypes[13].OneofWrappers = []any{
 		(*WebhookResponse_Allocate)(nil),
 		(*WebhookResponse_Answer)(nil),
 	}
-	file_provider_proto_msgTypes[17].OneofWrappers = []any{
+	file_provider_proto_msgTypes[18].OneofWrappers = []any{
 		(*AnswerRequest_Allocation)(nil),
 		(*AnswerRequest_Failure)(nil),
 	}
@@ -1894,7 +1995,7 @@ func file_provider_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_provider_proto_rawDesc), len(file_provider_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

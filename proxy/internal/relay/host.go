@@ -20,10 +20,23 @@ type Host interface {
 	// Resume moves s, whose pod's side died mid-call, to another pod
 	// (Socket.Resume), as m says it stands: it returns the new pod's
 	// connection, past its 101 and with the stream's opening replayed to
-	// it, and the bytes the pod sent behind its 101. An error ends the
-	// socket as the pod's loss. Called on the relay's goroutine for the
-	// socket, which waits.
-	Resume(s *Socket, m Move) (pod net.Conn, early []byte, err error)
+	// it, and what the relay writes first. An error ends the socket as
+	// the pod's loss. Called on the relay's goroutine for the socket,
+	// which waits.
+	Resume(s *Socket, m Move) (Moved, error)
+}
+
+// Moved is where a socket relays on after a move (Host.Resume).
+type Moved struct {
+	// Pod is the new pod's connection.
+	Pod net.Conn
+	// Early are the bytes the pod sent behind its 101.
+	Early []byte
+	// Notice are whole frames for the client, written before anything of
+	// the new pod (the provider told to drop what it holds of the dead
+	// one; plugins.Description.ResumeNotice). The client's direction is
+	// between messages after any move, so they may go there.
+	Notice []byte
 }
 
 // Move is how a socket whose pod died stands, for Host.Resume.

@@ -27,6 +27,10 @@ type Socket struct {
 	// for the new pod, within OpeningMax bytes.
 	Resume              bool
 	Opening, OpeningMax int
+	// Legs, for a socket that may move, are the pod's messages its
+	// provider answers by name (legs.go): the answers to a dead pod's
+	// are not relayed to the next. None: every message is relayed.
+	Legs []LegEvent
 	// PodPingInterval and PodSilence, when PodLiveness is set, replace
 	// the host's Limits of the same names for this socket (the call's
 	// tier has its own).

@@ -63,13 +63,22 @@ func (r *Relay) bridge(s *relay.Socket, podEarly, early []byte) {
 	lim := s.Limits(r.env.Limits())
 	var pol relay.Policy
 	pol.Init(lim, &r.env.Dirs, s.Clock(), s.Ext)
+	// taps read the messages of a socket whose provider answers its
+	// pods' messages by name (relay.Legs), [0] the client's, [1] the pod's.
+	var legs *relay.Legs
+	var taps [2]*relay.Tap
 	if s.Resume {
 		pol.Dirs[0].Keep(s.Opening, s.OpeningMax)
+		if len(s.Legs) > 0 {
+			legs = relay.NewLegs(s.Legs)
+			taps = [2]*relay.Tap{relay.NewTap(legs, relay.Client), relay.NewTap(legs, relay.Pod)}
+		}
 	}
 	resumed := false
+	var notice []byte
 	for {
-		toClient := direction{src: s.Pod, dst: s.Client, pol: &pol, d: &pol.Dirs[1], wr: newWriter(s.Client)}
-		toPod := direction{src: s.Client, dst: s.Pod, pol: &pol, d: &pol.Dirs[0], wr: newWriter(s.Pod)}
+		toClient := direction{src: s.Pod, dst: s.Client, pol: &pol, d: &pol.Dirs[1], wr: newWriter(s.Client), tap: taps[1], notice: notice}
+		toPod := direction{src: s.Client, dst: s.Pod, pol: &pol, d: &pol.Dirs[0], wr: newWriter(s.Pod), tap: taps[0]}
 		toPod.wr.stall, toPod.wr.excuse = lim.PodWriteTimeout, &toClient.wr.waiting
 		left, moving := r.leg(s, toClient, toPod, podEarly, early, resumed)
 		if !moving {
@@ -82,7 +91,9 @@ func (r *Relay) bridge(s *relay.Socket, podEarly, early []byte) {
 			s.Pod.Write(f)
 		}
 		s.Pod.Close()
-		podEarly, resumed = r.move(s, &pol)
+		var moved relay.Moved
+		moved, resumed = r.move(s, &pol)
+		podEarly, notice = moved.Early, moved.Notice
 		if !resumed {
 			r.env.ResumeFailed(s)
 			r.injectClose(s, toClient)
@@ -94,6 +105,10 @@ func (r *Relay) bridge(s *relay.Socket, podEarly, early []byte) {
 		// Client bytes read as the pod died go to the new pod, past the
 		// rest of a message the dead one was given part of.
 		early = left
+		if legs != nil {
+			legs.Moved()
+			taps[1].Reset()
+		}
 		pol.Live.Reset(s.Clock())
 		s.Client.SetDeadline(noDeadline)
 		if s.Stopped() {
@@ -106,19 +121,20 @@ func (r *Relay) bridge(s *relay.Socket, podEarly, early []byte) {
 }
 
 // move asks the host for another pod for s, whose pod's side died, and
-// reports whether s relays on there, with the pod's bytes behind its 101.
-func (r *Relay) move(s *relay.Socket, pol *relay.Policy) ([]byte, bool) {
+// reports whether s relays on there, with the pod's bytes behind its 101
+// and the frames the client gets first.
+func (r *Relay) move(s *relay.Socket, pol *relay.Policy) (relay.Moved, bool) {
 	if !s.CanResume() {
-		return nil, false // a stop, or the client's end, came first
+		return relay.Moved{}, false // a stop, or the client's end, came first
 	}
 	opening, _ := pol.Dirs[0].Kept()
 	m := relay.Move{Opening: opening, Torn: !pol.Dirs[1].BetweenMessages(), Cause: s.LostCause(), Relayed: pol.Counts()}
-	pod, early, err := r.env.Host.Resume(s, m)
+	moved, err := r.env.Host.Resume(s, m)
 	if err != nil {
-		return nil, false
+		return relay.Moved{}, false
 	}
-	s.Resumed(pod)
-	return early, true
+	s.Resumed(moved.Pod)
+	return moved, true
 }
 
 // leg relays s between its client and its pod of now, until the socket
@@ -190,6 +206,13 @@ type direction struct {
 	wr       *writer // of dst
 	pol      *relay.Policy
 	d        *relay.DirPolicy // pol's share of this direction, owned by its pump
+	// tap reads the direction's messages for the socket's legs (nil: none
+	// declared, or the socket may not move).
+	tap *relay.Tap
+	// notice, toward the client after a move, is written before anything
+	// of the new pod: whole frames, where the client's stream is between
+	// messages. Not relayed bytes: the policy never sees them.
+	notice []byte
 }
 
 // pump copies src to dst until either fails or the socket is stopped,
@@ -239,6 +262,17 @@ func (r *Relay) pump(s *relay.Socket, d direction, early []byte, drop bool, left
 		return nil
 	}
 	forward := func(b []byte) error {
+		switch {
+		case d.tap == nil:
+		case d.d.Src() == relay.Client:
+			// The provider's answers to a dead pod's messages go no
+			// further; a frame the tap reads is held until whole.
+			if b = d.tap.Filter(b); len(b) == 0 {
+				return ping()
+			}
+		default:
+			d.tap.Look(b)
+		}
 		if drop {
 			k := d.d.DropPartial(b)
 			drop = k == len(b) && !d.d.BetweenMessages()
@@ -254,6 +288,11 @@ func (r *Relay) pump(s *relay.Socket, d direction, early []byte, drop bool, left
 			s.Stop(v.Code, v.Reason)
 		}
 		return ping()
+	}
+	if len(d.notice) > 0 {
+		if err := wr.write(d.notice); err != nil {
+			return fmt.Errorf("%w: %w", errWrite, err)
+		}
 	}
 	if len(early) > 0 {
 		if err := forward(early); err != nil {
