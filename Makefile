@@ -5,7 +5,7 @@ GO      ?= go
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PKGS    := ./...
 
-.PHONY: run build test deps lint unit fuzz kube-e2e bench bench-poolmgr faults faults-short faults-outside liveness-load
+.PHONY: run build test deps lint unit fuzz kube-e2e bench bench-poolmgr faults faults-short faults-outside liveness-load migration-drill
 
 # FUZZ lists "package target" pairs; `make fuzz` runs each briefly (CI), a
 # longer FUZZTIME hunts for real.
@@ -50,6 +50,15 @@ deps:
 		echo "installing$$missing (Debian packages)"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+
+# migration-drill runs docs/migration.md's runbook, every rollback included,
+# with calls never stopping through both routers on one Redis (the
+# predecessor replayed from its command sequences), 3 s per state, and
+# prints the calls lost, double-served and refused and the pods or slots
+# leaked (allocator TestMigrationDrill; `make unit` runs it at 300 ms per
+# state). docs/migration.md cites its figures.
+migration-drill: deps
+	EDGE_DRILL_STATE=3s $(GO) test -race -count=1 -run TestMigrationDrill -v ./allocator
 
 lint:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
