@@ -111,8 +111,24 @@ providers:
 	}()
 	var echoed []providerEcho
 	prev := 1
+	// noticeAt is how many media echoes came before the provider's plugin's
+	// notice of the move (-1: none yet): the dead pod's, all of them.
+	noticeAt := -1
+	notice := func(ev providerEcho) bool {
+		if ev.err != nil || string(ev.msg) != p.notice || !resume || len(echoed) < resumeMediaBefore {
+			return false
+		}
+		if noticeAt >= 0 {
+			t.Fatalf("the provider was told of the move twice: %s", ev.msg)
+		}
+		noticeAt = len(echoed)
+		return true
+	}
 	for len(echoed) < resumeMediaBefore+resumeMediaAfter {
 		ev := s.next(t)
+		if notice(ev) {
+			continue
+		}
 		if ev.err != nil {
 			close(stopWriting)
 			if !resume && len(echoed) >= resumeMediaBefore {
@@ -134,6 +150,9 @@ providers:
 	last := <-lastWritten
 	for prev < last {
 		ev := s.next(t)
+		if notice(ev) {
+			continue
+		}
 		if ev.err != nil {
 			t.Fatalf("the provider's socket ended after its pod died: %v", ev.err)
 		}
@@ -183,6 +202,15 @@ providers:
 	}
 	if n, _ := mediaSeq(media[len(media)-1]); n != last {
 		t.Errorf("the new pod's last media message is %d, the provider's %d", n, last)
+	}
+	if noticeAt < 0 {
+		t.Fatalf("the provider was never told of the move: want %s", p.notice)
+	}
+	for i, ev := range echoed {
+		if (i < noticeAt) != (ev.seq <= lastDead) {
+			t.Fatalf("echo %d (sequence number %d) came on the wrong side of the notice of the move (after %d echoes; the dead pod read up to %d)",
+				i, ev.seq, noticeAt, lastDead)
+		}
 	}
 	var lastBefore, firstAfter providerEcho
 	for _, ev := range echoed {

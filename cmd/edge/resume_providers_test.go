@@ -33,6 +33,9 @@ type resumeProvider struct {
 	// answer names.
 	webhook func(t *testing.T, e *mediaReplica) string
 	opening []string
+	// notice is what the provider's plugin has edge tell it after a move,
+	// filled from the opening.
+	notice string
 	// media is the media message of sequence number seq (the start
 	// message is 1); stop the provider's last message ("": none, the
 	// socket just closes).
@@ -65,6 +68,7 @@ func twilioResume() resumeProvider {
 			`{"event":"start","sequenceNumber":"1","start":{"accountSid":"` + acct + `","streamSid":"` + stream + `","callSid":"` + sid +
 				`","tracks":["inbound"],"customParameters":{"merchant_id":"m"},"mediaFormat":{"encoding":"audio/x-mulaw","sampleRate":8000,"channels":1}},"streamSid":"` + stream + `"}`,
 		},
+		notice: `{"event":"clear","streamSid":"` + stream + `"}`,
 		media: func(seq int) string {
 			return fmt.Sprintf(`{"event":"media","sequenceNumber":"%d","media":{"track":"inbound","chunk":"%d","timestamp":"%d","payload":%q},"streamSid":%q}`,
 				seq, seq-1, (seq-2)*20, resumePayload, stream)
@@ -103,6 +107,7 @@ func plivoResume() resumeProvider {
 			`{"event":"start","sequenceNumber":1,"start":{"callId":"` + callUUID + `","streamId":"` + stream + `","accountId":"` + acct +
 				`","tracks":["inbound"],"mediaFormat":{"encoding":"audio/x-mulaw","sampleRate":8000}},"extra_headers":"merchantId=m"}`,
 		},
+		notice: `{"event":"clearAudio","streamId":"` + stream + `"}`,
 		media: func(seq int) string {
 			return fmt.Sprintf(`{"event":"media","sequenceNumber":%d,"streamId":%q,"media":{"track":"inbound","timestamp":"%d","chunk":%d,"payload":%q},"extra_headers":"merchantId=m"}`,
 				seq, stream, (seq-2)*20, seq-1, resumePayload)
@@ -135,6 +140,7 @@ func exotelResume() resumeProvider {
 			`{"event":"start","sequence_number":"1","stream_sid":"` + stream + `","start":{"stream_sid":"` + stream + `","call_sid":"` + sid + `","account_sid":"` + acct +
 				`","from":"09999999999","to":"08047491899","custom_parameters":{"merchant_id":"m"},"media_format":{"encoding":"audio/x-raw","sample_rate":"8000","bit_rate":"16"}}}`,
 		},
+		notice: `{"event":"clear","stream_sid":"` + stream + `"}`,
 		media: func(seq int) string {
 			return fmt.Sprintf(`{"event":"media","sequence_number":"%d","stream_sid":%q,"media":{"chunk":"%d","timestamp":"%d","payload":%q}}`,
 				seq, stream, seq-1, (seq-2)*20, resumePayload)
@@ -163,6 +169,7 @@ func telnyxResume() resumeProvider {
 			`{"event":"start","sequence_number":"1","start":{"user_id":"u","call_control_id":"` + ccid +
 				`","client_state":null,"media_format":{"encoding":"PCMU","sample_rate":8000,"channels":1}},"stream_id":"` + stream + `"}`,
 		},
+		notice: `{"event":"clear"}`,
 		media: func(seq int) string {
 			return fmt.Sprintf(`{"event":"media","sequence_number":"%d","media":{"track":"inbound","chunk":"%d","timestamp":"%d","payload":%q},"stream_id":%q}`,
 				seq, seq-1, (seq-2)*20, resumePayload, stream)

@@ -106,7 +106,8 @@ func wsClient(ctx context.Context, args, _ []string, stdout, stderr io.Writer) e
 const echoWait = time.Second
 
 // awaitEcho prints the echo of the frame sent at start. After a crash,
-// the pod the call moved to echoes the stream's opening that edge gave it
+// edge tells the provider to clear the dead pod's queued audio, and the
+// pod the call moved to echoes the stream's opening that edge gave it
 // again first: those are shown as such.
 func awaitEcho(ctx context.Context, echoes <-chan []byte, readErr <-chan error, start time.Time, crashed bool, stdout io.Writer) error {
 	var timeout <-chan time.Time
@@ -130,6 +131,10 @@ func awaitEcho(ctx context.Context, echoes <-chan []byte, readErr <-chan error, 
 			}
 			if crashed && json.Unmarshal(echo, &m) == nil && (m.Event == "connected" || m.Event == "start") {
 				fmt.Fprintf(stdout, "another pod took the call: edge gave it the stream's %q again\n", m.Event)
+				continue
+			}
+			if crashed && m.Event == "clear" {
+				fmt.Fprintf(stdout, "edge told the provider to drop the dead pod's queued audio: %s\n", echo)
 				continue
 			}
 			if len(echo) > 100 {

@@ -29,7 +29,8 @@ func TestWSCrashPodAfterShowsTheMove(t *testing.T) {
 		out, err := exec.Command(edgetest.Binary(t), "ws", "-n", "6", "--crash-pod-after", "2", twilioStreamURL(t, edge.PublicURL)).CombinedOutput()
 		got := string(out)
 		switch {
-		case resume && (err != nil || !strings.Contains(got, `edge gave it the stream's "start" again`) || !strings.Contains(got, `"event":"stop"`)):
+		case resume && (err != nil || !strings.Contains(got, `edge gave it the stream's "start" again`) || !strings.Contains(got, `"event":"stop"`) ||
+			!strings.Contains(got, `edge told the provider to drop the dead pod's queued audio: {"event":"clear","streamSid":"MZdemo"}`)):
 			t.Errorf("with proxy.resume: %v\n%s", err, got)
 		case !resume && (err == nil || !strings.Contains(got, "pod lost") || strings.Contains(got, "another pod took the call")):
 			t.Errorf("without proxy.resume: %v\n%s", err, got)
