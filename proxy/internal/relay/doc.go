@@ -20,5 +20,7 @@
 //     (rawio_linux.go), which every relay uses on its non-blocking fds.
 //
 // The relays themselves live below: the goroutine pump in relay/pump, the
-// epoll and io_uring loops in relay/loop.
+// epoll and io_uring loops in relay/loop; relay/relaytest is the kit each
+// is tested with (a recording host, a socket over loopback TCP, scripted
+// peers, and the scenarios every relay must pass).
 package relay
