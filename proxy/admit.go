@@ -202,7 +202,7 @@ const claimRetryEvery = 100 * time.Millisecond
 // before the refusal is answered, so that the retry cannot find it held.
 // On failure the claim ends with the call (release or lease expiry).
 func (p *Proxy) unclaim(callID, holder string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := owedContext()
 	defer cancel()
 	if err := p.leases.Unclaim(ctx, callID, holder); err != nil {
 		p.log.Warn("dropping the media claim of a socket that never opened failed; it ends with the call",

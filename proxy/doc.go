@@ -12,9 +12,13 @@
 // 1.3 records of clients whose TLS edge terminates, or two goroutines per
 // socket (internal/relay/pump) where the loops cannot be used; one batched
 // lease renewal per interval for every socket of the replica,
-// connect-time failover, the health probes of ejected pods, release of the
-// call when its socket ends, and the drain of hijacked sockets on
-// shutdown, which http.Server.Shutdown does not track.
+// connect-time failover (failover.go), the move of a call whose pod dies
+// mid-call to another pod, the provider kept (proxy.resume, resume.go;
+// the relay stops both directions, the host allocates, dials and replays
+// the stream's opening), the health probes of ejected pods, release of
+// the call when its socket ends (socket.go: the socket, what its end
+// owes, the relays' Host), and the drain of hijacked sockets on shutdown,
+// which http.Server.Shutdown does not track.
 //
 // What has a protocol of its own lives beside it: the media URL and its
 // token (mediaurl), RFC 6455 framing and handshakes (internal/wsproto),
@@ -22,7 +26,7 @@
 // (internal/tls13), the io_uring kernel interface (internal/iouring), what
 // every relay shares (internal/relay: the relayed socket and its closing
 // state machine, the per-message policy, the raw reads and writes, and
-// the Host seam this package implements: relayHost in relay.go), and the
+// the Host seam this package implements: relayHost in socket.go), and the
 // relays themselves (internal/relay/pump, internal/relay/loop). No unsafe
 // memory or raw system call is left here.
 //

@@ -174,7 +174,7 @@ func (p *Proxy) giveUp(callID, pod, holder string, call *callMeta, end mediacont
 		p.endCall(callID, pod, call, end)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := owedContext()
 	defer cancel()
 	switch err := p.leases.UnclaimFailed(ctx, callID, holder); {
 	case errors.Is(err, mediacontract.ErrNoAllocation):
@@ -195,20 +195,12 @@ func (p *Proxy) giveUp(callID, pod, holder string, call *callMeta, end mediacont
 
 // endCall releases a call whose socket was never relayed, recording end.
 func (p *Proxy) endCall(callID, pod string, call *callMeta, end mediacontract.SocketEnd) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	end.Closed = time.Now()
-	outcome, err := p.leases.Release(ctx, callID, end)
+	outcome, err := p.releaseCall(callID, end)
 	if err != nil {
-		if errors.Is(err, mediacontract.ErrNoAllocation) {
-			outcome = "not_found"
-		} else {
-			outcome = "error"
-			p.log.Warn("ending a call whose pods could not be reached failed; its lease will expire", "call_sid", callID,
-				"merchant_id", call.merchant, "provider", call.provider, "pod", pod, "err", err)
-		}
+		p.log.Warn("ending a call whose pods could not be reached failed; its lease will expire", "call_sid", callID,
+			"merchant_id", call.merchant, "provider", call.provider, "pod", pod, "err", err)
 	}
-	p.metrics.releases.WithLabelValues(outcome).Inc()
 	p.log.Info("media socket reached no pod: call ended", "call_sid", callID, "merchant_id", call.merchant,
 		"provider", call.provider, "pod", pod, "released", end.Ended, "release", outcome)
 }
@@ -216,7 +208,7 @@ func (p *Proxy) endCall(callID, pod string, call *callMeta, end mediacontract.So
 // podFailed records a failure of pod (a dial, a loss mid-call) toward its
 // ejection on every replica; off the call path's budget, bounded.
 func (p *Proxy) podFailed(pod, addr, reason string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := owedContext()
 	defer cancel()
 	ejected, err := p.leases.PodFailed(ctx, pod, reason, p.cfg().ejection())
 	if err != nil {

@@ -17,6 +17,22 @@ func livenessCfg(c *Config) {
 	c.PodPingInterval, c.PodSilence = 100*time.Millisecond, 400*time.Millisecond
 }
 
+// liveEnv is an env on relay whose only pod, pod-x, is a mortal pod
+// (quiet: it answers pings only), with a Twilio call on it.
+func liveEnv(t *testing.T, relay Relay, quiet bool) (e *env, agent *mortalPod, callID, url string) {
+	e = newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { failoverCfg(c); livenessCfg(c) }})
+	for _, pod := range []string{"pod-a", "pod-b", "pod-s"} {
+		if _, err := e.alloc.Drain(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agent = newMortalPod(t)
+	agent.quiet = quiet
+	e.addPod("pod-x", "gold", agent.addr())
+	callID, url = e.twilioCallOn("pod-x")
+	return e, agent, callID, url
+}
+
 // A pod that hangs (it reads nothing and answers nothing, as a stopped
 // process: its kernel still takes the provider's bytes) is found by
 // edge's pings on every relay, within the silence bound rather than when
@@ -24,16 +40,8 @@ func livenessCfg(c *Config) {
 // hung pod, and the call's record keeps the reason.
 func TestHungPodIsFoundByPing(t *testing.T) {
 	eachRelay(t, func(t *testing.T, relay Relay) {
-		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { failoverCfg(c); livenessCfg(c) }})
+		e, agent, callID, url := liveEnv(t, relay, false)
 		ctx := context.Background()
-		for _, pod := range []string{"pod-a", "pod-b", "pod-s"} {
-			if _, err := e.alloc.Drain(ctx, pod); err != nil {
-				t.Fatal(err)
-			}
-		}
-		agent := newMortalPod(t)
-		e.addPod("pod-x", "gold", agent.addr())
-		callID, url := e.twilioCallOn("pod-x")
 		s := openStream(t, e, url, callID, 20*time.Millisecond, 4)
 		s.waitEchoes(5)
 		agent.kill("hang")
@@ -62,17 +70,7 @@ func TestHungPodIsFoundByPing(t *testing.T) {
 // for hung, on every relay; its pongs never reach the provider.
 func TestQuietPodAnsweringPingsLives(t *testing.T) {
 	eachRelay(t, func(t *testing.T, relay Relay) {
-		e := newEnv(t, envOpt{relay: relay, cfg: func(c *Config) { failoverCfg(c); livenessCfg(c) }})
-		ctx := context.Background()
-		for _, pod := range []string{"pod-a", "pod-b", "pod-s"} {
-			if _, err := e.alloc.Drain(ctx, pod); err != nil {
-				t.Fatal(err)
-			}
-		}
-		agent := newMortalPod(t)
-		agent.quiet = true
-		e.addPod("pod-x", "gold", agent.addr())
-		callID, url := e.twilioCallOn("pod-x")
+		e, agent, _, url := liveEnv(t, relay, true)
 		c := e.mustDial(url)
 		pongs := make(chan struct{}, 64)
 		go func() {
@@ -98,7 +96,6 @@ func TestQuietPodAnsweringPingsLives(t *testing.T) {
 		}
 		c.Close(websocket.StatusNormalClosure, "")
 		e.waitSockets(0)
-		_ = callID
 	})
 }
 

@@ -17,16 +17,7 @@ import (
 // comes back even with one replica left; a probe is one short connection
 // per backoff per replica.
 func (p *Proxy) probeLoop(ctx context.Context) {
-	for {
-		t := time.NewTimer(p.cfg().ProbeInterval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		p.probeDue(ctx)
-	}
+	every(ctx, func() time.Duration { return p.cfg().ProbeInterval }, p.probeDue)
 }
 
 // probeDue probes the ejected pods whose probe time has come, one after
@@ -69,7 +60,7 @@ func (p *Proxy) probeDue(ctx context.Context) {
 // probeFailed grows an ejected pod's backoff; it was ejected already, so
 // no WARN and no ejection counted.
 func (p *Proxy) probeFailed(pod string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := owedContext()
 	defer cancel()
 	if _, err := p.leases.PodFailed(ctx, pod, "probe", p.cfg().ejection()); err != nil {
 		p.log.Warn("recording a failed probe failed", "pod", pod, "err", err)

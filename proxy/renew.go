@@ -13,16 +13,33 @@ import (
 // an outage must not hang up live calls; the next tick tries again, and the
 // lease TTL is at least twice the interval (config validation).
 func (p *Proxy) renewLoop(ctx context.Context) {
+	every(ctx, func() time.Duration { return p.cfg().RenewInterval }, p.renewOnce)
+}
+
+// every runs f after each interval() until ctx ends: the renewals' and
+// the probes' loop. The interval is read each time, so that a reload
+// applies to the next one.
+func every(ctx context.Context, interval func() time.Duration, f func(context.Context)) {
 	for {
-		t := time.NewTimer(p.cfg().RenewInterval)
+		t := time.NewTimer(interval())
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		p.renewOnce(ctx)
+		f(ctx)
 	}
+}
+
+// owedTimeout bounds the Redis work a socket owes once nobody waits for
+// it (its release, a claim dropped, a pod's failure recorded): off the
+// caller's deadline, and never for ever.
+const owedTimeout = 5 * time.Second
+
+// owedContext is the context of such work.
+func owedContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), owedTimeout)
 }
 
 func (p *Proxy) renewOnce(ctx context.Context) {

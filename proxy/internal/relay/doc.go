@@ -13,9 +13,10 @@
 //     frame, the byte and message counters; concrete types, called per
 //     read with no interface in between;
 //   - the host's seam (host.go): Host, which the proxy implements, told
-//     once per socket when it is over (Ended) and when its pod died
-//     mid-call (PodLost), and Env, what a relay is given at construction
-//     (the host, its limits, the counters, the logger);
+//     once per socket when it is over (Ended), when its pod died mid-call
+//     (PodLost) and, for a socket that may move, asked for another pod
+//     (Resume); Env, what a relay is given at construction (the host, its
+//     limits, the counters, the logger);
 //   - read(2) and write(2) without the runtime's bookkeeping
 //     (rawio_linux.go), which every relay uses on its non-blocking fds.
 //

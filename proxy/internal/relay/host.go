@@ -7,7 +7,8 @@ import (
 )
 
 // Host is what a relay needs of the component that hands it sockets,
-// called on a socket's close events only, never per message.
+// called on a socket's end and on its pod's death (to report it, or to
+// move the socket to another pod), never per message.
 type Host interface {
 	// Ended is called once per socket, when its relay is done with it
 	// and has closed both connections: the closing machine's Result is

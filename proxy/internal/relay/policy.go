@@ -170,6 +170,19 @@ func (p *Policy) Init(lim Limits, c *[2]Counters, now int64, ext bool) {
 	}
 }
 
+// LiveCheck is a loop's liveness check of the pod at now: hung, the pod
+// is lost; else the ping to write to the pod behind what waits for it
+// (nil: none now), counted as sent.
+func (p *Policy) LiveCheck(now int64) (ping []byte, hung bool) {
+	if _, hung, _ := p.Live.Check(now); hung {
+		return nil, true
+	}
+	if ping = p.PingFrame(); ping != nil {
+		p.Live.Pinged(now)
+	}
+	return ping, false
+}
+
 // PingFrameDue reports whether a ping is asked for and may go now (the
 // client's direction between frames): PingFrame would give one.
 func (p *Policy) PingFrameDue() bool {

@@ -388,21 +388,14 @@ func (l *eloop) tick() {
 // checkLive pings a quiet pod, or ends the socket as the pod's loss when
 // its ping went unanswered for the silence bound (relay.Liveness).
 func (l *eloop) checkLive(e *esock) {
-	ping, hung, _ := e.pol.Live.Check(l.now)
-	switch {
+	f, hung := e.pol.LiveCheck(l.now)
+	switch d := &e.dirs[0]; {
 	case hung:
 		l.ended(e, 1, relay.Stalled, relay.ErrPodHung)
-	case ping || e.pol.Live.Due():
-		f := e.pol.PingFrame()
-		if f == nil {
-			return // inside a client frame: at a later tick
-		}
-		e.pol.Live.Pinged(l.now)
-		d := &e.dirs[0]
-		if d.pend != nil {
-			d.pend = append(d.pend, f...) // behind the client's bytes waiting for the pod
-			return
-		}
+	case f == nil:
+	case d.pend != nil:
+		d.pend = append(d.pend, f...) // behind the client's bytes waiting for the pod
+	default:
 		d.pend, d.since = f, l.now
 		if l.flush(e, d) {
 			l.update(e)

@@ -424,16 +424,10 @@ func (l *uloop) sweep() {
 // checkLive pings a quiet pod, or ends the socket as the pod's loss when
 // its ping went unanswered for the silence bound (relay.Liveness).
 func (l *uloop) checkLive(e *usock) {
-	ping, hung, _ := e.pol.Live.Check(l.now)
-	switch {
+	switch f, hung := e.pol.LiveCheck(l.now); {
 	case hung:
 		l.ended(e, 1, relay.Stalled, relay.ErrPodHung)
-	case ping || e.pol.Live.Due():
-		f := e.pol.PingFrame()
-		if f == nil {
-			return // inside a client frame: at a later tick
-		}
-		e.pol.Live.Pinged(l.now)
+	case f != nil:
 		// Behind a send to the pod in flight, if any (sendBuf queues it).
 		l.sendBuf(e, 0, f, -1, false)
 	}

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -114,7 +113,8 @@ func (s *socket) setPod(pod string) {
 }
 
 // relayHost is the proxy as its relays' relay.Host: what a socket's end
-// and a lost pod owe, on close events only.
+// and a lost pod owe (and, in resume.go, a pod's death mid-call for a
+// socket that may move), never per message.
 type relayHost Proxy
 
 // Ended finishes the socket: see finish.
@@ -231,17 +231,28 @@ func codeLabel(c int) string {
 // release ends the call: the socket is gone, so is the call's media. It
 // returns the release's outcome.
 func (p *Proxy) release(s *socket, end mediacontract.SocketEnd) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	outcome, err := p.leases.Release(ctx, s.CallID, end)
+	outcome, err := p.releaseCall(s.CallID, end)
 	if err != nil {
-		if errors.Is(err, mediacontract.ErrNoAllocation) {
-			outcome = "not_found"
-		} else {
-			outcome = "error"
-			p.log.Warn("release after media socket closed failed; the lease will expire", "call_sid", s.CallID, "pod", s.podName(), "err", err)
-		}
+		p.log.Warn("release after media socket closed failed; the lease will expire", "call_sid", s.CallID, "pod", s.podName(), "err", err)
+	}
+	return outcome
+}
+
+// releaseCall ends callID's allocation, end kept in its record, whoever's
+// socket it was (relayed, or one that reached no pod), and counts the
+// outcome: released, stale, not_found, retrying (Redis did not answer:
+// retried until it does), or error, with the failure.
+func (p *Proxy) releaseCall(callID string, end mediacontract.SocketEnd) (string, error) {
+	ctx, cancel := owedContext()
+	defer cancel()
+	outcome, err := p.leases.Release(ctx, callID, end)
+	switch {
+	case err == nil:
+	case errors.Is(err, mediacontract.ErrNoAllocation):
+		outcome, err = "not_found", nil
+	default:
+		outcome = "error"
 	}
 	p.metrics.releases.WithLabelValues(outcome).Inc()
-	return outcome
+	return outcome, err
 }
