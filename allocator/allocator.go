@@ -264,9 +264,9 @@ func (a *Allocator) allocateOnce(ctx context.Context, req Request, s *settings, 
 	args = append(args, s.rateArgs...)
 	args = append(args, budget.Milliseconds(), a.tracked.knownEpoch(), randomEpoch(), s.cfg.RecoveryHold.Milliseconds(),
 		s.cfg.EndedTTL.Milliseconds(), s.cfg.Admission.Demand.uncappedCalls(), a.tracked.replicaName())
-	// Last but one and last, whatever comes before them (allocate.lua
-	// reads ARGV[#ARGV - 1] and ARGV[#ARGV]).
-	args = append(args, req.Account, req.TraceParent)
+	// Last but two, last but one and last, whatever comes before them
+	// (allocate.lua reads ARGV[#ARGV - 2], ARGV[#ARGV - 1], ARGV[#ARGV]).
+	args = append(args, staleAfter(ctx), req.Account, req.TraceParent)
 	keys := []string{a.keys.Call(req.CallID), a.keys.CallEnded(req.CallID)}
 	r, err := a.run(ctx, "allocate", keys, args...)
 	if err != nil {
@@ -330,6 +330,10 @@ func (a *Allocator) decodeAllocate(req Request, rep reply) (Allocation, error) {
 	case "locked":
 		// Not counted: the outcome is the call's once the wait ends.
 		return Allocation{}, fmt.Errorf("allocate %s: %w", req.CallID, errPredecessorLock)
+	case "stale":
+		// Nobody reads this: the caller gave up before the script ran.
+		a.metrics.allocations.WithLabelValues("", resultUnavailable).Inc()
+		return Allocation{}, fmt.Errorf("allocate %s: %w", req.CallID, errStale)
 	case "recovering":
 		a.metrics.allocations.WithLabelValues("", "recovering").Inc()
 		return Allocation{}, fmt.Errorf("allocate %s: %w", req.CallID, &recoveringError{wait: time.Duration(rep.int(1)) * time.Millisecond})

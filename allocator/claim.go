@@ -51,7 +51,7 @@ func (a *Allocator) ClaimMediaOn(ctx context.Context, callID, pod, holder, repli
 	if holder == "" {
 		return ClaimedMedia{}, fmt.Errorf("%w: media claim holder is empty", ErrInvalidID)
 	}
-	r, err := a.run(ctx, "claim", []string{a.keys.Call(callID)}, pod, holder, replica)
+	r, err := a.run(ctx, "claim", []string{a.keys.Call(callID)}, pod, holder, replica, staleAfter(ctx))
 	if err != nil {
 		return ClaimedMedia{}, fmt.Errorf("claim media of %s: %w", callID, err)
 	}
@@ -72,6 +72,8 @@ func (a *Allocator) ClaimMediaOn(ctx context.Context, callID, pod, holder, repli
 		return ClaimedMedia{}, fmt.Errorf("claim media of %s: %w", callID, ErrCallNotFound)
 	case "held":
 		return ClaimedMedia{}, fmt.Errorf("claim media of %s: held by %s: %w", callID, rep.str(1), ErrMediaClaimed)
+	case "stale":
+		return ClaimedMedia{}, fmt.Errorf("claim media of %s: %w", callID, errStale)
 	default:
 		return ClaimedMedia{}, fmt.Errorf("claim media of %s: unexpected script reply %v", callID, r)
 	}

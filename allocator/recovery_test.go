@@ -404,8 +404,10 @@ func TestEndedCallAnsweredElsewhereIsNotWrittenBack(t *testing.T) {
 }
 
 // A webhook whose allocation times out in a Redis pause is told edge cannot
-// serve; its script still runs when Redis resumes. That allocation is
-// released again, so no pod is held for a call nobody will connect.
+// serve; its script may still run when Redis resumes. Run within its
+// caller's deadline and the clocks' margin, that allocation is released
+// again; run later, it allocates nothing (TestLateScriptChangesNothing).
+// Either way no pod is held for a call nobody will connect.
 func TestUnansweredAllocationIsReleased(t *testing.T) {
 	rs := testredis.Start(t)
 	ctx := context.Background()
@@ -429,11 +431,12 @@ func TestUnansweredAllocationIsReleased(t *testing.T) {
 	for a.RetriedReleases() > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond) // the retry's own pace
 	}
-	tl, err := a.Timeline(ctx, "CA-unanswered")
-	if err != nil {
-		t.Fatalf("the unanswered call's record: %v (its script did run after the pause)", err)
-	}
-	if tl.State != "ended" || tl.ReleasedBy != "unanswered" {
+	switch tl, err := a.Timeline(ctx, "CA-unanswered"); {
+	case errors.Is(err, allocator.ErrCallNotFound):
+		// Its script came too late and allocated nothing.
+	case err != nil:
+		t.Fatalf("the unanswered call's record: %v", err)
+	case tl.State != "ended" || tl.ReleasedBy != "unanswered":
 		t.Fatalf("the unanswered call: state %q, released by %q; want ended, unanswered", tl.State, tl.ReleasedBy)
 	}
 	// Every pod is free again: four calls get four pods.

@@ -75,6 +75,27 @@ func (a *Allocator) Preload(ctx context.Context) error {
 	return nil
 }
 
+// staleMargin is how far past its caller's deadline a script still acts:
+// the replica's clock and Redis' may differ by that much.
+const staleMargin = time.Second
+
+// staleAfter is the unix ms past which a script of ctx's caller changes
+// nothing ("stale"): a command that reaches Redis after the caller gave
+// up, held in a socket's buffers through a pause or a partition, must not
+// allocate for a webhook answered "cannot serve" or claim for a socket
+// refused. 0 when ctx has no deadline.
+func staleAfter(ctx context.Context) int64 {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	return d.Add(staleMargin).UnixMilli()
+}
+
+// errStale: the caller's deadline passed before Redis ran its script,
+// which changed nothing (nobody waits for the answer any more).
+var errStale = fmt.Errorf("the caller gave up before Redis ran the script: %w", ErrUnavailable)
+
 // reply decodes a script's array reply by position.
 type reply []any
 

@@ -24,6 +24,10 @@
 --            merchant without max_calls adds to the demand signal at most
 -- then    -> the answering replica's name ("" none): recorded on a new
 --            call (answered_by) and in its K.replica_calls set
+-- last but two -> stale after: unix ms past which the caller has given up
+--            (its deadline and a margin for the clocks, "0": none): a
+--            script that reaches Redis later (a pause, a partition that
+--            heals) allocates nothing. Read as ARGV[#ARGV - 2].
 -- last but one -> account: the provider account whose credentials verified
 --            the webhook ("" none), stored with a new call (account) and
 --            its wait ticket, and returned on a repeat. Read as
@@ -51,6 +55,9 @@
 --   {"locked", ttl_ms} the predecessor holds the call's idempotency lock
 --                    (it is allocating the call): ask again until its
 --                    allocation appears or the lock goes; nothing is written
+--   {"stale"}        the caller's deadline passed before Redis ran the
+--                    script (its webhook was answered "cannot serve"):
+--                    nothing is written
 --   {"ended", how}   the call ended ("released"|"expired"|"unregistered"):
 --                    a late or replayed webhook, told by the call's
 --                    tombstone or, once that expired, its compact mark;
@@ -115,6 +122,9 @@ end
 
 local tiers, default_chain, rate_i = parse_tiers(6)
 local now = now_ms()
+if stale(ARGV[#ARGV - 2], now) then
+  return {'stale'}
+end
 -- Past its record's life, the call's compact mark keeps it ended for the
 -- providers' retry horizon.
 local ended_how = ended_mark(call_id, tonumber(ARGV[rate_i + 8] or 0), now)

@@ -7,6 +7,8 @@
 -- ARGV[1] -> pod the socket asks for
 -- ARGV[2] -> holder: the socket's identity (replica and a per-socket nonce)
 -- ARGV[3] -> the replica's name, for the call's timeline
+-- ARGV[4] -> stale after: unix ms past which the socket has given up
+--            ("0": none): a claim that reaches Redis later claims nothing
 --
 -- Returns:
 --   {"claimed", pod, traceparent, merchant_id, creator, moved_from,
@@ -26,6 +28,8 @@
 --   {"not_found", pod}   the call is not live on ARGV[1]; pod is where it
 --                        is ("" when it is live nowhere)
 --   {"held", holder}     another socket holds the call
+--   {"stale"}            the socket gave up before Redis ran the script:
+--                        nothing is written
 --
 -- The claim is a field of the call info, so it ends with the call: release,
 -- the sweep and unregister delete the hash. A socket that ends without its
@@ -33,6 +37,10 @@
 -- it until the leader finds that replica dead (orphans.lua) or the call's
 -- lease runs out, and the sweep ends the call.
 
+local now = now_ms()
+if stale(ARGV[4], now) then
+  return {'stale'}
+end
 local info = redis.call('HMGET', KEYS[1], 'pod_name', 'media_claim', 'moved_from', 'traceparent', 'merchant_id', 'creator',
   'source_pool', 'pool_type', 'failed_handshakes', 'account')
 if info[1] ~= ARGV[1] and not (info[1] and info[3] and
@@ -45,7 +53,7 @@ end
 -- A new claim stamps the socket's opening on the call info (its timeline);
 -- a repeated one changes nothing.
 if not info[2] then
-  redis.call('HSET', KEYS[1], 'media_claim', ARGV[2], 'socket_opened_at', tostring(now_ms()),
+  redis.call('HSET', KEYS[1], 'media_claim', ARGV[2], 'socket_opened_at', tostring(now),
     'socket_replica', ARGV[3] or '')
   -- The replica's calls, for the leader to end should it die (orphans.lua).
   if ARGV[3] and ARGV[3] ~= '' then

@@ -8,6 +8,15 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- Whether a script whose caller gave up at stale_after (unix ms as a
+-- string; "0" or absent: never) reaches Redis too late to change anything
+-- (a pause, a partition that heals: its webhook was answered "cannot
+-- serve", its socket refused).
+local function stale(stale_after, now)
+  local at = tonumber(stale_after or '0') or 0
+  return at > 0 and now > at
+end
+
 -- The pools behind a tier value ("gold" or "merchant:<id>"): available key,
 -- assigned key, and the source_pool label the seeds store ("pool:gold",
 -- "merchant:<id>").
