@@ -35,6 +35,11 @@ type releaseRetry struct {
 	mu      sync.Mutex
 	pending []pendingRelease
 	trying  int // taken out of pending by the pass in progress
+	// queued are the calls (and who releases them) pending or being
+	// tried: the same release asked again while Redis is away (a
+	// provider's retries, a socket URL replayed against a replica cut off
+	// from Redis) is queued once, so that no caller grows the queue.
+	queued  map[string]struct{}
 	running bool
 	counts  *prometheus.CounterVec // result: queued, done, expired
 }
@@ -47,7 +52,7 @@ func newReleaseRetry(reg prometheus.Registerer) releaseRetry {
 	for _, r := range []string{"queued", "done", "expired"} {
 		c.WithLabelValues(r)
 	}
-	return releaseRetry{counts: c}
+	return releaseRetry{counts: c, queued: map[string]struct{}{}}
 }
 
 // RetriedReleases counts the socket releases waiting for Redis now.
@@ -63,6 +68,11 @@ func (a *Allocator) releaseLater(callID, by string, end *SocketEnd) {
 	r := &a.retry
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	k := callID + "\x00" + by
+	if _, ok := r.queued[k]; ok {
+		return
+	}
+	r.queued[k] = struct{}{}
 	until := time.Now().Add(a.current.Load().cfg.EffectiveLeaseTTL())
 	r.pending = append(r.pending, pendingRelease{callID: callID, by: by, end: end, until: until})
 	r.counts.WithLabelValues("queued").Inc()
@@ -83,10 +93,11 @@ func (a *Allocator) retryReleases() {
 		r.pending, r.trying = nil, len(todo)
 		r.mu.Unlock()
 
-		var left []pendingRelease
+		var left, finished []pendingRelease
 		for i, p := range todo {
 			if time.Now().After(p.until) {
 				r.counts.WithLabelValues("expired").Inc()
+				finished = append(finished, p)
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -98,9 +109,13 @@ func (a *Allocator) retryReleases() {
 			}
 			// Released, stale or gone: either way nothing is held for it.
 			r.counts.WithLabelValues("done").Inc()
+			finished = append(finished, p)
 		}
 
 		r.mu.Lock()
+		for _, p := range finished {
+			delete(r.queued, p.callID+"\x00"+p.by)
+		}
 		r.pending, r.trying = append(left, r.pending...), 0
 		if len(r.pending) == 0 {
 			r.running = false

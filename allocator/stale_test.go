@@ -8,6 +8,7 @@ import (
 
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/internal/testredis"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // A script that reaches Redis after its caller gave up changes nothing:
@@ -76,4 +77,37 @@ func TestLateScriptChangesNothing(t *testing.T) {
 	if c, err := a.ClaimMediaOn(ctx, "CA-live", live.PodName, "r/now", "replica-a"); err != nil {
 		t.Errorf("a socket of the live call now: %+v, %v; want the claim: the late one took nothing", c, err)
 	}
+}
+
+// The same release asked again while Redis is away (a media URL replayed
+// against a replica cut off from Redis, each socket refused) is queued
+// once: no caller grows the queue of releases waiting for Redis.
+func TestRefusedReleaseIsQueuedOnce(t *testing.T) {
+	rs := testredis.Start(t)
+	ctx := context.Background()
+	a := newAllocator(t, rs.Client())
+	register(t, a, "gold", "pod-0")
+	if _, err := a.Allocate(ctx, allocator.Request{CallID: "CA-refused"}); err != nil {
+		t.Fatal(err)
+	}
+	rs.Pause()
+	leases := allocator.MediaLeases{Alloc: a, Replica: "replica-a"}
+	for range 1000 {
+		leases.ReleaseRefused("CA-refused")
+	}
+	if n := a.RetriedReleases(); n != 1 {
+		t.Errorf("%d releases queued for one call, want 1", n)
+	}
+	rs.Resume()
+	testwait.Until(t, 10*time.Second, "the refused call ended", func() bool {
+		tl, err := a.Timeline(ctx, "CA-refused")
+		return err == nil && tl.State == "ended" && tl.ReleasedBy == "refused"
+	})
+	// Once done, the same call's release may be queued again.
+	rs.Pause()
+	leases.ReleaseRefused("CA-refused")
+	if n := a.RetriedReleases(); n != 1 {
+		t.Errorf("%d releases queued after the first was done, want 1", n)
+	}
+	rs.Resume()
 }
