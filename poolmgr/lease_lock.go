@@ -243,9 +243,18 @@ const leaseNamesMe = "leader: the Lease already names this replica's identity; w
 // LeaderReleases signals (without blocking; one pending signal is enough)
 // each time the Lease is updated with no holder. A watch that fails or ends
 // is opened again after RetryPeriod; without it a follower still takes over
-// at its next retry.
+// at its next retry. A release that came before the watch was open (the
+// follower's first attempt found the leader, which stopped before the
+// watch began) is read once the watch is open: a Lease found without a
+// holder signals too.
 func (k *LeaseLock) LeaderReleases(ctx context.Context) <-chan struct{} {
 	out := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case out <- struct{}{}:
+		default:
+		}
+	}
 	go func() {
 		for ctx.Err() == nil {
 			w, err := k.Leases.Watch(ctx, metav1.ListOptions{
@@ -256,7 +265,10 @@ func (k *LeaseLock) LeaderReleases(ctx context.Context) <-chan struct{} {
 				sleep(ctx, k.RetryPeriod)
 				continue
 			}
-			k.forwardReleases(ctx, w, out)
+			if l, err := k.Leases.Get(ctx, k.Name, metav1.GetOptions{}); err == nil && holderOf(l) == "" {
+				signal()
+			}
+			k.forwardReleases(ctx, w, signal)
 			w.Stop()
 			sleep(ctx, k.RetryPeriod)
 		}
@@ -264,7 +276,7 @@ func (k *LeaseLock) LeaderReleases(ctx context.Context) <-chan struct{} {
 	return out
 }
 
-func (k *LeaseLock) forwardReleases(ctx context.Context, w watch.Interface, out chan<- struct{}) {
+func (k *LeaseLock) forwardReleases(ctx context.Context, w watch.Interface, signal func()) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -277,10 +289,7 @@ func (k *LeaseLock) forwardReleases(ctx context.Context, w watch.Interface, out 
 			if !isLease || l.Name != k.Name || ev.Type != watch.Modified || holderOf(l) != "" {
 				continue
 			}
-			select {
-			case out <- struct{}{}:
-			default:
-			}
+			signal()
 		}
 	}
 }

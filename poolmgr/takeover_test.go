@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -139,4 +141,61 @@ func (r *refusals) AcquireLeaderLock(ctx context.Context, id string, ttl time.Du
 
 func (r *refusals) LeaderReleases(ctx context.Context) <-chan struct{} {
 	return r.alloc.LeaderReleases(ctx)
+}
+
+// lateWatch is a Lease client whose watches open only once open is
+// closed: a follower whose watch begins after the leader already let go.
+type lateWatch struct {
+	LeaseClient
+	open chan struct{}
+}
+
+func (l lateWatch) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	select {
+	case <-l.open:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return l.LeaseClient.Watch(ctx, opts)
+}
+
+// A release that comes before the follower's watch is open is not missed:
+// the follower reads the Lease once its watch is open and, finding no
+// holder, campaigns at once rather than at its next retry (a minute here).
+// This raced in TestKubeTakeoverAfterGracefulStopSkipsTheRetryPeriod.
+func TestKubeTakeoverWhenTheReleaseCameBeforeTheWatch(t *testing.T) {
+	client := fake.NewClientset()
+	a := leaseElector(client, "edge-a", nil, quietLog(), 15*time.Second, 10*time.Second, 2*time.Second)
+	bSawA := make(chan struct{}, 1)
+	b := leaseElector(client, "edge-b", nil, slog.New(&onMessage{msg: "leader: another replica leads", ch: bSawA}),
+		3*time.Minute, 2*time.Minute, time.Minute)
+	open := make(chan struct{})
+	b.Lock.(*LeaseLock).Leases = lateWatch{LeaseClient: client.CoordinationV1().Leases(ns), open: open}
+
+	actx, stopA := context.WithCancel(context.Background())
+	aLeading, aStopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(aStopped)
+		a.Run(actx, func(ctx context.Context, fence string) {
+			close(aLeading)
+			<-ctx.Done()
+		})
+	}()
+	<-aLeading
+	bctx, stopB := context.WithCancel(context.Background())
+	defer stopB()
+	bLeading := make(chan struct{}, 1)
+	go b.Run(bctx, func(ctx context.Context, fence string) {
+		bLeading <- struct{}{}
+		<-ctx.Done()
+	})
+	<-bSawA
+	stopA()
+	<-aStopped // the Lease is released, and B's watch is not open yet
+	close(open)
+	select {
+	case <-bLeading:
+	case <-time.After(10 * time.Second):
+		t.Fatal("B did not take over before its next retry: the release before its watch was missed")
+	}
 }
