@@ -67,7 +67,7 @@ func (a *Allocator) ResumeCall(ctx context.Context, callID, pod, holder string, 
 	return a.moveCall(ctx, callID, pod, holder, "lost", ej, mode)
 }
 
-// Kinds of move, failover.lua's ARGV[9].
+// Kinds of move, move_call.lua's ARGV[9].
 const (
 	moveConnect       = "0" // a failed connect: the pod blamed
 	moveMidCall       = "1" // the pod died mid-call: blamed, the move counted
@@ -85,7 +85,7 @@ func (a *Allocator) moveCall(ctx context.Context, callID, pod, holder, reason st
 	args := append([]any{callID, pod, holder, reason, s.cfg.LeaseTTL.Milliseconds()}, ejectionArgs(ej)...)
 	args = append(args, mode)
 	args = append(args, s.tierArgs...)
-	r, err := a.run(ctx, "failover", []string{a.keys.Call(callID)}, args...)
+	r, err := a.run(ctx, "move_call", []string{a.keys.Call(callID)}, args...)
 	if err != nil {
 		return Failover{}, fmt.Errorf("move call %s off %s: %w", callID, pod, err)
 	}

@@ -206,7 +206,7 @@ func (k Keys) PredecessorPodCalls(pod string) string { return k.prefix + "pod:" 
 // back with the call) and media_claim (the identity of the one media
 // socket admitted for the call, written by claim.lua and removed by
 // unclaim.lua; it ends with the hash); claim.lua also stamps socket_opened_at (unix ms) and
-// socket_replica when a socket is first admitted, and failover.lua keeps
+// socket_replica when a socket is first admitted, and move_call.lua keeps
 // moved_from ("|a|b|", the pods the call left); release.lua keeps ended_by
 // and provider_ended_at when the call's provider said it ended while its
 // socket was open (renew.lua then renews it no more, allocate.lua answers a
@@ -216,7 +216,7 @@ func (k Keys) PredecessorPodCalls(pod string) string { return k.prefix + "pod:" 
 // claim of a socket that moves the call when its pod dies or leaves,
 // written by resumable.lua, never kept in the tombstone), pod_gone
 // (unregister.lua: the pod left and the call is that socket's to move),
-// resumptions and resumed_at (unix ms; failover.lua counts the moves of a
+// resumptions and resumed_at (unix ms; move_call.lua counts the moves of a
 // call whose socket was relaying); traceparent (the W3C
 // trace context of the webhook that allocated the call, written by allocate
 // only when tracing is on, read by claim.lua so the media socket's span
@@ -310,7 +310,7 @@ func (k Keys) MerchantTargets() string { return k.prefix + "merchant:targets" }
 
 // Ejected (edge) ZSET of pod name -> when its next health probe is due
 // (unix ms): the pods taken out of allocation on every replica because
-// dials to them failed (passive health, failover.lua and pod_failure.lua).
+// dials to them failed (passive health, move_call.lua and pod_failure.lua).
 // An ejected pod keeps its pool membership and its calls;
 // allocate only skips it. It leaves the set when a probe succeeds
 // (reinstate.lua) or the pod source replaces it (sync.lua with a new
@@ -350,7 +350,7 @@ func (k Keys) Epoch() string { return k.prefix + "epoch" }
 // Recovering (edge) STRING, the new Epoch, with a PX TTL of
 // allocator.recovery_hold: while it exists Redis has just lost its data and
 // the replicas are re-asserting their live calls, so allocate.lua and
-// failover.lua give no pod (a busy exclusive pod would look free).
+// move_call.lua give no pod (a busy exclusive pod would look free).
 func (k Keys) Recovering() string { return k.prefix + "recovering" }
 
 // Replicas (edge) ZSET of replica name -> its last heartbeat (unix ms,

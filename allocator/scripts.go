@@ -16,7 +16,7 @@ var luaFiles embed.FS
 var scriptNames = []string{
 	"allocate", "release", "renew", "drain", "undrain", "unregister", "status",
 	"sync", "sweep", "rebalance", "leader_acquire", "leader_renew", "leader_release", "leader_lease_fence",
-	"claim", "unclaim", "failover", "pod_failure", "reinstate",
+	"claim", "unclaim", "move_call", "pod_failure", "reinstate",
 	"wait_poll", "unwait", "presence", "orphans", "leave", "resumable",
 }
 

@@ -20,6 +20,20 @@
 // owes, the relays' Host), and the drain of hijacked sockets on shutdown,
 // which http.Server.Shutdown does not track.
 //
+// A call moves to another pod of its chain in two cases, both through one
+// allocator script (allocator/lua/move_call.lua, fenced on the socket's
+// media claim, the pods the call left never taken again): its pod cannot
+// be reached when the socket opens (failover.go: nothing has reached the
+// provider, which sees one handshake), or its pod dies while the call
+// streams (resume.go: the relay stops both directions, the call moves,
+// the new pod is dialled with ResumedHeader and given the stream's
+// opening again, and the provider's socket never closes). What the
+// provider is told of a mid-call move and which of its answers to the dead
+// pod are dropped is aftermove.go; how many moves a merchant's calls may
+// make on this replica is movebudget.go. The media URL the provider holds
+// stays valid across both: admission (admit.go, Leases.Claim and
+// allocator/lua/claim.lua) admits a pod in the call's moved_from.
+//
 // What has a protocol of its own lives beside it: the media URL and its
 // token (mediaurl), RFC 6455 framing and handshakes (internal/wsproto),
 // the TLS 1.3 record layer and its hand-off from crypto/tls

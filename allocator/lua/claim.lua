@@ -16,7 +16,7 @@
 --                        the socket holds the call (also if it already did);
 --                        pod is where the call is: ARGV[1], or the pod it
 --                        was moved to when ARGV[1] is one it left after a
---                        failed connect (failover.lua's moved_from), so the
+--                        failed connect (move_call.lua's moved_from), so the
 --                        media URL the provider holds stays valid;
 --                        traceparent is the webhook's (allocate.lua), ""
 --                        when none was kept; the rest is the call info's,

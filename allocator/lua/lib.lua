@@ -259,7 +259,7 @@ local function take_from_chain(chain, tiers, exclude)
 end
 
 -- Gives pod to call_id: pod info, lease, and on a shared pod its slot and
--- per-call lease (the writes of allocate.lua, shared with failover.lua).
+-- per-call lease (the writes of allocate.lua, shared with move_call.lua).
 local function assign(pod, call_id, source, kind, avail, lease_ms, now)
   local now_s = tostring(math.floor(now / 1000))
   redis.call('HSET', K.pod_info(pod), 'status', 'allocated', 'allocated_call_sid', call_id,

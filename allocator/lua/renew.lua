@@ -22,7 +22,7 @@
 -- the call ended (its ended_by, release.lua): its socket should close; 2
 -- its pod left the registry and the call was handed to this socket
 -- (unregister.lua's pod_gone): the socket moves it to another pod
--- (failover.lua), nothing is renewed meanwhile.
+-- (move_call.lua), nothing is renewed meanwhile.
 --
 -- Only the socket holding the claim keeps the call alive: a socket that lost
 -- its claim (dropped, or never taken, e.g. admitted by an edge before claims)

@@ -8,7 +8,7 @@
 -- another pod (resumable.lua: its resumable field names the socket holding
 -- its claim) is handed to that socket instead: marked pod_gone, it lives
 -- on, and the socket's next renewal (renew.lua) tells the socket to move
--- it (failover.lua); the socket's end, or the call info's expiry, ends it
+-- it (move_call.lua); the socket's end, or the call info's expiry, ends it
 -- otherwise.
 --
 -- KEYS[1] -> the pod's tier key (K.pod_tier(pod))

@@ -1,7 +1,11 @@
--- failover.lua: move a call whose media socket could not reach its pod to
--- another pod of its chain, in one step: the broken pod's failure
--- recorded (and the pod ejected, see mark_failed), the call's info, lease
--- and owner moved, its media claim kept.
+-- move_call.lua: move a call off a pod it cannot use to another pod of its
+-- chain, in one step: the broken pod's failure recorded (and the pod
+-- ejected, see mark_failed), the call's info, lease and owner moved, its
+-- media claim kept. It serves both moves the proxy makes: connect-time
+-- failover (the socket could not reach its pod, nothing relayed yet;
+-- proxy/failover.go, Allocator.MoveCall) and the mid-call move of a call
+-- whose pod died while it streamed (proxy.resume; proxy/resume.go,
+-- Allocator.ResumeCall). ARGV[9] says which.
 --
 -- KEYS[1] -> call info hash (K.call(call_id))
 -- ARGV[1] -> call id
