@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestProviderEndOnlyByTheCallsAccount(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "gold", "g0", "g1")
 		al, err := a.Allocate(ctx, allocator.Request{CallID: "CA-acct", Creator: "provider:twilio", Account: "AC1"})
@@ -117,7 +118,7 @@ func TestWaitingCallKeepsItsAccount(t *testing.T) {
 func TestWrittenBackCallsKeepTheirAccounts(t *testing.T) {
 	rs := testredis.Start(t)
 	ctx := context.Background()
-	a := newAllocator(t, rs.Client(), func(c *allocator.Config) {
+	a := allocatortest.New(t, rs.Client(), func(c *allocator.Config) {
 		c.Tiers = allocator.TierConfig{
 			Tiers:        map[string]allocator.Tier{"gold": {Type: allocator.Exclusive, Target: 2}},
 			DefaultChain: []string{"gold"},

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -38,7 +39,7 @@ func wantAtCap(t *testing.T, err error) {
 func TestMerchantCapRefusesBeyondMaxCalls(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		register(t, a, "standard", "s0", "s1", "s2", "s3")
 		register(t, a, "basic", "b0")
 		setMerchant(t, a, "acme", allocator.MerchantConfig{MaxCalls: capOf(2)})
@@ -70,7 +71,7 @@ func TestMerchantCapRefusesBeyondMaxCalls(t *testing.T) {
 func TestMerchantCapCountFollowsEveryEnd(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "standard", "s0", "s1", "s2")
 		register(t, a, "basic", "b0")
@@ -130,7 +131,7 @@ func TestMerchantCapCountFollowsEveryEnd(t *testing.T) {
 func TestMerchantCapRenewKeepsCount(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb)
+	a := allocatortest.New(t, rdb)
 	k := a.Keys()
 	register(t, a, "standard", "s0", "s1")
 	setMerchant(t, a, "acme", allocator.MerchantConfig{MaxCalls: capOf(1)})
@@ -153,7 +154,7 @@ func TestMerchantCapRenewKeepsCount(t *testing.T) {
 func TestMerchantCapHoldsUnderConcurrency(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb)
+	a := allocatortest.New(t, rdb)
 	k := a.Keys()
 	var pods []string
 	for i := range 20 {
@@ -240,7 +241,7 @@ return n`
 
 // Caps that make no sense are refused naming the field; no cap is no cap.
 func TestMerchantCapValidation(t *testing.T) {
-	tc := testTiers()
+	tc := allocatortest.Tiers()
 	for name, c := range map[string]struct {
 		max *int
 		ok  bool
@@ -269,7 +270,7 @@ func TestMerchantCapValidation(t *testing.T) {
 func TestMerchantCapStoredBadIsNoCap(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb)
+	a := allocatortest.New(t, rdb)
 	register(t, a, "standard", "s0", "s1")
 	rdb.HSet(ctx, a.Keys().MerchantConfig(), "acme", `{"max_calls":0}`)
 	al := mustAllocate(t, a, "A1", "acme")

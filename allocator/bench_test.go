@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -58,7 +59,7 @@ func BenchmarkCycle(b *testing.B) {
 			rdb := srv.Client()
 			trips := &testredis.RoundTrips{}
 			rdb.AddHook(trips)
-			a := newAllocator(b, rdb)
+			a := allocatortest.New(b, rdb)
 			for i := range 64 {
 				register(b, a, "basic", fmt.Sprintf("shared-%d", i))
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -140,7 +141,7 @@ func runBurst(t *testing.T, caps map[string]int, wait time.Duration) burstResult
 			DefaultChain: []string{"standard"},
 		}
 	}
-	a := newAllocator(t, rdb, fifty)
+	a := allocatortest.New(t, rdb, fifty)
 	replicas := []*allocator.Allocator{a}
 	if wait > 0 {
 		// Two replicas, each with its own connection and Waker.

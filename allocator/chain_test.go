@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 func TestChainAndReasons(t *testing.T) {
@@ -72,7 +73,7 @@ func TestChainAndReasons(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 				ctx := context.Background()
-				a := newAllocator(t, rdb)
+				a := allocatortest.New(t, rdb)
 				for tier, pods := range tc.pods {
 					register(t, a, tier, pods...)
 				}
@@ -113,7 +114,7 @@ func TestChainAndReasons(t *testing.T) {
 func TestFailedAllocationLeavesNothing(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		before := rdb.DBSize(ctx).Val()
 		for i := range 50 {
 			if _, err := a.Allocate(ctx, allocator.Request{CallID: callID(i), MerchantID: "acme"}); !errors.Is(err, allocator.ErrNoCapacity) {
@@ -138,7 +139,7 @@ func TestFailedAllocationLeavesNothing(t *testing.T) {
 func TestInvalidIDsChangeNothing(t *testing.T) {
 	rdb := backends[1].open(t)
 	ctx := context.Background()
-	a := newAllocator(t, rdb)
+	a := allocatortest.New(t, rdb)
 	register(t, a, "gold", "g0")
 	before := rdb.DBSize(ctx).Val()
 	bad := []string{"", "a:b", "CA 1", "x\x00y", string(make([]byte, allocator.MaxIDLength+1)), "../../etc", "CA*"}

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 // One media socket per call, whichever replica it reaches: the claim admits
@@ -17,7 +18,7 @@ import (
 func TestMediaClaim(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		register(t, a, "gold", "g0", "g1")
 		pod := mustAllocate(t, a, "CA1", "").PodName
 		other := map[string]string{"g0": "g1", "g1": "g0"}[pod]
@@ -90,7 +91,7 @@ func TestMediaClaim(t *testing.T) {
 func TestClaimOfADeadReplicaEndsWithTheCall(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "gold", "g0")
 		mustAllocate(t, a, "CA1", "")
@@ -114,7 +115,7 @@ func TestClaimOfADeadReplicaEndsWithTheCall(t *testing.T) {
 func TestFailedMediaClaimIsCountedAndEndsWithTheLease(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		register(t, a, "gold", "g0")
 		mustAllocate(t, a, "CA1", "")
 		c, err := a.ClaimMediaOn(ctx, "CA1", "g0", "replica-a/1", "replica-a")

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -94,7 +95,7 @@ func TestCluster(t *testing.T) {
 		checkNoWaitKeys(t, rdb, a.Keys())
 	})
 	t.Run("status", func(t *testing.T) {
-		a := newAllocator(t, rdb, prefix)
+		a := allocatortest.New(t, rdb, prefix)
 		if _, err := a.Status(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +123,7 @@ func TestCluster(t *testing.T) {
 // recovered by the sweep on Cluster, and nothing is left afterwards.
 func clusterSweep(t *testing.T, rdb redis.UniversalClient, mutate func(*allocator.Config)) {
 	ctx := context.Background()
-	a := newAllocator(t, rdb, mutate, func(c *allocator.Config) { c.LeaseTTL = time.Second })
+	a := allocatortest.New(t, rdb, mutate, func(c *allocator.Config) { c.LeaseTTL = time.Second })
 	pods := map[string]string{"cg0": "gold", "cs0": "standard", "cb0": "basic"}
 	for pod, tier := range pods {
 		register(t, a, tier, pod)

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 // A tier with pods cannot flip between exclusive and shared: its pool's
@@ -16,12 +17,12 @@ import (
 func TestStoreTierConfigRefusesTypeChangeWithPods(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
-		if _, _, err := a.BootstrapTierConfig(ctx, testTiers()); err != nil {
+		a := allocatortest.New(t, rdb)
+		if _, _, err := a.BootstrapTierConfig(ctx, allocatortest.Tiers()); err != nil {
 			t.Fatal(err)
 		}
 		register(t, a, "gold", "g0")
-		flip := testTiers()
+		flip := allocatortest.Tiers()
 		flip.Tiers["gold"] = allocator.Tier{Type: allocator.Shared, Target: 1, MaxConcurrent: 2}
 		err := a.StoreTierConfig(ctx, flip)
 		if !errors.Is(err, allocator.ErrInvalidConfig) || !strings.Contains(err.Error(), "tiers.gold.type") {
@@ -31,7 +32,7 @@ func TestStoreTierConfigRefusesTypeChangeWithPods(t *testing.T) {
 		if stored.Tiers["gold"].Type != allocator.Exclusive {
 			t.Fatal("the refused config was stored")
 		}
-		empty := testTiers()
+		empty := allocatortest.Tiers()
 		empty.Tiers["standard"] = allocator.Tier{Type: allocator.Shared, Target: 1, MaxConcurrent: 2}
 		if err := a.StoreTierConfig(ctx, empty); err != nil {
 			t.Fatalf("flipping the empty standard tier: %v", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 // An autoscaler needs to know how many pods the calls need. The
@@ -19,7 +20,7 @@ import (
 func TestDemandSignal(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		register(t, a, "standard", "s0")
 		register(t, a, "basic", "b0") // max_concurrent 3
 		for i := range 4 {
@@ -100,7 +101,7 @@ func demandOf(t *testing.T, a *allocator.Allocator, tier string) allocator.TierD
 func TestDemandCountsOnlyWhatAdmissionWouldAdmit(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		register(t, a, "gold", "g0")
 		three := 3
 		if err := a.SetMerchantConfig(ctx, "acme", allocator.MerchantConfig{MaxCalls: &three, Fallback: []string{"gold"}}); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 var testEjection = allocator.Ejection{Backoff: time.Second, MaxBackoff: 8 * time.Second, MaxPercent: 50}
@@ -20,7 +21,7 @@ var testEjection = allocator.Ejection{Backoff: time.Second, MaxBackoff: 8 * time
 // once every call is released, every pod is back.
 func TestMoveCall(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		register(t, a, "standard", "s0", "s1", "s2", "s3")
 		register(t, a, "basic", "shared-0")
 		ctx := context.Background()
@@ -84,7 +85,7 @@ func TestMoveCall(t *testing.T) {
 // address takes the pod back, and status counts ejected pods.
 func TestEjectionBounds(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		register(t, a, "standard", "s0", "s1", "s2", "s3")
 		ctx := context.Background()
 		for i, pod := range []string{"s0", "s1", "s2"} {

@@ -3,7 +3,6 @@ package allocator_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -11,18 +10,6 @@ import (
 	"github.com/edge-voice/edge/allocator"
 	"github.com/edge-voice/edge/internal/testredis"
 )
-
-// testTiers: two exclusive tiers and a shared last resort, as in the seeds.
-func testTiers() allocator.TierConfig {
-	return allocator.TierConfig{
-		Tiers: map[string]allocator.Tier{
-			"gold":     {Type: allocator.Exclusive, Target: 1},
-			"standard": {Type: allocator.Exclusive, Target: 2},
-			"basic":    {Type: allocator.Shared, Target: 1, MaxConcurrent: 3},
-		},
-		DefaultChain: []string{"gold", "standard", "basic"},
-	}
-}
 
 // backend is a Redis the scripts must work on unchanged: a real redis-server,
 // and miniredis (edge's embedded dev mode).
@@ -47,24 +34,6 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClien
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) { fn(t, b.open(t)) })
 	}
-}
-
-func newAllocator(t testing.TB, rdb redis.UniversalClient, mutate ...func(*allocator.Config)) *allocator.Allocator {
-	t.Helper()
-	cfg := allocator.Config{
-		LeaseTTL:    time.Minute,
-		CallInfoTTL: time.Hour,
-		DrainingTTL: 6 * time.Minute,
-		Tiers:       testTiers(),
-	}
-	for _, m := range mutate {
-		m(&cfg)
-	}
-	a, err := allocator.New(rdb, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
 }
 
 // register puts pods in a tier, failing the test on error.

@@ -12,6 +12,8 @@ import (
 
 	"github.com/edge-voice/edge/internal/testredis"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 // BenchmarkEndedMarkMemory measures what keeping calls ended costs Redis
@@ -36,7 +38,7 @@ func BenchmarkEndedMarkMemory(b *testing.B) {
 	if err := rdb.ConfigSet(ctx, "hash-max-listpack-entries", "128").Err(); err != nil {
 		b.Fatal(err)
 	}
-	a := newAllocator(b, rdb)
+	a := allocatortest.New(b, rdb)
 	k := a.Keys()
 	register(b, a, "basic", "s0")
 	ids := make([]string, n)

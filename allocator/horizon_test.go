@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 // expireNow makes key expire and waits until Redis has dropped it, as it
@@ -33,7 +34,7 @@ func expireNow(t *testing.T, rdb redis.UniversalClient, key string) {
 func TestEndedCallStaysEndedPastItsRecord(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "gold", "g0")
 		register(t, a, "basic", "s0")
@@ -75,7 +76,7 @@ func TestEndedCallStaysEndedPastItsRecord(t *testing.T) {
 func TestEndedMarksSpanTheEndedTTL(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "gold", "g0", "g1")
 		now := time.Now()

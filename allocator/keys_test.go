@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -16,7 +17,7 @@ func TestPrefixReachesTheScripts(t *testing.T) {
 		t.Run(prefix, func(t *testing.T) {
 			ctx := context.Background()
 			rdb := testredis.Start(t).Client()
-			a := newAllocator(t, rdb, func(c *allocator.Config) { c.KeyPrefix = prefix })
+			a := allocatortest.New(t, rdb, func(c *allocator.Config) { c.KeyPrefix = prefix })
 			register(t, a, "gold", "g0")
 			mustAllocate(t, a, "CA1", "")
 			for _, key := range rdb.Keys(ctx, "*").Val() {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 // Giving the Redis leader lock up is announced to subscribers, on a real
@@ -14,7 +16,7 @@ func TestLeaderLockReleaseIsAnnounced(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		released := a.LeaderReleases(ctx)
 		value, ok, err := a.AcquireLeaderLock(ctx, "edge-a", time.Minute)
 		if err != nil || !ok {

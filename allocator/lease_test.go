@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestRenewAndStaleRelease(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "gold", "g0")
 		register(t, a, "basic", "s0")
@@ -74,7 +75,7 @@ func TestRenewAndStaleRelease(t *testing.T) {
 func TestDrain(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "gold", "g0", "g1")
 		register(t, a, "basic", "s0")
@@ -114,7 +115,7 @@ func TestDrain(t *testing.T) {
 func TestRegisterMoveAndUnregister(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "gold", "p0")
 		if out, err := a.RegisterPod(ctx, allocator.Pod{Name: "p0", Tier: "gold"}); err != nil || out != allocator.RegisteredUnchanged {
@@ -186,7 +187,7 @@ func equal(a, b []bool) bool {
 func TestReleaseOfUnreadyPodKeepsItOut(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "gold", "g0")
 		mustAllocate(t, a, "CA1", "")
@@ -206,7 +207,7 @@ func TestRenewManyBatches(t *testing.T) {
 	ctx := context.Background()
 	srv := testredis.Start(t)
 	rdb := srv.Client()
-	a := newAllocator(t, rdb)
+	a := allocatortest.New(t, rdb)
 	var pods []string
 	for i := range 3 {
 		pods = append(pods, "s"+itoa(i))
@@ -243,7 +244,7 @@ func TestRenewManyBatches(t *testing.T) {
 func TestUnregisterIsFenced(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		register(t, a, "gold", "g0")
 		rdb.Set(ctx, a.Keys().LeaderLock(), "B/2", 0)
 		if _, err := a.UnregisterPod(ctx, "A/1", "g0"); !errors.Is(err, allocator.ErrFenced) {

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 // legacySharedCall writes a shared call as the predecessor did: call info
@@ -24,7 +25,7 @@ func legacySharedCall(ctx context.Context, rdb redis.UniversalClient, k allocato
 func TestLegacySharedReleaseAfterPodLeft(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "basic", "b0", "b1", "b2")
 		legacySharedCall(ctx, rdb, k, "CA-old1", "b0")
@@ -69,7 +70,7 @@ func TestLegacySharedReleaseAfterPodLeft(t *testing.T) {
 func TestLegacySharedReleaseWithEmptySharedPool(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "basic", "b0")
 		legacySharedCall(ctx, rdb, k, "CA-old", "b0")

@@ -8,12 +8,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 func TestAllocateReleaseExclusive(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "gold", "agent-0")
 		register(t, a, "standard", "agent-1")
@@ -66,7 +67,7 @@ func TestAllocateReleaseExclusive(t *testing.T) {
 func TestAllocateShared(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "basic", "shared-0", "shared-1")
 

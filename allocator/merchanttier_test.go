@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 // A merchant's tier was accepted by the admin API and ignored by
@@ -19,7 +20,7 @@ import (
 func TestMerchantTierLeadsItsChain(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		register(t, a, "gold", "g0")
 		register(t, a, "standard", "s0")
 		if err := a.SetMerchantConfig(ctx, "acme", allocator.MerchantConfig{Tier: "standard"}); err != nil {

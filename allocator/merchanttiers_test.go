@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestTierConfigMerchantTiersAreFilledAsMerchantPools(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb, func(c *allocator.Config) {
+	a := allocatortest.New(t, rdb, func(c *allocator.Config) {
 		c.Tiers = allocator.TierConfig{
 			Tiers: map[string]allocator.Tier{
 				"standard": {Type: allocator.Exclusive, Target: 1},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -124,7 +125,7 @@ func (f *drillFigures) String() string {
 func drill(t *testing.T, states []drillState, per time.Duration) *drillFigures {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb)
+	a := allocatortest.New(t, rdb)
 	ml := allocator.MediaLeases{Alloc: a}
 	pods := map[string]string{"g0": "gold", "g1": "gold", "s0": "standard", "s1": "standard", "b0": "basic", "b1": "basic"}
 	var names []string

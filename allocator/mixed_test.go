@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -43,7 +44,7 @@ func TestSweepDropsPerCallLeasesOfCallsThePredecessorReleased(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			rdb := testredis.Start(t).Client()
-			a := newAllocator(t, rdb, mutate)
+			a := allocatortest.New(t, rdb, mutate)
 			register(t, a, "basic", "b0")
 			pred := &predecessor{rdb: rdb, k: a.Keys(), tiers: a.Config().Tiers}
 			for i := range 3 {
@@ -78,7 +79,7 @@ func TestSweepDropsPerCallLeasesOfCallsThePredecessorReleased(t *testing.T) {
 func TestSweepKeepsThePredecessorsLoad(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb, migration)
+	a := allocatortest.New(t, rdb, migration)
 	register(t, a, "basic", "b0")
 	pred := &predecessor{rdb: rdb, k: a.Keys(), tiers: a.Config().Tiers}
 	for _, call := range []string{"CA-p1", "CA-p2"} {
@@ -110,7 +111,7 @@ func TestSweepKeepsThePredecessorsLoad(t *testing.T) {
 func TestMigrationLeasesLastLikeThePredecessors(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb, migration)
+	a := allocatortest.New(t, rdb, migration)
 	register(t, a, "gold", "g0")
 	mustAllocate(t, a, "CA1", "")
 	if ttl := rdb.PTTL(ctx, a.Keys().Lease("g0")).Val(); ttl < 14*time.Minute {
@@ -131,7 +132,7 @@ func TestMigrationLeasesLastLikeThePredecessors(t *testing.T) {
 func TestMixedRoutersKeepInvariants(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb, migration)
+	a := allocatortest.New(t, rdb, migration)
 	pods := map[string]string{"g0": "gold", "g1": "gold", "s0": "standard", "s1": "standard", "b0": "basic", "b1": "basic"}
 	var names []string
 	for pod, tier := range pods {
@@ -271,7 +272,7 @@ func checkMixed(t *testing.T, rdb redis.UniversalClient, a *allocator.Allocator,
 func TestPredecessorDoubleReleaseRaceRemains(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb, migration)
+	a := allocatortest.New(t, rdb, migration)
 	register(t, a, "basic", "b0")
 	pred := &predecessor{rdb: rdb, k: a.Keys(), tiers: a.Config().Tiers}
 	pred.allocate(ctx, "CA-p1")
@@ -302,7 +303,7 @@ func TestPredecessorDoubleReleaseRaceRemains(t *testing.T) {
 func TestSweepKeepsAPodWhoseLeaseThePredecessorDeleted(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb, migration)
+	a := allocatortest.New(t, rdb, migration)
 	k := a.Keys()
 	register(t, a, "gold", "g0")
 	mustAllocate(t, a, "CA-old", "")
@@ -332,7 +333,7 @@ func TestSweepKeepsAPodWhoseLeaseThePredecessorDeleted(t *testing.T) {
 func TestPredecessorCallsCountsAcrossPages(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb, migration)
+	a := allocatortest.New(t, rdb, migration)
 	for i := range 600 {
 		fields := []any{"pod_name", "b0", "merchant_id", "m"}
 		if i%2 == 0 {

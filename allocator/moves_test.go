@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 // A shared call that died (its per-call lease expired, not yet swept) must
@@ -16,7 +17,7 @@ import (
 func TestDeadSharedCallAfterMoveHoldsNothing(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		mustSync(t, a, allocator.PodState{Name: "b0", Address: "127.0.0.1:1", Tier: "basic", Ready: true})
 		if al := mustAllocate(t, a, "CA-dead", ""); al.PodName != "b0" || !al.Shared {
@@ -58,7 +59,7 @@ func TestDeadSharedCallAfterMoveHoldsNothing(t *testing.T) {
 func TestDeadSharedCallAfterRebalanceHoldsNothing(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		mustSync(t, a, ready("g0", "s0", "s1", "b0", "b1")...) // gold 1, standard 2, basic 2
 		mustAllocate(t, a, "CA-g", "")
@@ -98,7 +99,7 @@ func TestDeadSharedCallAfterRebalanceHoldsNothing(t *testing.T) {
 func TestDeadExclusiveCallAfterMoveToSharedHoldsNothing(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		mustSync(t, a, allocator.PodState{Name: "g0", Address: "127.0.0.1:1", Tier: "gold", Ready: true})
 		mustAllocate(t, a, "CA-dead", "")

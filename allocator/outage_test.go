@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -24,7 +25,7 @@ func TestRedisOutage(t *testing.T) {
 	opts.MaxRetries = -1
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { rdb.Close() })
-	a := newAllocator(t, rdb)
+	a := allocatortest.New(t, rdb)
 	register(t, a, "gold", "g0")
 
 	failFast := func(t *testing.T) {
@@ -71,7 +72,7 @@ func TestRedisOutage(t *testing.T) {
 func TestDrainRacingAllocation(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb)
+	a := allocatortest.New(t, rdb)
 	var pods []string
 	for i := range 16 {
 		pods = append(pods, "g"+itoa(i))

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 // Spread (the default) fills a shared tier's least loaded pod first. A
@@ -26,7 +27,7 @@ func TestSharedPlacement(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-				a := newAllocator(t, rdb, func(c2 *allocator.Config) {
+				a := allocatortest.New(t, rdb, func(c2 *allocator.Config) {
 					c2.Tiers = allocator.TierConfig{
 						Tiers:        map[string]allocator.Tier{"basic": {Type: allocator.Shared, Target: 3, MaxConcurrent: 3, Placement: c.placement}},
 						DefaultChain: []string{"basic"},

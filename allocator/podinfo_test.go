@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 // A failed read inside PodInfo's pipeline is an error, not an empty field,
@@ -12,7 +14,7 @@ import (
 func TestPodInfoReadErrorIsNotMissing(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "basic", "b0")
 		rdb.Set(ctx, k.PodCalls("b0"), "not a zset", 0) // ZRANGE fails with WRONGTYPE

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 // Pods lists every registered pod with its one-word state: a free pod is
@@ -17,7 +18,7 @@ import (
 func TestPodsStates(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb, func(c *allocator.Config) {
+		a := allocatortest.New(t, rdb, func(c *allocator.Config) {
 			c.Tiers.DefaultChain = []string{"gold"}
 			g := c.Tiers.Tiers["gold"]
 			g.Target = 5
@@ -79,7 +80,7 @@ func TestPodsStates(t *testing.T) {
 func TestUndrain(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb, func(c *allocator.Config) { c.Tiers.DefaultChain = []string{"gold"} })
+		a := allocatortest.New(t, rdb, func(c *allocator.Config) { c.Tiers.DefaultChain = []string{"gold"} })
 		register(t, a, "gold", "g0")
 		register(t, a, "basic", "b0")
 		for _, pod := range []string{"g0", "b0"} {
@@ -121,7 +122,7 @@ func TestUndrain(t *testing.T) {
 func TestUndrainBusyPodReturnsOnRelease(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb, func(c *allocator.Config) { c.Tiers.DefaultChain = []string{"gold"} })
+		a := allocatortest.New(t, rdb, func(c *allocator.Config) { c.Tiers.DefaultChain = []string{"gold"} })
 		register(t, a, "gold", "g0")
 		mustAllocate(t, a, "CA1", "")
 		a.Drain(ctx, "g0")
@@ -144,7 +145,7 @@ func TestUndrainBusyPodReturnsOnRelease(t *testing.T) {
 func TestLeaderNamesTheLockHolder(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		if l, err := a.Leader(ctx); err != nil || l != "" {
 			t.Fatalf("Leader with no lock = %q, %v", l, err)
 		}

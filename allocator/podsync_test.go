@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -42,7 +43,7 @@ func mustSync(t *testing.T, a *allocator.Allocator, pods ...allocator.PodState) 
 func TestSyncAssignsTiersInOrder(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		if err := a.SetMerchantTarget(ctx, "acme", 1); err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +79,7 @@ func TestSyncAssignsTiersInOrder(t *testing.T) {
 // script.
 func TestSyncConcurrentAssignmentNeverOvershoots(t *testing.T) {
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb)
+	a := allocatortest.New(t, rdb)
 	var wg sync.WaitGroup
 	for i := range 40 {
 		wg.Go(func() {
@@ -102,7 +103,7 @@ func TestSyncConcurrentAssignmentNeverOvershoots(t *testing.T) {
 func TestSyncUnreadyKeepsCalls(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		mustSync(t, a, ready("g0", "s0")...)
 		al := mustAllocate(t, a, "CA1", "")
@@ -139,7 +140,7 @@ func TestSyncUnreadyKeepsCalls(t *testing.T) {
 }
 
 func TestSyncRefusesBadInput(t *testing.T) {
-	a := newAllocator(t, testredis.Start(t).Client())
+	a := allocatortest.New(t, testredis.Start(t).Client())
 	for name, p := range map[string]allocator.PodState{
 		"name":    {Name: "a:b", Ready: true},
 		"address": {Name: "a", Address: `1.2.3.4:80","x":"`, Ready: true},
@@ -159,7 +160,7 @@ func TestSyncRefusesBadInput(t *testing.T) {
 func TestRebalanceMovesOnlyIdlePods(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		mustSync(t, a, ready("p0", "p1", "p2", "p3", "p4", "p5")...) // gold 1, standard 2, basic 3
 		// A pod pinned to basic by its source never moves.
@@ -203,7 +204,7 @@ func TestRebalanceMovesOnlyIdlePods(t *testing.T) {
 func TestLeaderLockFencesScripts(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		v1, ok, err := a.AcquireLeaderLock(ctx, "one", time.Minute)
 		if err != nil || !ok {
 			t.Fatalf("acquire: %v %v", ok, err)
@@ -248,7 +249,7 @@ func TestLeaderLockFencesScripts(t *testing.T) {
 func TestSyncNewAddressIsNotDraining(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		old := allocator.PodState{Name: "p0", Address: "10.88.0.4:8000", Ready: true}
 		mustSync(t, a, old)
 		if _, err := a.Drain(ctx, "p0"); err != nil {
@@ -276,7 +277,7 @@ func TestSyncNewAddressIsNotDraining(t *testing.T) {
 func TestDrainInstance(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		mustSync(t, a, allocator.PodState{Name: "p0", Address: "10.88.0.9:8000", Ready: true},
 			allocator.PodState{Name: "p1", Address: "[fd00::7]:8000", Ready: true})
 		if _, err := a.DrainInstance(ctx, "p0", netip.MustParseAddr("10.88.0.4")); !errors.Is(err, allocator.ErrPodReplaced) {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -46,7 +47,7 @@ func TestPredecessorReleaseInterleavedWithEdgeAllocate(t *testing.T) {
 func interleave(t *testing.T, reset predReset, cut int, release bool) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb, migration)
+	a := allocatortest.New(t, rdb, migration)
 	k := a.Keys()
 	mustSync(t, a, ready("g0")...)
 	pred := &predecessor{rdb: rdb, k: k, tiers: a.Config().Tiers}
@@ -131,7 +132,7 @@ func stepName(steps []predStep, i int) string {
 func TestSweepKeepsNoSlotThePredecessorsReleaseGaveBack(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb, migration)
+	a := allocatortest.New(t, rdb, migration)
 	k := a.Keys()
 	register(t, a, "basic", "b0")
 	pred := &predecessor{rdb: rdb, k: k, tiers: a.Config().Tiers}

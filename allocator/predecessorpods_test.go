@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -30,7 +31,7 @@ func TestSyncKeepsACallWhoseLeaseThePredecessorsReleaseDeleted(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			rdb := testredis.Start(t).Client()
-			a := newAllocator(t, rdb, tc.mutate)
+			a := allocatortest.New(t, rdb, tc.mutate)
 			k := a.Keys()
 			if res := mustSync(t, a, ready("g0")...); res["g0"].Tier != "gold" {
 				t.Fatalf("g0 synced to %+v, want gold", res["g0"])
@@ -83,7 +84,7 @@ func TestSyncKeepsACallWhoseLeaseThePredecessorsReleaseDeleted(t *testing.T) {
 func TestUnregisterEndsEveryCallThePredecessorListsForThePod(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb, migration)
+	a := allocatortest.New(t, rdb, migration)
 	k := a.Keys()
 	register(t, a, "basic", "b0")
 	pred := &predecessor{rdb: rdb, k: k, tiers: a.Config().Tiers}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -34,8 +35,8 @@ func TestStatusReportsTierConfigMerchantPoolsUnderTheirTier(t *testing.T) {
 			DefaultChain: []string{"standard", "basic"},
 		}
 	}
-	leader := newAllocator(t, rdb, tiers)
-	other := newAllocator(t, rdb, tiers) // a replica that never led
+	leader := allocatortest.New(t, rdb, tiers)
+	other := allocatortest.New(t, rdb, tiers) // a replica that never led
 	k := leader.Keys()
 	rdb.HSet(ctx, k.MerchantConfig(), "9shines", `{"tier":"dedicated","pool":"9shines"}`)
 	var pods []allocator.PodState
@@ -126,7 +127,7 @@ func TestReleaseMetricsCarryTheSourcePool(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
 	reg := prometheus.NewPedanticRegistry()
-	a, err := allocator.New(rdb, allocator.Config{Tiers: testTiers()}, reg)
+	a, err := allocator.New(rdb, allocator.Config{Tiers: allocatortest.Tiers()}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

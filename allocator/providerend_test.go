@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 // A provider's end of a call whose media socket never opened releases it at
@@ -18,7 +19,7 @@ import (
 func TestProviderEndReleasesACallWithoutSocket(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "gold", "g0")
 		if _, err := a.Allocate(ctx, allocator.Request{CallID: "CA-hup", Creator: "provider:twilio"}); err != nil {
@@ -61,7 +62,7 @@ func TestProviderEndReleasesACallWithoutSocket(t *testing.T) {
 func TestProviderEndWithSocketOpenMarksTheCall(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "gold", "g0")
 		if _, err := a.Allocate(ctx, allocator.Request{CallID: "CA-live", Creator: "provider:twilio"}); err != nil {
@@ -108,7 +109,7 @@ func TestProviderEndWithSocketOpenMarksTheCall(t *testing.T) {
 func TestProviderEndSparesAnotherCreatorsCall(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "gold", "g0")
 		if _, err := a.Allocate(ctx, allocator.Request{CallID: "CA-other", Creator: "token:crm"}); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -29,7 +30,7 @@ func TestRateLimitsSharedAcrossReplicas(t *testing.T) {
 	limits := func(c *allocator.Config) {
 		c.Admission.Rate = allocator.RateConfig{MerchantPerSecond: 0.5, MerchantBurst: 2, SourcePerSecond: 0.5, SourceBurst: 3}
 	}
-	one, two := newAllocator(t, rdb, limits), newAllocator(t, rdb, limits)
+	one, two := allocatortest.New(t, rdb, limits), allocatortest.New(t, rdb, limits)
 	register(t, one, "standard", "s0", "s1", "s2", "s3", "s4", "s5")
 	alloc := func(a *allocator.Allocator, call, merchant, source string) (allocator.Allocation, error) {
 		return a.Allocate(ctx, allocator.Request{CallID: call, MerchantID: merchant, Creator: source})
@@ -77,7 +78,7 @@ func TestRateLimitsSharedAcrossReplicas(t *testing.T) {
 func TestRateLimitsOffByDefault(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb)
+	a := allocatortest.New(t, rdb)
 	register(t, a, "standard", "s0", "s1")
 	register(t, a, "basic", "b0")
 	for _, c := range []string{"A1", "A2", "A3", "A4"} {
@@ -118,7 +119,7 @@ func TestAdmissionConfigValidation(t *testing.T) {
 func TestMerchantRateOverride(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb, func(c *allocator.Config) {
+	a := allocatortest.New(t, rdb, func(c *allocator.Config) {
 		c.Admission.Rate = allocator.RateConfig{MerchantPerSecond: 0.01, MerchantBurst: 2}
 	})
 	register(t, a, "standard", "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9")
@@ -141,7 +142,7 @@ func TestMerchantRateOverride(t *testing.T) {
 	}
 
 	// Global rate off: the override alone limits.
-	b := newAllocator(t, rdb)
+	b := allocatortest.New(t, rdb)
 	setMerchant(t, b, "solo", allocator.MerchantConfig{RatePerSecond: &rate})
 	if _, err := b.Allocate(ctx, allocator.Request{CallID: "solo-1", MerchantID: "solo"}); err != nil {
 		t.Fatal(err)
@@ -160,7 +161,7 @@ func TestMerchantRateOverride(t *testing.T) {
 
 func TestMerchantRateOverrideValidation(t *testing.T) {
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb)
+	a := allocatortest.New(t, rdb)
 	f := func(v float64) *float64 { return &v }
 	for name, tc := range map[string]struct {
 		mc   allocator.MerchantConfig

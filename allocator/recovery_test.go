@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -24,7 +25,7 @@ func TestRedisEmptiedNeverOffersABusyPod(t *testing.T) {
 	rs := testredis.Start(t)
 	rdb := rs.Client()
 	ctx := context.Background()
-	a := newAllocator(t, rdb, func(c *allocator.Config) {
+	a := allocatortest.New(t, rdb, func(c *allocator.Config) {
 		c.Tiers = allocator.TierConfig{
 			Tiers:        map[string]allocator.Tier{"gold": {Type: allocator.Exclusive, Target: 4}, "basic": {Type: allocator.Shared, Target: 1, MaxConcurrent: 2}},
 			DefaultChain: []string{"gold", "basic"},
@@ -131,7 +132,7 @@ func TestRedisEmptiedNeverOffersABusyPod(t *testing.T) {
 func TestFreshDataSetIsNotHeld(t *testing.T) {
 	rdb := testredis.Start(t).Client()
 	ctx := context.Background()
-	a := newAllocator(t, rdb, func(c *allocator.Config) { c.RecoveryHold = time.Minute })
+	a := allocatortest.New(t, rdb, func(c *allocator.Config) { c.RecoveryHold = time.Minute })
 	register(t, a, "gold", "pod-0")
 	if beat, err := a.Heartbeat(ctx, "edge-a"); err != nil || beat.DataLost {
 		t.Fatalf("first heartbeat: %+v, err %v", beat, err)
@@ -155,10 +156,10 @@ func TestDeadReplicaCallsEnd(t *testing.T) {
 		c.ReplicaTTL = 300 * time.Millisecond
 		c.HeartbeatInterval = 100 * time.Millisecond
 	}
-	leader := newAllocator(t, named("edge-a"), cfg)
-	dying := newAllocator(t, named("edge-b"), cfg)
+	leader := allocatortest.New(t, named("edge-a"), cfg)
+	dying := allocatortest.New(t, named("edge-b"), cfg)
 	slowClient := named("edge-c")
-	slow := newAllocator(t, slowClient, cfg)
+	slow := allocatortest.New(t, slowClient, cfg)
 	register(t, leader, "gold", "pod-0")
 	register(t, leader, "standard", "pod-1", "pod-2")
 
@@ -276,8 +277,8 @@ func TestAnsweredCallSurvivesRedisEmptied(t *testing.T) {
 		c.RecoveryHold = 400 * time.Millisecond
 		c.HeartbeatInterval = 100 * time.Millisecond
 	}
-	answering := newAllocator(t, rs.Client(), opts)
-	other := newAllocator(t, rs.Client(), opts) // where the socket lands
+	answering := allocatortest.New(t, rs.Client(), opts)
+	other := allocatortest.New(t, rs.Client(), opts) // where the socket lands
 	pods := []allocator.PodState{
 		{Name: "pod-0", Address: "127.0.0.1:9000", Tier: "gold", Ready: true},
 		{Name: "pod-1", Address: "127.0.0.1:9001", Tier: "gold", Ready: true},
@@ -322,7 +323,7 @@ func TestAnsweredCallSurvivesRedisEmptied(t *testing.T) {
 func TestSweptCallLeavesThePredecessorsPodSet(t *testing.T) {
 	rdb := testredis.Start(t).Client()
 	ctx := context.Background()
-	a := newAllocator(t, rdb)
+	a := allocatortest.New(t, rdb)
 	register(t, a, "gold", "pod-0")
 	al := mustAllocate(t, a, "CA-swept", "")
 	keys := a.Keys()
@@ -343,7 +344,7 @@ func TestSweptCallLeavesThePredecessorsPodSet(t *testing.T) {
 func TestSocketReleaseRetriedAfterRedisPause(t *testing.T) {
 	rs := testredis.Start(t)
 	ctx := context.Background()
-	a := newAllocator(t, rs.Client())
+	a := allocatortest.New(t, rs.Client())
 	register(t, a, "gold", "pod-0")
 	al := mustAllocate(t, a, "CA-paused", "")
 	if _, err := a.ClaimMediaOn(ctx, "CA-paused", al.PodName, "h", "edge-a"); err != nil {
@@ -411,7 +412,7 @@ func TestEndedCallAnsweredElsewhereIsNotWrittenBack(t *testing.T) {
 func TestUnansweredAllocationIsReleased(t *testing.T) {
 	rs := testredis.Start(t)
 	ctx := context.Background()
-	a := newAllocator(t, rs.Client())
+	a := allocatortest.New(t, rs.Client())
 	register(t, a, "gold", "pod-0")
 	register(t, a, "standard", "pod-1", "pod-2")
 	register(t, a, "basic", "pod-s")
@@ -459,8 +460,8 @@ func TestDeadReplicaAnsweredCallEnds(t *testing.T) {
 		c.ReplicaTTL = 1200 * time.Millisecond
 		c.HeartbeatInterval = 100 * time.Millisecond
 	}
-	leader := newAllocator(t, named("edge-a"), cfg)
-	dying := newAllocator(t, named("edge-b"), cfg)
+	leader := allocatortest.New(t, named("edge-a"), cfg)
+	dying := allocatortest.New(t, named("edge-b"), cfg)
 	dying.SetReplica("edge-b")
 	register(t, leader, "gold", "pod-0")
 	if _, err := dying.Heartbeat(ctx, "edge-b"); err != nil {
@@ -501,7 +502,7 @@ func namedClient(t *testing.T, rs *testredis.Server, replica string) *redis.Clie
 func TestLeave(t *testing.T) {
 	rs := testredis.Start(t)
 	ctx := context.Background()
-	a := newAllocator(t, namedClient(t, rs, "edge-a"))
+	a := allocatortest.New(t, namedClient(t, rs, "edge-a"))
 	a.SetReplica("edge-a")
 	register(t, a, "gold", "pod-0", "pod-1")
 	members := func() []string { return rs.Client().ZRange(ctx, a.Keys().Replicas(), 0, -1).Val() }
@@ -570,8 +571,8 @@ func answeringAndRelaying(t *testing.T) (rs *testredis.Server, answering, relayi
 		c.RecoveryHold = 400 * time.Millisecond
 		c.HeartbeatInterval = 100 * time.Millisecond
 	}
-	answering = newAllocator(t, rs.Client(), opts)
-	relaying = newAllocator(t, rs.Client(), opts)
+	answering = allocatortest.New(t, rs.Client(), opts)
+	relaying = allocatortest.New(t, rs.Client(), opts)
 	register(t, answering, "gold", "pod-0")
 	for _, a := range []*allocator.Allocator{answering, relaying} {
 		if _, err := a.Heartbeat(context.Background(), "edge"); err != nil {

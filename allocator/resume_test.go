@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/mediacontract"
 )
 
@@ -17,7 +18,7 @@ import (
 // tombstone after the release. A failed connect's move is not counted.
 func TestResumeCallCountsTheMove(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		register(t, a, "standard", "s0", "s1", "s2", "s3", "s4")
 		ctx := context.Background()
 		first := mustAllocate(t, a, "CA1", "").PodName
@@ -61,7 +62,7 @@ func TestResumeCallCountsTheMove(t *testing.T) {
 // claim cannot mark a call.
 func TestRemovedPodLeavesAResumableCallToItsSocket(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		register(t, a, "standard", "s0", "s1", "s2")
 		ctx := context.Background()
 		k := a.Keys()
@@ -139,7 +140,7 @@ func TestRemovedPodLeavesAResumableCallToItsSocket(t *testing.T) {
 // socket, as released: nothing of the removed pod is written.
 func TestRemovedPodsCallWithNowhereToGoEndsWithItsSocket(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		register(t, a, "standard", "s0")
 		ctx := context.Background()
 		k := a.Keys()
@@ -179,7 +180,7 @@ func TestRemovedPodsCallWithNowhereToGoEndsWithItsSocket(t *testing.T) {
 // replacement behind the name stays in allocation.
 func TestResumeCallWithoutBlame(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		register(t, a, "standard", "s0", "s1", "s2")
 		ctx := context.Background()
 		first := mustAllocate(t, a, "CA1", "").PodName
@@ -206,7 +207,7 @@ func TestResumeCallWithoutBlame(t *testing.T) {
 // other pod of its chain is one it left, there is no pod for it.
 func TestMovedCallNeverReturnsToAPodItLeft(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		register(t, a, "standard", "s0", "s1", "s2")
 		ctx := context.Background()
 		noEjection := testEjection

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -19,7 +20,7 @@ func TestOneRoundTripEach(t *testing.T) {
 	rdb := srv.Client()
 	trips := &testredis.RoundTrips{}
 	rdb.AddHook(trips)
-	a := newAllocator(t, rdb)
+	a := allocatortest.New(t, rdb)
 	// Only the shared tier has room, so allocation walks the whole chain.
 	register(t, a, "basic", "shared-0")
 	if err := a.Preload(ctx); err != nil {

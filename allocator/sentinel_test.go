@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/calls"
 	"github.com/edge-voice/edge/internal/testredis"
 )
@@ -41,7 +42,7 @@ func TestSentinelFailoverUnderLoad(t *testing.T) {
 	}
 	t.Cleanup(func() { rdb.Close() })
 	const leaseTTL = 2 * time.Second
-	a := newAllocator(t, rdb, func(c *allocator.Config) { c.LeaseTTL = leaseTTL })
+	a := allocatortest.New(t, rdb, func(c *allocator.Config) { c.LeaseTTL = leaseTTL })
 	pods := map[string]string{"g0": "gold", "s0": "standard", "s1": "standard", "b0": "basic", "b1": "basic"}
 	for pod, tier := range pods {
 		register(t, a, tier, pod)
@@ -172,7 +173,7 @@ func waitCount(t *testing.T, n *atomic.Int64, want int64, what string) {
 func TestWriteOnAReplicaIsUnavailable(t *testing.T) {
 	primary := testredis.Start(t, testredis.TCP())
 	replica := testredis.StartReplica(t, primary)
-	a := newAllocator(t, replica.Client())
+	a := allocatortest.New(t, replica.Client())
 	_, err := a.Allocate(context.Background(), allocator.Request{CallID: "CA-ro"})
 	if !errors.Is(err, allocator.ErrUnavailable) || !strings.Contains(err.Error(), "READONLY") {
 		t.Fatalf("allocate on a replica: %v, want ErrUnavailable (READONLY)", err)

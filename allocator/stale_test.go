@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 	"github.com/edge-voice/edge/internal/testwait"
 )
@@ -21,7 +22,7 @@ func TestLateScriptChangesNothing(t *testing.T) {
 	rs := testredis.Start(t)
 	ctx := context.Background()
 	rdb := rs.Client()
-	a := newAllocator(t, rdb, func(c *allocator.Config) { c.LeaseTTL = time.Second })
+	a := allocatortest.New(t, rdb, func(c *allocator.Config) { c.LeaseTTL = time.Second })
 	register(t, a, "gold", "pod-0")
 	register(t, a, "standard", "pod-1")
 	register(t, a, "basic", "pod-s")
@@ -85,7 +86,7 @@ func TestLateScriptChangesNothing(t *testing.T) {
 func TestRefusedReleaseIsQueuedOnce(t *testing.T) {
 	rs := testredis.Start(t)
 	ctx := context.Background()
-	a := newAllocator(t, rs.Client())
+	a := allocatortest.New(t, rs.Client())
 	register(t, a, "gold", "pod-0")
 	if _, err := a.Allocate(ctx, allocator.Request{CallID: "CA-refused"}); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -82,7 +83,7 @@ type stressOptions struct {
 func runStress(t *testing.T, rdb redis.UniversalClient, o stressOptions) {
 	ctx := context.Background()
 	caps, merchantOf := o.caps, o.merchantOf
-	a := newAllocator(t, rdb, o.mutate...)
+	a := allocatortest.New(t, rdb, o.mutate...)
 	replicaOf := func(int) *allocator.Allocator { return a }
 	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
 	if o.wait > 0 {

@@ -10,13 +10,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
 func TestSweep(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		// gold: g0; standard: s0 s1; basic: b0 b1 b2.
 		mustSync(t, a, ready("g0", "s0", "s1", "b0", "b1", "b2")...)
@@ -94,7 +95,7 @@ func TestSweepRedisErrorChangesNothing(t *testing.T) {
 	srv := testredis.Start(t)
 	rdb := srv.Client()
 	ctx := context.Background()
-	a := newAllocator(t, rdb)
+	a := allocatortest.New(t, rdb)
 	mustSync(t, a, ready("g0", "b0")...)
 	mustAllocate(t, a, "CA0", "")
 	srv.Stop()
@@ -112,7 +113,7 @@ func TestSweepRedisErrorChangesNothing(t *testing.T) {
 
 // At most one round trip per BatchSize pods.
 func TestSweepBatches(t *testing.T) {
-	a := newAllocator(t, testredis.Start(t).Client())
+	a := allocatortest.New(t, testredis.Start(t).Client())
 	pods := make([]string, 2*allocator.BatchSize+1)
 	for i := range pods {
 		pods[i] = fmt.Sprintf("p%d", i)

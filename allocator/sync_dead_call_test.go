@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestSyncEndsTheDeadCallOfAPodItFrees(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb)
+	a := allocatortest.New(t, rdb)
 	k := a.Keys()
 	mustSync(t, a, ready("g0")...)
 	mustAllocate(t, a, "CA-dead", "")

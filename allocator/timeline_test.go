@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestCallTimeline(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "gold", "g0", "g1")
 		if _, err := a.Allocate(ctx, allocator.Request{CallID: "CA-t", MerchantID: "m1", Creator: "provider:twilio"}); err != nil {
@@ -82,7 +83,7 @@ func TestCallTimeline(t *testing.T) {
 func TestPodCalls(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		register(t, a, "gold", "g0")
 		register(t, a, "basic", "s0")
 		ex := mustAllocate(t, a, "CA-1", "")
@@ -107,7 +108,7 @@ func TestPodCalls(t *testing.T) {
 func TestTimelineAllocatedAtInMilliseconds(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb)
+	a := allocatortest.New(t, rdb)
 	register(t, a, "gold", "g0")
 	before := time.Now().Truncate(time.Millisecond)
 	if _, err := a.Allocate(ctx, allocator.Request{CallID: "CA-ms", MerchantID: "m1"}); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 // An ended call stays ended: a late or replayed webhook for it, whichever
@@ -18,7 +19,7 @@ import (
 func TestEndedCallIsNotAllocatedAgain(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "gold", "g0")
 		register(t, a, "basic", "s0")
@@ -92,7 +93,7 @@ func TestEndedCallIsNotAllocatedAgain(t *testing.T) {
 func TestTombstonesWithThePredecessor(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "gold", "g0", "g1", "g2")
 
@@ -119,7 +120,7 @@ func TestTombstonesWithThePredecessor(t *testing.T) {
 func TestCreatorReturnedOnRepeat(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		register(t, a, "gold", "g0")
 

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -23,7 +24,7 @@ import (
 func TestTwoRoutersRacingOneCallGetOnePod(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb, migration)
+	a := allocatortest.New(t, rdb, migration)
 	const trials = 30
 	var pods []string
 	for i := range 2 * trials {
@@ -95,7 +96,7 @@ func TestAllocateWaitsForThePredecessorsLock(t *testing.T) {
 	ctx := context.Background()
 	srv := testredis.Start(t)
 	rdb := srv.Client()
-	a := newAllocator(t, rdb, migration)
+	a := allocatortest.New(t, rdb, migration)
 	register(t, a, "gold", "g0", "g1")
 	pred := &predecessor{rdb: rdb, k: a.Keys(), tiers: a.Config().Tiers}
 	if _, locked := pred.lock(ctx, "CA1"); !locked {
@@ -142,7 +143,7 @@ func TestAllocateWaitsForThePredecessorsLock(t *testing.T) {
 func TestAllocateRefusesAtAnUnresolvedPredecessorLock(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb, migration)
+	a := allocatortest.New(t, rdb, migration)
 	register(t, a, "gold", "g0")
 	pred := &predecessor{rdb: rdb, k: a.Keys(), tiers: a.Config().Tiers}
 	pred.lock(ctx, "CA1")
@@ -187,7 +188,7 @@ func TestReleaseOfACallRecordBothRoutersWrote(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			rdb := testredis.Start(t).Client()
-			a := newAllocator(t, rdb, migration)
+			a := allocatortest.New(t, rdb, migration)
 			k := a.Keys()
 			shared := func(p pod) bool { return p.tier == "basic" }
 			register(t, a, tc.edge.tier, tc.edge.name)
@@ -251,7 +252,7 @@ func TestReleaseOfACallRecordBothRoutersWrote(t *testing.T) {
 func TestReleaseWritesNothingWhenAKeyHasTheWrongType(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb)
+	a := allocatortest.New(t, rdb)
 	k := a.Keys()
 	register(t, a, "gold", "g0")
 	mustAllocate(t, a, "CA1", "")
@@ -280,7 +281,7 @@ func TestReleaseWritesNothingWhenAKeyHasTheWrongType(t *testing.T) {
 func TestReleaseRemovesTheCallFromThePredecessorsPodSet(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb, migration)
+	a := allocatortest.New(t, rdb, migration)
 	k := a.Keys()
 	register(t, a, "gold", "g0")
 	register(t, a, "basic", "b0")
@@ -317,7 +318,7 @@ func TestReleaseRemovesTheCallFromThePredecessorsPodSet(t *testing.T) {
 func TestTokenlessSocketsAreBoundToThePodsOneCall(t *testing.T) {
 	ctx := context.Background()
 	rdb := testredis.Start(t).Client()
-	a := newAllocator(t, rdb, migration)
+	a := allocatortest.New(t, rdb, migration)
 	ml := allocator.MediaLeases{Alloc: a}
 	pred := &predecessor{rdb: rdb, k: a.Keys(), tiers: a.Config().Tiers}
 	register(t, a, "gold", "g0")

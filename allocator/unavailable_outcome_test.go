@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -24,7 +25,7 @@ func TestRedisUnavailableIsItsOwnOutcome(t *testing.T) {
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { rdb.Close() })
 	reg := prometheus.NewRegistry()
-	a, err := allocator.New(rdb, allocator.Config{LeaseTTL: time.Minute, CallInfoTTL: time.Hour, DrainingTTL: time.Minute, Tiers: testTiers()}, reg)
+	a, err := allocator.New(rdb, allocator.Config{LeaseTTL: time.Minute, CallInfoTTL: time.Hour, DrainingTTL: time.Minute, Tiers: allocatortest.Tiers()}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

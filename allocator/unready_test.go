@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 // A pod the source reports not ready (e.g. terminating) takes no new call,
@@ -16,7 +17,7 @@ import (
 func TestAllocateSkipsUnreadyPodsPutBack(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		a := newAllocator(t, rdb)
+		a := allocatortest.New(t, rdb)
 		k := a.Keys()
 		mustSync(t, a,
 			allocator.PodState{Name: "g0", Address: "127.0.0.1:1", Tier: "gold", Ready: true},

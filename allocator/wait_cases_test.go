@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -63,7 +64,7 @@ func TestWaitNewArrivalDoesNotOvertake(t *testing.T) {
 	rdb := srv.Client()
 	a := waitingAllocator(t, rdb, 5*time.Second, nil, onePodTiers)
 	// Another replica with waiting off: its calls never wait.
-	impatient := newAllocator(t, rdb, onePodTiers)
+	impatient := allocatortest.New(t, rdb, onePodTiers)
 	register(t, a, "standard", "p0")
 	mustAllocate(t, a, "CA-hold", "")
 	w := goAllocate(context.Background(), a, "CA-waiting", "m1")
@@ -132,7 +133,7 @@ func TestWaitOffCases(t *testing.T) {
 	rdb := srv.Client()
 	for name, mk := range map[string]func() *allocator.Allocator{
 		"no-waker": func() *allocator.Allocator {
-			return newAllocator(t, rdb, onePodTiers, func(c *allocator.Config) { c.Admission.Wait.Budget = 5 * time.Second })
+			return allocatortest.New(t, rdb, onePodTiers, func(c *allocator.Config) { c.Admission.Wait.Budget = 5 * time.Second })
 		},
 		"budget-0": func() *allocator.Allocator { return waitingAllocator(t, rdb, 0, nil, onePodTiers) },
 	} {
@@ -280,7 +281,7 @@ func TestWaitStrangerCannotTouchAWait(t *testing.T) {
 func TestWaitAfterWakerStops(t *testing.T) {
 	srv := testredis.Start(t)
 	rdb := srv.Client()
-	a := newAllocator(t, rdb, onePodTiers, func(c *allocator.Config) { c.Admission.Wait.Budget = 5 * time.Second })
+	a := allocatortest.New(t, rdb, onePodTiers, func(c *allocator.Config) { c.Admission.Wait.Budget = 5 * time.Second })
 	ctx, stop := context.WithCancel(context.Background())
 	waker := a.Waker()
 	done := make(chan error, 1)

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 // onePodTiers: one exclusive pod, so every wait is for that pod.
@@ -24,7 +25,7 @@ func onePodTiers(c *allocator.Config) {
 // its Waker running until the test ends (one "replica" of edge).
 func waitingAllocator(t testing.TB, rdb redis.UniversalClient, budget time.Duration, reg prometheus.Registerer, mutate ...func(*allocator.Config)) *allocator.Allocator {
 	t.Helper()
-	cfg := allocator.Config{LeaseTTL: time.Minute, CallInfoTTL: time.Hour, DrainingTTL: 6 * time.Minute, Tiers: testTiers()}
+	cfg := allocator.Config{LeaseTTL: time.Minute, CallInfoTTL: time.Hour, DrainingTTL: 6 * time.Minute, Tiers: allocatortest.Tiers()}
 	for _, m := range mutate {
 		m(&cfg)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -81,7 +82,7 @@ func TestWaitFairAcrossMerchantsFIFOWithin(t *testing.T) {
 	awaitWaiters(t, rdb, a, burst+1)
 	// The waiters gauge is read from Redis: any replica's scrape shows them.
 	gauges := prometheus.NewRegistry()
-	gauges.MustRegister(allocator.NewPoolCollector(newAllocator(t, rdb, onePodTiers)))
+	gauges.MustRegister(allocator.NewPoolCollector(allocatortest.New(t, rdb, onePodTiers)))
 	if ms := family(t, gauges, "edge_admission_waiters"); len(ms) != 1 || ms[0].GetGauge().GetValue() != burst+1 {
 		t.Errorf("edge_admission_waiters = %v, want %d", ms, burst+1)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
@@ -139,7 +140,7 @@ func BenchmarkReconcile10k(b *testing.B) {
 // BenchmarkColdRegister10k: 10,000 new pods, tier assignment included.
 func BenchmarkColdRegister10k(b *testing.B) {
 	rdb := testredis.Start(b, testredis.TCP()).Client()
-	a := newAlloc(b, rdb)
+	a := allocatortest.New(b, rdb)
 	pods := make([]allocator.PodState, 10000)
 	for i := range pods {
 		pods[i] = allocator.PodState{Name: fmt.Sprintf("agent-%05d", i), Address: "10.0.0.1:8000", Ready: true}

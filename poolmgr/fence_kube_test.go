@@ -17,6 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testwait"
 )
 
@@ -27,7 +28,7 @@ import (
 func TestKubeLeaderChangeMidSweepIsFenced(t *testing.T) {
 	_, rdb := startRedis(t)
 	ctx := context.Background()
-	a := newAlloc(t, rdb)
+	a := allocatortest.New(t, rdb)
 	k := a.Keys()
 	reg := NewRegistry()
 	(&StaticSource{Registry: reg}).Set([]allocator.PodState{{Name: "g0", Address: "127.0.0.1:9", Tier: "gold"}})
@@ -102,7 +103,7 @@ func TestKubeLeaderChangeMidSweepIsFenced(t *testing.T) {
 func TestLeaseFenceOnlyGrows(t *testing.T) {
 	_, rdb := startRedis(t)
 	ctx := context.Background()
-	a := newAlloc(t, rdb)
+	a := allocatortest.New(t, rdb)
 	old := func(n int64) allocator.LeaseTerm { return allocator.LeaseTerm{Created: 100, UID: "u1", Transitions: n} }
 	recreated := func(n int64) allocator.LeaseTerm { return allocator.LeaseTerm{Created: 200, UID: "u2", Transitions: n} }
 	for _, step := range []struct {
@@ -130,7 +131,7 @@ func TestLeaseFenceOnlyGrows(t *testing.T) {
 func TestKubeRecreatedLeaseLeaderIsNotRefused(t *testing.T) {
 	_, rdb := startRedis(t)
 	ctx := context.Background()
-	a := newAlloc(t, rdb)
+	a := allocatortest.New(t, rdb)
 	k := a.Keys()
 	reg := NewRegistry()
 	(&StaticSource{Registry: reg}).Set([]allocator.PodState{{Name: "g0", Address: "127.0.0.1:9", Tier: "gold"}})

@@ -13,27 +13,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testredis"
 )
 
-func testTiers() allocator.TierConfig {
-	return allocator.TierConfig{
-		Tiers: map[string]allocator.Tier{
-			"gold":  {Type: allocator.Exclusive, Target: 1},
-			"basic": {Type: allocator.Shared, Target: 1, MaxConcurrent: 3},
-		},
-		DefaultChain: []string{"gold", "basic"},
-	}
-}
-
-func newAlloc(t testing.TB, rdb redis.UniversalClient) *allocator.Allocator {
-	t.Helper()
-	a, err := allocator.New(rdb, allocator.Config{LeaseTTL: time.Minute, Tiers: testTiers()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
+// goldAndBasic keeps only gold and basic of the seeded tiers, for the
+// tests that count which tier each of their pods goes to.
+func goldAndBasic(c *allocator.Config) { c.Tiers = allocatortest.Tiers("gold", "basic") }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 

@@ -12,6 +12,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testwait"
 )
 
@@ -44,7 +45,7 @@ func setReady(p *corev1.Pod, ready bool) {
 // call ended). A pod outside the selector never reaches Redis.
 func TestKubePodLifecycle(t *testing.T) {
 	_, rdb := startRedis(t)
-	a := newAlloc(t, rdb)
+	a := allocatortest.New(t, rdb)
 	k := a.Keys()
 	ctx := context.Background()
 	client := fake.NewClientset()
@@ -132,7 +133,7 @@ func TestKubePodLifecycle(t *testing.T) {
 // has listed them.
 func TestReconcilerWaitsForSync(t *testing.T) {
 	_, rdb := startRedis(t)
-	a := newAlloc(t, rdb)
+	a := allocatortest.New(t, rdb)
 	ctx := context.Background()
 	if _, err := a.SyncPods(ctx, "", []allocator.PodState{{Name: "agent-0", Address: "10.0.0.1:8000", Ready: true}}); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testwait"
 )
 
@@ -95,7 +96,7 @@ func (b *blockingSweep) SweepPods(ctx context.Context, fence string, pods []stri
 func TestRedisLeaderChangeMidSweep(t *testing.T) {
 	_, rdb := startRedis(t)
 	ctx := context.Background()
-	a := newAlloc(t, rdb)
+	a := allocatortest.New(t, rdb)
 	k := a.Keys()
 	reg := NewRegistry()
 	(&StaticSource{Registry: reg}).Set([]allocator.PodState{{Name: "g0", Address: "127.0.0.1:9", Tier: "gold"}})

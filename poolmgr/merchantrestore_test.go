@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 // The merchant config and merchant pool targets live only in Redis. A Redis
@@ -16,9 +17,9 @@ import (
 func TestMerchantConfigRestoredAfterRedisEmptied(t *testing.T) {
 	_, rdb := startRedis(t)
 	ctx := context.Background()
-	a := newAlloc(t, rdb)
+	a := allocatortest.New(t, rdb)
 	k := a.Keys()
-	if _, _, err := a.BootstrapTierConfig(ctx, testTiers()); err != nil {
+	if _, _, err := a.BootstrapTierConfig(ctx, allocatortest.Tiers()); err != nil {
 		t.Fatal(err)
 	}
 	rdb.HSet(ctx, k.MerchantConfig(), "acme", `{"tier":"gold","pool":"acme"}`, "globex", `{"tier":"basic"}`, "gone", `{"tier":"basic"}`)

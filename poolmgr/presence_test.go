@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 // Every replica beats once a second; the dead-replica check after each beat
@@ -18,7 +19,7 @@ import (
 // command.
 func TestABeatWithNoStalePeerIsOneCommand(t *testing.T) {
 	_, rdb := startRedis(t)
-	a, err := allocator.New(rdb, allocator.Config{LeaseTTL: time.Minute, ReplicaTTL: 5 * time.Second, Tiers: testTiers()}, nil)
+	a, err := allocator.New(rdb, allocator.Config{LeaseTTL: time.Minute, ReplicaTTL: 5 * time.Second, Tiers: allocatortest.Tiers()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func (c *sentCommands) names() []string {
 // the TTL, by Redis' clock; the beating replica is never one.
 func TestABeatListsTheStaleReplicas(t *testing.T) {
 	_, rdb := startRedis(t)
-	a, err := allocator.New(rdb, allocator.Config{LeaseTTL: time.Minute, ReplicaTTL: 50 * time.Millisecond, Tiers: testTiers()}, nil)
+	a, err := allocator.New(rdb, allocator.Config{LeaseTTL: time.Minute, ReplicaTTL: 50 * time.Millisecond, Tiers: allocatortest.Tiers()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

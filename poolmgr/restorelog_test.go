@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 // After Redis lost its data, every replica's tier refresher finds the tier
@@ -24,9 +25,9 @@ import (
 func TestRestoreLogSaysWhatWasWritten(t *testing.T) {
 	_, rdb := startRedis(t)
 	ctx := context.Background()
-	a := newAlloc(t, rdb)
+	a := allocatortest.New(t, rdb)
 	k := a.Keys()
-	if _, _, err := a.BootstrapTierConfig(ctx, testTiers()); err != nil {
+	if _, _, err := a.BootstrapTierConfig(ctx, allocatortest.Tiers()); err != nil {
 		t.Fatal(err)
 	}
 	rdb.HSet(ctx, k.MerchantConfig(), "acme", `{"tier":"gold","pool":"acme"}`, "globex", `{"tier":"basic"}`)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/allocator/allocatortest"
 	"github.com/edge-voice/edge/internal/testwait"
 )
 
@@ -23,9 +24,9 @@ func staticPods(names ...string) []allocator.PodState {
 func TestTierChangeAtRuntime(t *testing.T) {
 	_, rdb := startRedis(t)
 	ctx := context.Background()
-	a := newAlloc(t, rdb)
+	a := allocatortest.New(t, rdb, goldAndBasic)
 	k := a.Keys()
-	if _, _, err := a.BootstrapTierConfig(ctx, testTiers()); err != nil {
+	if _, _, err := a.BootstrapTierConfig(ctx, allocatortest.Tiers("gold", "basic")); err != nil {
 		t.Fatal(err)
 	}
 	reg := NewRegistry()
@@ -47,7 +48,7 @@ func TestTierChangeAtRuntime(t *testing.T) {
 	}
 
 	// An operator raises gold's target to 3.
-	tc := testTiers()
+	tc := allocatortest.Tiers("gold", "basic")
 	tc.Tiers["gold"] = allocator.Tier{Type: allocator.Exclusive, Target: 3}
 	if err := a.StoreTierConfig(ctx, tc); err != nil {
 		t.Fatal(err)
@@ -78,7 +79,7 @@ func TestTierChangeAtRuntime(t *testing.T) {
 func TestRedisOutageUnderRunningLoops(t *testing.T) {
 	srv, rdb := startRedis(t)
 	ctx := context.Background()
-	a := newAlloc(t, rdb)
+	a := allocatortest.New(t, rdb, goldAndBasic)
 	k := a.Keys()
 	reg := NewRegistry()
 	(&StaticSource{Registry: reg}).Set(staticPods("p0", "p1"))

@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/edge-voice/edge/allocator/allocatortest"
 )
 
 // A graceful hand-over does not wait for the follower's next retry: the
@@ -80,7 +82,7 @@ func (h *onMessage) WithGroup(string) slog.Handler      { return h }
 // once.
 func TestRedisTakeoverAfterGracefulStopSkipsTheRetryPeriod(t *testing.T) {
 	_, rdb := startRedis(t)
-	alloc := newAlloc(t, rdb)
+	alloc := allocatortest.New(t, rdb)
 	a := &LockElector{Lock: alloc, Identity: "edge-a",
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
 		Log: quietLog(), Metrics: NewMetrics(nil)}
