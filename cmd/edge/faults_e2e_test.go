@@ -153,9 +153,9 @@ func (s *faultRig) killReplica(t *testing.T, i int, sig syscall.Signal) {
 	s.mu.Lock()
 	r := s.replicas[i]
 	s.mu.Unlock()
-	r.cmd.Process.Signal(sig)
+	r.Signal(sig)
 	select {
-	case <-r.done:
+	case <-r.Done():
 	case <-time.After(30 * time.Second):
 		t.Errorf("%s did not exit 30 s after %s", r.name, sig)
 	}
@@ -167,7 +167,7 @@ func (s *faultRig) restore(t *testing.T) {
 	defer s.mu.Unlock()
 	for i, r := range s.replicas {
 		select {
-		case <-r.done:
+		case <-r.Done():
 			s.replicas[i] = mediaStartReplica(t, s.bin, r.name, s.cfg)
 		default:
 		}
@@ -197,7 +197,7 @@ func (s *faultRig) alive() []*mediaReplica {
 	var out []*mediaReplica
 	for _, r := range s.replicas {
 		select {
-		case <-r.done:
+		case <-r.Done():
 		default:
 			out = append(out, r)
 		}

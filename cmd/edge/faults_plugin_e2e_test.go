@@ -132,7 +132,7 @@ func (s *faultRig) killPluginUnderFlood(t *testing.T) {
 	s.mu.Lock()
 	r := s.replicas[0]
 	s.mu.Unlock()
-	pid := provChildPID(t, r.cmd.Process.Pid, "plugin twilio")
+	pid := provChildPID(t, r.Pid(), "plugin twilio")
 	flood := s.startWebhookFlood(r, 4, 20*time.Millisecond) // about 200 webhooks/s
 	time.Sleep(300 * time.Millisecond)                      // the flood is answered before the kill
 	killed := time.Now()
@@ -140,7 +140,7 @@ func (s *faultRig) killPluginUnderFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	testwait.Until(t, 60*time.Second, "twilio plugin restarted", func() bool {
-		np, ok := provFindChild(r.cmd.Process.Pid, "plugin twilio")
+		np, ok := provFindChild(r.Pid(), "plugin twilio")
 		return ok && np != pid
 	})
 	time.Sleep(700 * time.Millisecond) // the flood goes on after the restart

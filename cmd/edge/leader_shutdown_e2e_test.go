@@ -51,7 +51,7 @@ leader: {lease_duration: 15s, renew_deadline: 10s, retry_period: 2s}
 	if _, err := sub.Receive(ctx); err != nil { // the subscription is confirmed
 		t.Fatal(err)
 	}
-	if err := e.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := e.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
@@ -60,7 +60,7 @@ leader: {lease_duration: 15s, renew_deadline: 10s, retry_period: 2s}
 		t.Fatalf("no lock release after SIGTERM: %v", err)
 	}
 	select {
-	case <-e.done:
+	case <-e.Done():
 		t.Fatal("edge exited before the lock release was seen: the release did not come first")
 	default:
 	}
@@ -71,7 +71,7 @@ leader: {lease_duration: 15s, renew_deadline: 10s, retry_period: 2s}
 	mediaStream(t, c, "CA-sigterm-1", 3)
 	c.Close(websocket.StatusNormalClosure, "call ended")
 	select {
-	case <-e.done:
+	case <-e.Done():
 	case <-time.After(30 * time.Second):
 		t.Fatal("edge did not exit after its last call ended")
 	}

@@ -72,7 +72,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 
 	t.Run("the replica set to relay through io_uring did", func(t *testing.T) {
 		relay := "uring"
-		if strings.Contains(b.logText(), "uring relay unavailable") {
+		if strings.Contains(b.Log(), "uring relay unavailable") {
 			relay = "epoll" // io_uring refused here: the log says why
 		}
 		want := fmt.Sprintf(`edge_proxy_relayed_sockets_total{client="tcp",relay=%q} 1`, relay)
@@ -111,8 +111,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 		pod, url, _ := allocate(t, "CA-e2e-kill")
 		c := mediaDial(t, url)
 		mediaStream(t, c, "CA-e2e-kill", 5)
-		b.cmd.Process.Kill()
-		<-b.done
+		b.Kill()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if _, _, err := c.Read(ctx); err == nil {
@@ -155,7 +154,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 		_, url, _ := allocate(t, "CA-e2e-drain")
 		url = mediaOn(a, url)
 		c := mediaDial(t, url)
-		a.cmd.Process.Signal(syscall.SIGTERM)
+		a.Signal(syscall.SIGTERM)
 		testwait.Until(t, 5*time.Second, "readiness false after SIGTERM", func() bool {
 			resp, err := http.Get(a.admin + "/readyz")
 			if err != nil {
@@ -176,17 +175,17 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 			mediaStream(t, c, "CA-e2e-drain", 10)
 		}
 		select {
-		case <-a.done:
+		case <-a.Done():
 			t.Fatal("edge exited with a media socket open")
 		default:
 		}
 		c.Close(websocket.StatusNormalClosure, "")
 		select {
-		case <-a.done:
+		case <-a.Done():
 		case <-time.After(10 * time.Second):
 			t.Fatal("edge did not exit after its last socket closed")
 		}
-		if !strings.Contains(a.logText(), "draining media sockets") {
+		if !strings.Contains(a.Log(), "draining media sockets") {
 			t.Error("no drain in the log")
 		}
 	})

@@ -1,107 +1,42 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/fakeagent"
 )
 
-// mediaReplica is one running edge process.
+// mediaReplica is one running edge process, started from a config file
+// with JSON logs.
 type mediaReplica struct {
+	*edgetest.Process
 	name          string
-	cmd           *exec.Cmd
 	public, admin string // http://127.0.0.1:port
-	done          chan struct{}
-	logMu         sync.Mutex
-	log           bytes.Buffer
 }
 
 // mediaStartReplica runs bin with the config file (and env beside the
-// test process's own) and waits until both listeners are bound (read from
-// its JSON log).
+// test process's own) and waits until both listeners are bound.
 func mediaStartReplica(t *testing.T, bin, name, configFile string, env ...string) *mediaReplica {
 	t.Helper()
-	r := &mediaReplica{name: name, done: make(chan struct{})}
-	r.cmd = exec.Command(bin, "--config", configFile)
-	if len(env) > 0 {
-		r.cmd.Env = append(os.Environ(), env...)
-	}
-	stderr, err := r.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	bound := make(chan [2]string, 1)
-	go func() {
-		var pub, adm string
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			r.logMu.Lock()
-			r.log.Write(append(sc.Bytes(), '\n'))
-			r.logMu.Unlock()
-			var line struct{ Msg, Listener, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
-				switch line.Listener {
-				case "public":
-					pub = line.Addr
-				case "admin":
-					adm = line.Addr
-				}
-				if pub != "" && adm != "" {
-					bound <- [2]string{pub, adm}
-					pub = ""
-				}
-			}
-		}
-		io.Copy(io.Discard, stderr)
-	}()
-	go func() { r.cmd.Wait(); close(r.done) }()
-	t.Cleanup(func() {
-		r.cmd.Process.Kill()
-		<-r.done
-		if t.Failed() {
-			t.Logf("log of %s:\n%s", name, r.logText())
-		}
-	})
-	select {
-	case a := <-bound:
-		r.public, r.admin = "http://"+a[0], "http://"+a[1]
-	case <-r.done:
-		t.Fatalf("%s exited at start:\n%s", name, r.logText())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%s not listening after 60s:\n%s", name, r.logText())
-	}
-	return r
-}
-
-func (r *mediaReplica) logText() string {
-	r.logMu.Lock()
-	defer r.logMu.Unlock()
-	return r.log.String()
+	p := edgetest.Run(t, edgetest.Options{Binary: bin, Args: []string{"--config", configFile}, Env: env, InheritEnv: true, Name: name})
+	return &mediaReplica{Process: p, name: name, public: p.PublicURL, admin: p.AdminURL}
 }
 
 // stop sends SIGTERM and waits for the process to exit.
 func (r *mediaReplica) stop(t *testing.T, within time.Duration) {
 	t.Helper()
-	r.cmd.Process.Signal(syscall.SIGTERM)
+	r.Signal(syscall.SIGTERM)
 	select {
-	case <-r.done:
+	case <-r.Done():
 	case <-time.After(within):
 		t.Fatalf("%s did not exit within %v of SIGTERM", r.name, within)
 	}

@@ -95,7 +95,7 @@ var outsideScenarios = []outsideScenario{
 		for _, rp := range r.alive() {
 			if rp != lead {
 				r.signal(rp, syscall.SIGKILL)
-				<-rp.done
+				<-rp.Done()
 				return
 			}
 		}
@@ -104,19 +104,19 @@ var outsideScenarios = []outsideScenario{
 		lead := r.leader(t)
 		killed := time.Now()
 		r.signal(lead, syscall.SIGKILL)
-		<-lead.done
+		<-lead.Done()
 		next := r.leader(t)
 		t.Logf("%s leads %s after %s was killed", next.name, time.Since(killed).Round(100*time.Millisecond), lead.name)
 	}},
 	{name: "a plugin killed", inject: func(t *testing.T, r *outsideRig) {
 		rp := r.alive()[0]
-		pid := provChildPID(t, rp.cmd.Process.Pid, "plugin twilio")
+		pid := provChildPID(t, rp.Pid(), "plugin twilio")
 		killed := time.Now()
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		testwait.Until(t, 60*time.Second, "twilio plugin restarted", func() bool {
-			np, ok := provFindChild(rp.cmd.Process.Pid, "plugin twilio")
+			np, ok := provFindChild(rp.Pid(), "plugin twilio")
 			return ok && np != pid
 		})
 		t.Logf("%s's twilio plugin running again %s after the kill", rp.name, time.Since(killed).Round(10*time.Millisecond))
@@ -152,7 +152,7 @@ var outsideScenarios = []outsideScenario{
 		// back: the calls on them end; their pods must not stay held.
 		for _, rp := range r.alive() {
 			r.signal(rp, syscall.SIGKILL)
-			<-rp.done
+			<-rp.Done()
 		}
 		r.startReplica()
 		r.startReplica()

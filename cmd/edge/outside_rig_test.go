@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -72,12 +68,9 @@ type outsideRig struct {
 
 // outsideReplica is one edge process.
 type outsideReplica struct {
+	*edgetest.Process
 	name          string
-	cmd           *exec.Cmd
 	public, admin string
-	done          chan struct{}
-	logMu         sync.Mutex
-	logTail       []string // the last lines of its log
 }
 
 func newOutsideRig(t *testing.T, fleet outsideFleet, maxCalls int, sentinel bool) *outsideRig {
@@ -208,66 +201,9 @@ func (r *outsideRig) startReplica() *outsideReplica {
 	name := fmt.Sprintf("edge-%d", r.serial)
 	r.serial++
 	r.mu.Unlock()
-	rp := &outsideReplica{name: name, done: make(chan struct{})}
-	rp.cmd = exec.Command(r.bin, "--config", r.cfg)
-	rp.cmd.Env = append(os.Environ(), "EDGE_LEADER__IDENTITY="+name)
-	stderr, err := rp.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rp.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	bound := make(chan [2]string, 1)
-	go func() {
-		var pub, adm string
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			rp.logMu.Lock()
-			rp.logTail = append(rp.logTail, sc.Text())
-			if len(rp.logTail) > 400 {
-				rp.logTail = slices.Clone(rp.logTail[200:])
-			}
-			rp.logMu.Unlock()
-			var line struct{ Msg, Listener, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
-				switch line.Listener {
-				case "public":
-					pub = line.Addr
-				case "admin":
-					adm = line.Addr
-				}
-				if pub != "" && adm != "" {
-					bound <- [2]string{pub, adm}
-					pub = ""
-				}
-			}
-		}
-		io.Copy(io.Discard, stderr)
-	}()
-	go func() {
-		rp.cmd.Wait()
-		close(rp.done)
-	}()
-	t.Cleanup(func() {
-		rp.cmd.Process.Kill()
-		<-rp.done
-		if t.Failed() {
-			rp.logMu.Lock()
-			n := max(0, len(rp.logTail)-30)
-			t.Logf("last lines of %s's log:\n%s", name, strings.Join(rp.logTail[n:], "\n"))
-			rp.logMu.Unlock()
-		}
-	})
-	select {
-	case a := <-bound:
-		rp.public, rp.admin = "http://"+a[0], "http://"+a[1]
-	case <-rp.done:
-		t.Fatalf("%s exited at start", name)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%s not listening after 60s", name)
-	}
+	p := edgetest.Run(t, edgetest.Options{Binary: r.bin, Args: []string{"--config", r.cfg},
+		Env: []string{"EDGE_LEADER__IDENTITY=" + name}, InheritEnv: true, Name: name, FailureLines: 30})
+	rp := &outsideReplica{Process: p, name: name, public: p.PublicURL, admin: p.AdminURL}
 	r.mu.Lock()
 	r.replicas = append(r.replicas, rp)
 	r.mu.Unlock()
@@ -281,7 +217,7 @@ func (r *outsideRig) alive() []*outsideReplica {
 	var out []*outsideReplica
 	for _, rp := range r.replicas {
 		select {
-		case <-rp.done:
+		case <-rp.Done():
 		default:
 			out = append(out, rp)
 		}
@@ -316,7 +252,7 @@ func (r *outsideRig) signal(rp *outsideReplica, sig syscall.Signal) {
 		r.sigkilled[rp.name] = true
 		r.mu.Unlock()
 	}
-	rp.cmd.Process.Signal(sig)
+	rp.Signal(sig)
 }
 
 // leader is the replica that leads now, asked of each replica's admin API.

@@ -55,8 +55,8 @@ pods:
 		p := pods()["prem-0"]
 		return p.Tier == "premium" && p.State == "available"
 	})
-	if strings.Contains(r.logText(), "bad_tier") || strings.Contains(r.logText(), "unknown tier") {
-		t.Errorf("edge logged an unknown tier:\n%s", r.logText())
+	if strings.Contains(r.Log(), "bad_tier") || strings.Contains(r.Log(), "unknown tier") {
+		t.Errorf("edge logged an unknown tier:\n%s", r.Log())
 	}
 
 	req, _ := http.NewRequest(http.MethodPut, r.admin+"/api/v1/config/merchants/vip",

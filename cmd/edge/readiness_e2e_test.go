@@ -80,7 +80,7 @@ func TestReadinessRidesOutARedisBlip(t *testing.T) {
 
 	// edge's log lines leave in batches (logwriter.go): awaited.
 	testwait.Until(t, 5*time.Second, "a log line saying the grace ran out", func() bool {
-		return strings.Contains(e.logText(), "failing for longer than its grace: this replica is not ready")
+		return strings.Contains(e.Log(), "failing for longer than its grace: this replica is not ready")
 	})
 
 	from = time.Now()

@@ -10,13 +10,14 @@ import (
 
 	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testredis"
-	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // waitLog waits for text in edge's log.
 func waitLog(t *testing.T, edge *edgetest.Process, text string) string {
 	t.Helper()
-	testwait.Until(t, 30*time.Second, "log line "+text, func() bool { return strings.Contains(edge.Log(), text) })
+	if !edge.WaitLog(30*time.Second, text) {
+		t.Fatalf("no log line %s after 30s:\n%s", text, edge.Log())
+	}
 	return edge.Log()
 }
 

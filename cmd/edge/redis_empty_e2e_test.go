@@ -117,7 +117,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 		return mediaPod(t, e.admin, livePod).Status == "available"
 	})
 	testwait.Until(t, 5*time.Second, "a log line saying the calls were written back", func() bool {
-		return strings.Contains(e.logText(), "redis lost its data")
+		return strings.Contains(e.Log(), "redis lost its data")
 	})
 }
 

@@ -47,11 +47,11 @@ proxy: {idle_timeout: 30s, drain_timeout: 60s}
 	mediaStream(t, c, "CA-leave-1", 3)
 	c.Close(websocket.StatusNormalClosure, "call ended")
 
-	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := a.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-a.done:
+	case <-a.Done():
 	case <-time.After(30 * time.Second):
 		t.Fatal("edge-a did not exit after SIGTERM")
 	}
@@ -72,7 +72,7 @@ proxy: {idle_timeout: 30s, drain_timeout: 60s}
 	if dead := adminMetric(t, b.admin, "edge_replicas_dead_total"); dead != "0" {
 		t.Errorf("edge-b found %s replicas dead after edge-a stopped gracefully", dead)
 	}
-	if strings.Contains(b.logText(), "replicas found dead") {
+	if strings.Contains(b.Log(), "replicas found dead") {
 		t.Error("edge-b logged a replica found dead after edge-a stopped gracefully")
 	}
 }

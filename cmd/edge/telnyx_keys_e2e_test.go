@@ -134,7 +134,7 @@ providers:
 `+podsYAML("gold", pods...)))
 	const refused = "auth_tokens: item 1 is a point of small order"
 	testwait.Until(t, 60*time.Second, "the telnyx plugin refusing its key, or edge ready", func() bool {
-		return strings.Contains(e.logText(), refused) || provGet(t, e.admin+"/readyz") == 200
+		return strings.Contains(e.Log(), refused) || provGet(t, e.admin+"/readyz") == 200
 	})
 	if n := forgeriesAnswered(t, e, 9); n > 0 {
 		t.Errorf("%d of 9 forged webhooks got a media URL", n)
@@ -144,10 +144,10 @@ providers:
 			t.Errorf("a forged webhook leased t-pod-%d to %q", i, p.Lease)
 		}
 	}
-	if !strings.Contains(e.logText(), refused) {
+	if !strings.Contains(e.Log(), refused) {
 		t.Errorf("the log does not say %q", refused)
 	}
-	if strings.Contains(e.logText(), smallOrderKey) {
+	if strings.Contains(e.Log(), smallOrderKey) {
 		t.Error("the log holds the refused key's value")
 	}
 }
@@ -198,7 +198,7 @@ providers:
 	const refused = "auth_tokens: item 2 is a point of small order"
 	forged := 0
 	testwait.Until(t, 60*time.Second, "the reload refused, or applied", func() bool {
-		if strings.Contains(e.logText(), refused) {
+		if strings.Contains(e.Log(), refused) {
 			return true
 		}
 		forged = forgeriesAnswered(t, e, 1)
@@ -217,7 +217,7 @@ providers:
 	if m := provBody(t, e.admin+"/metrics"); !strings.Contains(m, `edge_plugin_settings_rejects_total{plugin="telnyx"} 1`) {
 		t.Errorf("no settings reject counted")
 	}
-	if strings.Contains(e.logText(), smallOrderKey) {
+	if strings.Contains(e.Log(), smallOrderKey) {
 		t.Error("the log holds the refused key's value")
 	}
 }

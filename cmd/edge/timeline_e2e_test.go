@@ -110,10 +110,10 @@ leader: {identity: edge-t}
 	// The log thread at info: one line at the socket's open, one at its
 	// close, each naming the call, merchant, pod and replica.
 	testwait.Until(t, 5*time.Second, "the socket's close logged", func() bool {
-		return strings.Contains(r.logText(), `"msg":"media socket closed"`)
+		return strings.Contains(r.Log(), `"msg":"media socket closed"`)
 	})
 	var opened, closed int
-	for _, ln := range strings.Split(r.logText(), "\n") {
+	for _, ln := range strings.Split(r.Log(), "\n") {
 		var l map[string]any
 		if json.Unmarshal([]byte(ln), &l) != nil || l["call_sid"] != "CA-tl" {
 			continue
@@ -131,7 +131,7 @@ leader: {identity: edge-t}
 		}
 	}
 	if opened != 1 || closed != 1 {
-		t.Errorf("opened %d, closed %d lines; want one each:\n%s", opened, closed, r.logText())
+		t.Errorf("opened %d, closed %d lines; want one each:\n%s", opened, closed, r.Log())
 	}
 }
 
