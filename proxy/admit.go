@@ -214,7 +214,8 @@ func (p *Proxy) unclaim(callID, holder string) {
 // until the socket ends, then releases the call.
 func (p *Proxy) relay(w http.ResponseWriter, r *http.Request, uri string, up *upstream, pod, callID, holder string, call callMeta, span trace.Span) {
 	s := &socket{pod: pod, addr: up.addr, holder: holder, call: call, span: span}
-	s.CallID, s.Pod, s.Started = callID, up.conn, time.Now()
+	s.CallID, s.Started = callID, time.Now()
+	s.SetPod(up.conn)
 	s.Ext = up.resp.Header.Get("Sec-WebSocket-Extensions") != ""
 	if l, ok := p.cfg().tierLiveness(call.source); ok {
 		s.PodLiveness, s.PodPingInterval, s.PodSilence = true, l.PingInterval, l.Silence
@@ -274,8 +275,7 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request, uri string, up *up
 			p.markResumable(s)
 		}()
 	}
-	// Only the goroutine relay moves a socket to another pod.
-	if p.cfg().Relay != relayGoroutines && p.loops.Running() && !s.Resume {
+	if p.cfg().Relay != relayGoroutines && p.loops.Running() {
 		var t *tls13.Takeover
 		if tc, ok := conn.(*tls.Conn); ok {
 			// A TLS client's records go to the loop when crypto/tls

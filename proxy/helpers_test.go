@@ -332,3 +332,15 @@ func value(m prometheus.Metric) float64 {
 	}
 	return -1
 }
+
+// wantCarriedBy fails the test unless the sockets so far rode relay: the
+// goroutine relay's pumps for relayGoroutines, an event loop for the
+// others (a socket that may move rides an epoll loop under uring).
+func (e *env) wantCarriedBy(relay Relay) {
+	e.t.Helper()
+	pumped := value(e.px.metrics.relayed.WithLabelValues(string(relayGoroutines), "tcp")) +
+		value(e.px.metrics.relayed.WithLabelValues(string(relayGoroutines), "tls"))
+	if looped := e.relayedSockets("", ""); (relay == relayGoroutines) != (pumped > 0) || (relay != relayGoroutines) != (looped > 0) {
+		e.t.Errorf("sockets on the pumps %v, on the loops %d; want relay %q to carry them", pumped, looped, relay)
+	}
+}

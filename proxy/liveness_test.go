@@ -94,29 +94,31 @@ func TestQuietPodAnsweringPingsLives(t *testing.T) {
 // With proxy.resume, a hung pod's call moves to another pod, which the
 // provider hears only as a gap.
 func TestHungPodsCallMoves(t *testing.T) {
-	e := newEnv(t, envOpt{opening: twilioOpening, cfg: func(c *Config) { resumeCfg(c); livenessCfg(c) }})
-	ctx := context.Background()
-	for _, pod := range []string{"pod-a", "pod-b", "pod-s"} {
-		if _, err := e.alloc.Drain(ctx, pod); err != nil {
-			t.Fatal(err)
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		e := newEnv(t, envOpt{relay: relay, opening: twilioOpening, cfg: func(c *Config) { resumeCfg(c); livenessCfg(c) }})
+		ctx := context.Background()
+		for _, pod := range []string{"pod-a", "pod-b", "pod-s"} {
+			if _, err := e.alloc.Drain(ctx, pod); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	first, next := newMortalPod(t), newMortalPod(t)
-	e.addPod("pod-x", "gold", first.addr())
-	callID, url := e.twilioCallOn("pod-x")
-	e.addPod("pod-y", "gold", next.addr())
-	s := openStream(t, e, url, callID, 20*time.Millisecond, 4)
-	s.waitEchoes(5)
-	first.kill("hang")
-	e.waitResumed(1)
-	before, _ := s.snapshot()
-	s.waitEchoes(len(before) + 5)
-	if _, ended := s.snapshot(); ended != nil {
-		t.Fatalf("the provider's socket ended: %v", ended)
-	}
-	if got := value(e.px.metrics.podsLost.WithLabelValues("hung")); got != 1 {
-		t.Errorf("pods_lost{hung} = %v, want 1", got)
-	}
-	s.close()
-	e.waitSockets(0)
+		first, next := newMortalPod(t), newMortalPod(t)
+		e.addPod("pod-x", "gold", first.addr())
+		callID, url := e.twilioCallOn("pod-x")
+		e.addPod("pod-y", "gold", next.addr())
+		s := openStream(t, e, url, callID, 20*time.Millisecond, 4)
+		s.waitEchoes(5)
+		first.kill("hang")
+		e.waitResumed(1)
+		before, _ := s.snapshot()
+		s.waitEchoes(len(before) + 5)
+		if _, ended := s.snapshot(); ended != nil {
+			t.Fatalf("the provider's socket ended: %v", ended)
+		}
+		if got := value(e.px.metrics.podsLost.WithLabelValues("hung")); got != 1 {
+			t.Errorf("pods_lost{hung} = %v, want 1", got)
+		}
+		s.close()
+		e.waitSockets(0)
+	})
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/coder/websocket"
@@ -20,24 +21,49 @@ import (
 func BenchmarkRelayEcho(b *testing.B) {
 	msg := []byte(`{"event":"media","sequenceNumber":"1","media":{"track":"inbound","chunk":"1","timestamp":"20","payload":"` +
 		string(make([]byte, 0)) + `fn9+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+"},"streamSid":"MZ0"}`)
-	for _, path := range []string{"direct", string(relayEpoll), string(relayGoroutines)} {
+	for _, path := range []string{"direct", string(relayEpoll), string(relayEpoll) + "+resume", string(relayGoroutines), string(relayGoroutines) + "+resume"} {
 		b.Run(path, func(b *testing.B) {
-			relay := Relay(path)
+			relay, resume := Relay(strings.TrimSuffix(path, "+resume")), strings.HasSuffix(path, "+resume")
 			if path == "direct" {
 				relay = relayEpoll
 			}
 			// As edge runs by default: pods pinged when quiet (an echoing
 			// one never is), their pongs looked for in what they send.
-			e := newEnv(b, envOpt{relay: relay, cfg: func(c *Config) {
+			ping := func(c *Config) {
 				def := DefaultConfig()
 				c.PodPingInterval, c.PodSilence = def.PodPingInterval, def.PodSilence
-			}})
-			pod, url := e.allocate("CA-bench", "acme")
+			}
+			opt := envOpt{relay: relay, cfg: ping}
+			if resume {
+				// A Twilio call that may move: its opening kept, its
+				// marks' echoes read (the per-message cost of a move
+				// that may come).
+				opt.cfg = func(c *Config) { resumeCfg(c); ping(c) }
+				opt.opening, opt.afterMove = twilioOpening, twilioAfterMove
+			}
+			e := newEnv(b, opt)
+			var pod, url string
+			if resume {
+				pod = "pod-a"
+				_, url = e.twilioCallOn(pod)
+			} else {
+				pod, url = e.allocate("CA-bench", "acme")
+			}
 			if path == "direct" {
 				url = "ws://" + e.addrs[pod] + agentPath
 			}
 			c := e.mustDial(url)
 			ctx := context.Background()
+			if resume {
+				for _, m := range []string{`{"event":"connected"}`, `{"event":"start","start":{"streamSid":"MZ0"},"streamSid":"MZ0"}`} {
+					if err := c.Write(ctx, websocket.MessageText, []byte(m)); err != nil {
+						b.Fatal(err)
+					}
+					if _, _, err := c.Read(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
 			roundTrip := func() {
 				if err := c.Write(ctx, websocket.MessageText, msg); err != nil {
 					b.Fatal(err)

@@ -505,75 +505,78 @@ func inOrder(es []echoed) int {
 // stream's opening again, the media echoes on in order, and the call's
 // record and the metrics show the move. The call ends normally after.
 func TestPodLostMidCallResumes(t *testing.T) {
-	for _, how := range []string{"reset", "fin", "hang"} {
-		t.Run(how, func(t *testing.T) {
-			// A hung pod is found out once its socket buffers are full and
-			// a write to it made no progress for pod_write_timeout: big
-			// messages fill them fast.
-			payload, every := 4, 5*time.Millisecond
-			cfg := resumeCfg
-			if how == "hang" {
-				payload, every = 16<<10, 2*time.Millisecond
-				cfg = func(c *Config) { resumeCfg(c); c.PodWriteTimeout = 300 * time.Millisecond }
-			}
-			e := newEnv(t, envOpt{cfg: cfg, opening: twilioOpening})
-			rec := fakeagent.NewRecorder()
-			for name, ag := range e.agents {
-				ag.Record(rec, name)
-			}
-			mortal := newMortalPod(t)
-			e.addPod("pod-x", "gold", mortal.addr())
-			callID, url := e.twilioCallOn("pod-x")
-			s := openStream(t, e, url, callID, every, payload)
-			s.waitEchoes(10)
-			mortal.kill(how)
-			before, _ := s.snapshot()
-			s.waitEchoes(len(before) + 20)
-
-			echoes, ended := s.snapshot()
-			if ended != nil {
-				t.Fatalf("the provider's socket ended: %v", ended)
-			}
-			if i := inOrder(echoes); i >= 0 {
-				t.Errorf("echo %d out of order: seq %d after %d", i, echoes[i].seq, echoes[i-1].seq)
-			}
-			// The new pod: told it resumes, given the opening again, and
-			// serving the call's media.
-			var took []fakeagent.Session
-			for _, ss := range rec.Sessions() {
-				if ss.CallID == callID {
-					took = append(took, ss)
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		for _, how := range []string{"reset", "fin", "hang"} {
+			t.Run(how, func(t *testing.T) {
+				// A hung pod is found out once its socket buffers are full and
+				// a write to it made no progress for pod_write_timeout: big
+				// messages fill them fast.
+				payload, every := 4, 5*time.Millisecond
+				cfg := resumeCfg
+				if how == "hang" {
+					payload, every = 16<<10, 2*time.Millisecond
+					cfg = func(c *Config) { resumeCfg(c); c.PodWriteTimeout = 300 * time.Millisecond }
 				}
-			}
-			if len(took) != 1 || took[0].Frames == 0 || took[0].Foreign != 0 {
-				t.Fatalf("sessions of the call on the other pods: %+v; want one with its media", took)
-			}
-			hs := e.agents[took[0].Pod].Headers()
-			if got := hs[len(hs)-1].Get(ResumedHeader); got != "1" {
-				t.Errorf("new pod's %s = %q, want 1", ResumedHeader, got)
-			}
-			if got := mortal.served()[0].events[:2]; !slices.Equal(got, []string{"connected", "start"}) {
-				t.Errorf("first pod's opening = %v", got)
-			}
-			tl, err := e.alloc.Timeline(context.Background(), callID)
-			if err != nil || tl.Resumptions != 1 || !slices.Equal(tl.MovedFrom, []string{"pod-x"}) || tl.Pod != took[0].Pod || tl.ResumedAt.IsZero() {
-				t.Errorf("timeline = %+v, %v; want one resumption off pod-x onto %s", tl, err, took[0].Pod)
-			}
-			if got := value(e.px.metrics.resumptions.WithLabelValues("resumed")); got != 1 {
-				t.Errorf("resumed = %v, want 1", got)
-			}
+				e := newEnv(t, envOpt{cfg: cfg, opening: twilioOpening, relay: relay})
+				rec := fakeagent.NewRecorder()
+				for name, ag := range e.agents {
+					ag.Record(rec, name)
+				}
+				mortal := newMortalPod(t)
+				e.addPod("pod-x", "gold", mortal.addr())
+				callID, url := e.twilioCallOn("pod-x")
+				s := openStream(t, e, url, callID, every, payload)
+				s.waitEchoes(10)
+				mortal.kill(how)
+				before, _ := s.snapshot()
+				s.waitEchoes(len(before) + 20)
 
-			s.close()
-			e.waitSockets(0)
-			tl, _ = e.alloc.Timeline(context.Background(), callID)
-			if tl.State != "ended" || tl.ClosedBy != "client" || tl.CloseCode != "1000" || tl.Resumptions != 1 {
-				t.Errorf("ended call's record = %+v; want closed by the client with 1000, one resumption", tl)
-			}
-			if owner := e.podOwner(took[0].Pod); owner != "" {
-				t.Errorf("the new pod is still held by %q", owner)
-			}
-		})
-	}
+				echoes, ended := s.snapshot()
+				if ended != nil {
+					t.Fatalf("the provider's socket ended: %v", ended)
+				}
+				if i := inOrder(echoes); i >= 0 {
+					t.Errorf("echo %d out of order: seq %d after %d", i, echoes[i].seq, echoes[i-1].seq)
+				}
+				// The new pod: told it resumes, given the opening again, and
+				// serving the call's media.
+				var took []fakeagent.Session
+				for _, ss := range rec.Sessions() {
+					if ss.CallID == callID {
+						took = append(took, ss)
+					}
+				}
+				if len(took) != 1 || took[0].Frames == 0 || took[0].Foreign != 0 {
+					t.Fatalf("sessions of the call on the other pods: %+v; want one with its media", took)
+				}
+				hs := e.agents[took[0].Pod].Headers()
+				if got := hs[len(hs)-1].Get(ResumedHeader); got != "1" {
+					t.Errorf("new pod's %s = %q, want 1", ResumedHeader, got)
+				}
+				if got := mortal.served()[0].events[:2]; !slices.Equal(got, []string{"connected", "start"}) {
+					t.Errorf("first pod's opening = %v", got)
+				}
+				tl, err := e.alloc.Timeline(context.Background(), callID)
+				if err != nil || tl.Resumptions != 1 || !slices.Equal(tl.MovedFrom, []string{"pod-x"}) || tl.Pod != took[0].Pod || tl.ResumedAt.IsZero() {
+					t.Errorf("timeline = %+v, %v; want one resumption off pod-x onto %s", tl, err, took[0].Pod)
+				}
+				if got := value(e.px.metrics.resumptions.WithLabelValues("resumed")); got != 1 {
+					t.Errorf("resumed = %v, want 1", got)
+				}
+				e.wantCarriedBy(relay)
+
+				s.close()
+				e.waitSockets(0)
+				tl, _ = e.alloc.Timeline(context.Background(), callID)
+				if tl.State != "ended" || tl.ClosedBy != "client" || tl.CloseCode != "1000" || tl.Resumptions != 1 {
+					t.Errorf("ended call's record = %+v; want closed by the client with 1000, one resumption", tl)
+				}
+				if owner := e.podOwner(took[0].Pod); owner != "" {
+					t.Errorf("the new pod is still held by %q", owner)
+				}
+			})
+		}
+	})
 }
 
 // Where the call cannot move, it ends as without proxy.resume: 1014 to
@@ -780,51 +783,54 @@ func (h heldLeases) ResumeCall(ctx context.Context, callID, pod, holder string, 
 // the client and to the new pod alike, never left open nor blamed on a
 // pod.
 func TestStopDuringAMoveIsDelivered(t *testing.T) {
-	h := heldLeases{entered: make(chan struct{}), release: make(chan struct{})}
-	e := newEnv(t, envOpt{
-		// No idle deadline, whose arming would deliver the stop by itself.
-		cfg:     func(c *Config) { resumeCfg(c); c.DrainTimeout = 50 * time.Millisecond; c.IdleTimeout = 0 },
-		opening: twilioOpening,
-		leases:  func(l Leases) Leases { h.Leases = l; return h },
-	})
-	mortal := newMortalPod(t)
-	e.addPod("pod-x", "gold", mortal.addr())
-	callID, url := e.twilioCallOn("pod-x")
-	// The call's next pod says nothing, and the client goes quiet: no
-	// message of either may be what delivers the stop.
-	quiet := newMortalPod(t)
-	quiet.quiet = true
-	e.addPod("pod-q", "gold", quiet.addr())
-	for _, pod := range []string{"pod-a", "pod-b", "pod-s"} {
-		if _, err := e.alloc.Drain(context.Background(), pod); err != nil {
-			t.Fatal(err)
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		h := heldLeases{entered: make(chan struct{}), release: make(chan struct{})}
+		e := newEnv(t, envOpt{
+			relay: relay,
+			// No idle deadline, whose arming would deliver the stop by itself.
+			cfg:     func(c *Config) { resumeCfg(c); c.DrainTimeout = 50 * time.Millisecond; c.IdleTimeout = 0 },
+			opening: twilioOpening,
+			leases:  func(l Leases) Leases { h.Leases = l; return h },
+		})
+		mortal := newMortalPod(t)
+		e.addPod("pod-x", "gold", mortal.addr())
+		callID, url := e.twilioCallOn("pod-x")
+		// The call's next pod says nothing, and the client goes quiet: no
+		// message of either may be what delivers the stop.
+		quiet := newMortalPod(t)
+		quiet.quiet = true
+		e.addPod("pod-q", "gold", quiet.addr())
+		for _, pod := range []string{"pod-a", "pod-b", "pod-s"} {
+			if _, err := e.alloc.Drain(context.Background(), pod); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	s := openStream(t, e, url, callID, 5*time.Millisecond, 4)
-	s.waitEchoes(5)
-	s.pause()
-	mortal.kill("reset")
-	<-h.entered
-	e.cancel() // shutdown: after the drain timeout, every open socket is stopped with 1001
-	testwait.Until(t, 5*time.Second, "the stop recorded", func() bool {
-		open, _ := e.px.snapshot()
-		return len(open) == 1 && open[0].Stopped()
+		s := openStream(t, e, url, callID, 5*time.Millisecond, 4)
+		s.waitEchoes(5)
+		s.pause()
+		mortal.kill("reset")
+		<-h.entered
+		e.cancel() // shutdown: after the drain timeout, every open socket is stopped with 1001
+		testwait.Until(t, 5*time.Second, "the stop recorded", func() bool {
+			open, _ := e.px.snapshot()
+			return len(open) == 1 && open[0].Stopped()
+		})
+		close(h.release)
+		testwait.Until(t, 10*time.Second, "the provider's socket ended", func() bool {
+			_, ended := s.snapshot()
+			return ended != nil
+		})
+		if _, ended := s.snapshot(); websocket.CloseStatus(ended) != closeGoingAway {
+			t.Errorf("the provider read %v, want close %d", ended, closeGoingAway)
+		}
+		e.waitSockets(0)
+		if got := quiet.served(); len(got) != 1 || got[0].header.Get(ResumedHeader) != "1" || got[0].closeCode != closeGoingAway {
+			t.Errorf("the new pod served %+v; want one resumed socket closed with %d", got, closeGoingAway)
+		}
+		if tl, _ := e.alloc.Timeline(context.Background(), callID); tl.SocketEnd != "drain" || tl.Resumptions != 1 {
+			t.Errorf("timeline = %+v; want ended by the drain after one resumption", tl)
+		}
 	})
-	close(h.release)
-	testwait.Until(t, 10*time.Second, "the provider's socket ended", func() bool {
-		_, ended := s.snapshot()
-		return ended != nil
-	})
-	if _, ended := s.snapshot(); websocket.CloseStatus(ended) != closeGoingAway {
-		t.Errorf("the provider read %v, want close %d", ended, closeGoingAway)
-	}
-	e.waitSockets(0)
-	if got := quiet.served(); len(got) != 1 || got[0].header.Get(ResumedHeader) != "1" || got[0].closeCode != closeGoingAway {
-		t.Errorf("the new pod served %+v; want one resumed socket closed with %d", got, closeGoingAway)
-	}
-	if tl, _ := e.alloc.Timeline(context.Background(), callID); tl.SocketEnd != "drain" || tl.Resumptions != 1 {
-		t.Errorf("timeline = %+v; want ended by the drain after one resumption", tl)
-	}
 }
 
 // A hundred pod deaths under ten calls streaming as Twilio does (a 20 ms
@@ -835,114 +841,116 @@ func TestStopDuringAMoveIsDelivered(t *testing.T) {
 // docs/media.md: the test judges what the providers and pods saw, not
 // how fast.
 func TestAHundredPodDeaths(t *testing.T) {
-	// A call never goes back to a pod it left: each needs a free pod it
-	// has not been on at every death (pods > calls + deaths).
-	const calls, deaths, pods = 10, 10, 21
-	e := newEnv(t, envOpt{opening: twilioOpening, cfg: func(c *Config) {
-		resumeCfg(c)
-		c.Resume.MaxPerCall = deaths
-		c.MaxEjectionPercent = 0 // a dead pod's next socket is a new container's
-	}})
-	ctx := context.Background()
-	for _, pod := range []string{"pod-a", "pod-b", "pod-s"} {
-		if _, err := e.alloc.Drain(ctx, pod); err != nil {
-			t.Fatal(err)
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		// A call never goes back to a pod it left: each needs a free pod it
+		// has not been on at every death (pods > calls + deaths).
+		const calls, deaths, pods = 10, 10, 21
+		e := newEnv(t, envOpt{relay: relay, opening: twilioOpening, cfg: func(c *Config) {
+			resumeCfg(c)
+			c.Resume.MaxPerCall = deaths
+			c.MaxEjectionPercent = 0 // a dead pod's next socket is a new container's
+		}})
+		ctx := context.Background()
+		for _, pod := range []string{"pod-a", "pod-b", "pod-s"} {
+			if _, err := e.alloc.Drain(ctx, pod); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	mortals := map[string]*mortalPod{}
-	for i := range pods {
-		name := fmt.Sprintf("pod-m%d", i)
-		mortals[name] = newMortalPod(t)
-		e.addPod(name, "gold", mortals[name].addr())
-	}
-	type result struct {
-		// gaps: between the last echo before a death and the first
-		// after; heard: from the death to that first echo.
-		gaps, heard []time.Duration
-		lost        []int // frames between the last echo before a death and the first after, not echoed
-	}
-	results := make([]result, calls)
-	var wg sync.WaitGroup
-	for c := range calls {
-		id := fmt.Sprintf("CA%02d", c)
-		al, err := e.alloc.Allocate(ctx, allocator.Request{CallID: id, Creator: "provider:twilio"})
-		if err != nil {
-			t.Fatal(err)
+		mortals := map[string]*mortalPod{}
+		for i := range pods {
+			name := fmt.Sprintf("pod-m%d", i)
+			mortals[name] = newMortalPod(t)
+			e.addPod(name, "gold", mortals[name].addr())
 		}
-		s := openStream(t, e, e.url(al.PodName, e.signer.Mint(id, al.PodName, agentPath)), id, 20*time.Millisecond, 160)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for d := range deaths {
-				before, _ := s.snapshot()
-				s.waitEchoes(len(before) + 5)
-				info, err := e.alloc.Call(ctx, id)
-				if err != nil {
-					t.Error(err)
-					return
+		type result struct {
+			// gaps: between the last echo before a death and the first
+			// after; heard: from the death to that first echo.
+			gaps, heard []time.Duration
+			lost        []int // frames between the last echo before a death and the first after, not echoed
+		}
+		results := make([]result, calls)
+		var wg sync.WaitGroup
+		for c := range calls {
+			id := fmt.Sprintf("CA%02d", c)
+			al, err := e.alloc.Allocate(ctx, allocator.Request{CallID: id, Creator: "provider:twilio"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := openStream(t, e, e.url(al.PodName, e.signer.Mint(id, al.PodName, agentPath)), id, 20*time.Millisecond, 160)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for d := range deaths {
+					before, _ := s.snapshot()
+					s.waitEchoes(len(before) + 5)
+					info, err := e.alloc.Call(ctx, id)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					// The death's phase in the 20 ms cadence, at random: not
+					// a wait for anything, the injection's timing.
+					time.Sleep(rand.N(20 * time.Millisecond))
+					before, _ = s.snapshot()
+					killed := time.Now()
+					mortals[info.PodName].kill([]string{"reset", "fin"}[d%2])
+					s.waitEchoes(len(before) + 1)
+					after, _ := s.snapshot()
+					last, next := before[len(before)-1], after[len(before)]
+					results[c].gaps = append(results[c].gaps, next.at.Sub(last.at))
+					results[c].heard = append(results[c].heard, next.at.Sub(killed))
+					results[c].lost = append(results[c].lost, next.seq-last.seq-1)
 				}
-				// The death's phase in the 20 ms cadence, at random: not
-				// a wait for anything, the injection's timing.
-				time.Sleep(rand.N(20 * time.Millisecond))
-				before, _ = s.snapshot()
-				killed := time.Now()
-				mortals[info.PodName].kill([]string{"reset", "fin"}[d%2])
-				s.waitEchoes(len(before) + 1)
-				after, _ := s.snapshot()
-				last, next := before[len(before)-1], after[len(before)]
-				results[c].gaps = append(results[c].gaps, next.at.Sub(last.at))
-				results[c].heard = append(results[c].heard, next.at.Sub(killed))
-				results[c].lost = append(results[c].lost, next.seq-last.seq-1)
-			}
-			echoes, _ := s.snapshot()
-			s.waitEchoes(len(echoes) + 5)
-			echoes, ended := s.snapshot()
-			if ended != nil {
-				t.Errorf("%s: the provider's socket ended: %v", id, ended)
-			}
-			if i := inOrder(echoes); i >= 0 {
-				t.Errorf("%s: echo %d out of order: seq %d after %d", id, i, echoes[i].seq, echoes[i-1].seq)
-			}
-			s.close()
-		}()
-	}
-	wg.Wait()
-	e.waitSockets(0)
-	if got := value(e.px.metrics.resumptions.WithLabelValues("resumed")); got != calls*deaths {
-		t.Errorf("resumed = %v, want %d", got, calls*deaths)
-	}
-	// Every pod's socket began with the opening; the resumed ones were
-	// told their count, one to ten per call.
-	counts := map[string]int{}
-	for _, m := range mortals {
-		for _, ps := range m.served() {
-			if len(ps.events) < 2 || ps.events[0] != "connected" || ps.events[1] != "start" {
-				t.Errorf("a pod's socket began with %v", ps.events[:min(2, len(ps.events))])
-			}
-			counts[ps.header.Get(ResumedHeader)]++
+				echoes, _ := s.snapshot()
+				s.waitEchoes(len(echoes) + 5)
+				echoes, ended := s.snapshot()
+				if ended != nil {
+					t.Errorf("%s: the provider's socket ended: %v", id, ended)
+				}
+				if i := inOrder(echoes); i >= 0 {
+					t.Errorf("%s: echo %d out of order: seq %d after %d", id, i, echoes[i].seq, echoes[i-1].seq)
+				}
+				s.close()
+			}()
 		}
-	}
-	for n := 1; n <= deaths; n++ {
-		if counts[fmt.Sprint(n)] != calls {
-			t.Errorf("%d sockets were told %s: %d, want %d", counts[fmt.Sprint(n)], ResumedHeader, n, calls)
+		wg.Wait()
+		e.waitSockets(0)
+		if got := value(e.px.metrics.resumptions.WithLabelValues("resumed")); got != calls*deaths {
+			t.Errorf("resumed = %v, want %d", got, calls*deaths)
 		}
-	}
-	var gaps, heard []time.Duration
-	var lost []int
-	for _, r := range results {
-		gaps, heard = append(gaps, r.gaps...), append(heard, r.heard...)
-		lost = append(lost, r.lost...)
-	}
-	slices.Sort(gaps)
-	slices.Sort(heard)
-	slices.Sort(lost)
-	if len(gaps) > 0 {
-		q := func(ds []time.Duration, p float64) time.Duration {
-			return ds[min(len(ds)-1, int(p*float64(len(ds))))].Round(10 * time.Microsecond)
+		// Every pod's socket began with the opening; the resumed ones were
+		// told their count, one to ten per call.
+		counts := map[string]int{}
+		for _, m := range mortals {
+			for _, ps := range m.served() {
+				if len(ps.events) < 2 || ps.events[0] != "connected" || ps.events[1] != "start" {
+					t.Errorf("a pod's socket began with %v", ps.events[:min(2, len(ps.events))])
+				}
+				counts[ps.header.Get(ResumedHeader)]++
+			}
 		}
-		t.Logf("%d pod deaths (frames every 20ms): gap in echoed media p50 %v, p99 %v, max %v; death to the next echo p50 %v, p99 %v, max %v; frames not echoed per death: median %d, max %d",
-			len(gaps), q(gaps, .5), q(gaps, .99), q(gaps, 1), q(heard, .5), q(heard, .99), q(heard, 1), lost[len(lost)/2], lost[len(lost)-1])
-	}
+		for n := 1; n <= deaths; n++ {
+			if counts[fmt.Sprint(n)] != calls {
+				t.Errorf("%d sockets were told %s: %d, want %d", counts[fmt.Sprint(n)], ResumedHeader, n, calls)
+			}
+		}
+		var gaps, heard []time.Duration
+		var lost []int
+		for _, r := range results {
+			gaps, heard = append(gaps, r.gaps...), append(heard, r.heard...)
+			lost = append(lost, r.lost...)
+		}
+		slices.Sort(gaps)
+		slices.Sort(heard)
+		slices.Sort(lost)
+		if len(gaps) > 0 {
+			q := func(ds []time.Duration, p float64) time.Duration {
+				return ds[min(len(ds)-1, int(p*float64(len(ds))))].Round(10 * time.Microsecond)
+			}
+			t.Logf("%d pod deaths (frames every 20ms): gap in echoed media p50 %v, p99 %v, max %v; death to the next echo p50 %v, p99 %v, max %v; frames not echoed per death: median %d, max %d",
+				len(gaps), q(gaps, .5), q(gaps, .99), q(gaps, 1), q(heard, .5), q(heard, .99), q(heard, 1), lost[len(lost)/2], lost[len(lost)-1])
+		}
+	})
 }
 
 // A pod removed from the registry while its call streams (deleted from
@@ -951,80 +959,82 @@ func TestAHundredPodDeaths(t *testing.T) {
 // provider's socket stays open, and the removed pod is neither blamed nor
 // written back. Without the opt-in the call ends as before (1008).
 func TestPodLeftTheRegistryMidCall(t *testing.T) {
-	for _, resume := range []bool{true, false} {
-		t.Run(fmt.Sprint("resume=", resume), func(t *testing.T) {
-			cfg := resumeCfg
-			if !resume {
-				cfg = failoverCfg
-			}
-			e := newEnv(t, envOpt{cfg: cfg, opening: twilioOpening, leaseTTL: 2 * time.Second})
-			rec := fakeagent.NewRecorder()
-			for name, ag := range e.agents {
-				ag.Record(rec, name)
-			}
-			left := newMortalPod(t)
-			e.addPod("pod-x", "gold", left.addr())
-			callID, url := e.twilioCallOn("pod-x")
-			s := openStream(t, e, url, callID, 5*time.Millisecond, 4)
-			s.waitEchoes(10)
-			ctx := context.Background()
-			out, err := e.alloc.UnregisterPod(ctx, "", "pod-x")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !resume {
-				if out.CallsEnded != 1 {
-					t.Errorf("unregister = %+v; want the call ended", out)
+	eachRelay(t, func(t *testing.T, relay Relay) {
+		for _, resume := range []bool{true, false} {
+			t.Run(fmt.Sprint("resume=", resume), func(t *testing.T) {
+				cfg := resumeCfg
+				if !resume {
+					cfg = failoverCfg
 				}
-				testwait.Until(t, 10*time.Second, "the provider's socket ended", func() bool {
-					_, ended := s.snapshot()
-					return ended != nil
-				})
-				if _, ended := s.snapshot(); websocket.CloseStatus(ended) != closePolicy {
-					t.Errorf("the provider read %v, want close %d", ended, closePolicy)
+				e := newEnv(t, envOpt{cfg: cfg, opening: twilioOpening, leaseTTL: 2 * time.Second, relay: relay})
+				rec := fakeagent.NewRecorder()
+				for name, ag := range e.agents {
+					ag.Record(rec, name)
 				}
-				return
-			}
-			if out.CallsMoving != 1 || out.CallsEnded != 0 {
-				t.Fatalf("unregister = %+v; want the call left to its socket", out)
-			}
-			e.waitResumed(1)
-			before, _ := s.snapshot()
-			s.waitEchoes(len(before) + 10)
-			echoes, ended := s.snapshot()
-			if ended != nil {
-				t.Fatalf("the provider's socket ended: %v", ended)
-			}
-			if i := inOrder(echoes); i >= 0 {
-				t.Errorf("echo %d out of order", i)
-			}
-			tl, _ := e.alloc.Timeline(ctx, callID)
-			if tl.Resumptions != 1 || !slices.Equal(tl.MovedFrom, []string{"pod-x"}) {
-				t.Errorf("timeline = %+v", tl)
-			}
-			var took int
-			for _, ss := range rec.Sessions() {
-				if ss.CallID == callID && ss.Frames > 0 {
-					took++
+				left := newMortalPod(t)
+				e.addPod("pod-x", "gold", left.addr())
+				callID, url := e.twilioCallOn("pod-x")
+				s := openStream(t, e, url, callID, 5*time.Millisecond, 4)
+				s.waitEchoes(10)
+				ctx := context.Background()
+				out, err := e.alloc.UnregisterPod(ctx, "", "pod-x")
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			if took != 1 {
-				t.Errorf("%d other pods serve the call, want 1", took)
-			}
-			s.close()
-			e.waitSockets(0)
-			if pi, err := e.alloc.PodInfo(ctx, "pod-x"); err == nil {
-				t.Errorf("the removed pod is back: %+v", pi)
-			}
-			if got := value(e.px.metrics.ejections.WithLabelValues("lost")); got != 0 {
-				t.Errorf("the removed pod was ejected (%v)", got)
-			}
-			// It still served: it heard the socket go away.
-			if got := left.served(); len(got) != 1 || got[0].closeCode != closeGoingAway {
-				t.Errorf("the removed pod served %+v; want one socket closed with %d", got, closeGoingAway)
-			}
-		})
-	}
+				if !resume {
+					if out.CallsEnded != 1 {
+						t.Errorf("unregister = %+v; want the call ended", out)
+					}
+					testwait.Until(t, 10*time.Second, "the provider's socket ended", func() bool {
+						_, ended := s.snapshot()
+						return ended != nil
+					})
+					if _, ended := s.snapshot(); websocket.CloseStatus(ended) != closePolicy {
+						t.Errorf("the provider read %v, want close %d", ended, closePolicy)
+					}
+					return
+				}
+				if out.CallsMoving != 1 || out.CallsEnded != 0 {
+					t.Fatalf("unregister = %+v; want the call left to its socket", out)
+				}
+				e.waitResumed(1)
+				before, _ := s.snapshot()
+				s.waitEchoes(len(before) + 10)
+				echoes, ended := s.snapshot()
+				if ended != nil {
+					t.Fatalf("the provider's socket ended: %v", ended)
+				}
+				if i := inOrder(echoes); i >= 0 {
+					t.Errorf("echo %d out of order", i)
+				}
+				tl, _ := e.alloc.Timeline(ctx, callID)
+				if tl.Resumptions != 1 || !slices.Equal(tl.MovedFrom, []string{"pod-x"}) {
+					t.Errorf("timeline = %+v", tl)
+				}
+				var took int
+				for _, ss := range rec.Sessions() {
+					if ss.CallID == callID && ss.Frames > 0 {
+						took++
+					}
+				}
+				if took != 1 {
+					t.Errorf("%d other pods serve the call, want 1", took)
+				}
+				s.close()
+				e.waitSockets(0)
+				if pi, err := e.alloc.PodInfo(ctx, "pod-x"); err == nil {
+					t.Errorf("the removed pod is back: %+v", pi)
+				}
+				if got := value(e.px.metrics.ejections.WithLabelValues("lost")); got != 0 {
+					t.Errorf("the removed pod was ejected (%v)", got)
+				}
+				// It still served: it heard the socket go away.
+				if got := left.served(); len(got) != 1 || got[0].closeCode != closeGoingAway {
+					t.Errorf("the removed pod served %+v; want one socket closed with %d", got, closeGoingAway)
+				}
+			})
+		}
+	})
 }
 
 // Where the next pod cannot take the call, it ends as without

@@ -171,6 +171,8 @@ type Tap struct {
 	// frame is the frame being read so far: toward the client a copy (its
 	// bytes were passed on), toward the pod the bytes held back.
 	frame []byte
+	// scratch holds a masked frame's payload, unmasked (payload).
+	scratch []byte
 }
 
 // NewTap returns the tap of the direction reading src.
@@ -203,7 +205,7 @@ func (t *Tap) Look(b []byte) {
 			return
 		}
 		if whole {
-			t.legs.sent(payload(t.frame))
+			t.legs.sent(t.payload(t.frame))
 			t.frame = t.frame[:0]
 		}
 	}
@@ -242,7 +244,7 @@ func (t *Tap) Filter(b []byte) []byte {
 			break // unreachable: a whole header gives the frame's size
 		}
 		f := in[r : r+need]
-		if !t.legs.stale(payload(f)) {
+		if !t.legs.stale(t.payload(f)) {
 			w += copy(in[w:], f)
 		}
 		r += need
@@ -306,17 +308,19 @@ func headerLen(f []byte) int {
 	return n
 }
 
-// payload is a whole frame's payload, unmasked (a copy when masked).
-func payload(f []byte) []byte {
+// payload is a whole frame's payload, unmasked: in the tap's own scratch
+// buffer when masked (one per direction, reused: the provider's stream is
+// read frame by frame, and a copy per message showed as garbage).
+func (t *Tap) payload(f []byte) []byte {
 	hl := headerLen(f)
 	p := f[hl:]
 	if f[1]&0x80 == 0 {
 		return p
 	}
 	mask := f[hl-4 : hl]
-	out := make([]byte, len(p))
-	for i := range p {
-		out[i] = p[i] ^ mask[i%4]
+	t.scratch = append(t.scratch[:0], p...)
+	for i := range t.scratch {
+		t.scratch[i] ^= mask[i%4]
 	}
-	return out
+	return t.scratch
 }

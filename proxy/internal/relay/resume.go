@@ -54,10 +54,16 @@ func (s *Socket) LostCause() error {
 // Resumed puts the new pod's connection in place: the socket relays on.
 // A stop that came during the move is the relay's to deliver (Stopped).
 func (s *Socket) Resumed(pod net.Conn) {
-	s.mu.Lock()
-	s.Pod = pod
-	s.mu.Unlock()
+	s.SetPod(pod)
 	s.resuming.Store(false)
+}
+
+// SetPod sets the pod's connection: the host's, before the relay has the
+// socket; a loop's (nil: its own fd carries the pod), as it takes it.
+func (s *Socket) SetPod(pod net.Conn) {
+	s.mu.Lock()
+	s.pod = pod
+	s.mu.Unlock()
 }
 
 // ResumeFailed records the dead pod's end after all: when it costs the
@@ -80,7 +86,7 @@ func (e *Env) ResumeFailed(s *Socket) (lost bool) {
 func (s *Socket) PodConn() net.Conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.Pod
+	return s.pod
 }
 
 // CanResume reports whether the socket may still move: the client is still

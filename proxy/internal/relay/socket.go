@@ -13,16 +13,21 @@ import (
 // host's renewal and drain) touch is atomic or under mu. The host keeps
 // what the relay does not need (the call, its claim, its span) beside it.
 type Socket struct {
-	CallID      string // for the relays' log lines
-	Client, Pod net.Conn
-	Started     time.Time
+	CallID string // for the relays' log lines
+	// Client is the provider's connection, the relay's from its start.
+	Client  net.Conn
+	Started time.Time
+	// pod is the pod's connection: set before the relay has the socket
+	// (SetPod), changed by a move (Resumed), read under mu (PodConn) since
+	// a stop's interrupt on another goroutine may read it as it changes.
 	// Ext: the pod's 101 named an extension, whose frames may carry the
 	// reserved bits.
 	Ext bool
 	// Resume: when the pod's side dies mid-call, the relay asks the host
 	// for another pod (Host.Resume) instead of ending the socket, and the
 	// client never sees the death. Set by the host before the relay has
-	// the socket; only the goroutine relay (package pump) honours it.
+	// the socket. The goroutine relay and the epoll loops move it; the
+	// uring loops leave such a socket to the epoll loops (loop.Add).
 	// Opening is how many of the client's first messages the relay keeps
 	// for the new pod, within OpeningMax bytes.
 	Resume              bool
@@ -43,6 +48,7 @@ type Socket struct {
 	// stops on other goroutines (renewal, drain), on close events only,
 	// never per message: mu serialises them.
 	mu      sync.Mutex
+	pod     net.Conn
 	closing Closing
 	// stopped mirrors closing.Stopped() for the relays' checks on their
 	// paths (a read that raced a stop) without the lock.

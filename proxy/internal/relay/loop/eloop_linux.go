@@ -100,7 +100,8 @@ func (ls *Loops) Stop() {
 }
 
 // Add hands s to a loop, round robin: a uring loop when they run, else an
-// epoll loop. It reports false, leaving the connections untouched, when
+// epoll loop. A socket that may move (relay.Socket.Resume) always goes to
+// an epoll loop, which moves it (emove_linux.go); the uring loops do not. It reports false, leaving the connections untouched, when
 // the loops cannot carry them (none started, or a connection that is not
 // TCP): the caller then uses the goroutine relay. t, when not nil, is the
 // client's TLS record layer taken from crypto/tls (package tls13), and its
@@ -115,11 +116,11 @@ func (ls *Loops) Add(s *relay.Socket, podEarly, early []byte, t *tls13.Takeover)
 	if t != nil {
 		cc, ok1 = t.Conn(), true
 	}
-	pc, ok2 := s.Pod.(*net.TCPConn)
+	pc, ok2 := s.PodConn().(*net.TCPConn)
 	if !ok1 || !ok2 {
 		return false
 	}
-	if uset := ls.uset.Load(); uset != nil {
+	if uset := ls.uset.Load(); uset != nil && !s.Resume {
 		return ls.addUring(*uset, s, cc, pc, podEarly, early, t)
 	}
 	l := (*set)[int(ls.next.Add(1))%len(*set)]
@@ -141,7 +142,8 @@ func (ls *Loops) Add(s *relay.Socket, podEarly, early []byte, t *tls13.Takeover)
 	}
 	e.dirs[0] = edir{src: 0, pend: early}
 	e.dirs[1] = edir{src: 1, pend: podEarly}
-	s.Client, s.Pod = nil, nil
+	s.Client = nil
+	s.SetPod(nil)
 	// Counted before the loop can relay a byte or end the socket, so that
 	// whoever sees the socket's traffic or its end sees it counted.
 	l.o.Carried(false, t != nil)
@@ -234,10 +236,12 @@ type eloop struct {
 	ready int
 }
 
-// ecmd is a socket to add, or one that edge stopped.
+// ecmd is a socket to add, one that edge stopped or that is to move, or
+// a move's outcome (moved).
 type ecmd struct {
-	e   *esock
-	add bool
+	e     *esock
+	add   bool
+	moved *moved
 }
 
 func newLoop(o *Options) (*eloop, error) {
@@ -340,7 +344,13 @@ func (l *eloop) commands() bool {
 		switch {
 		case c.add:
 			l.register(c.e)
-		case !c.e.done:
+		case c.moved != nil:
+			l.moveDone(c.e, *c.moved)
+		case c.e.done, c.e.moving:
+			// A stop during a move is delivered when it ends.
+		case c.e.s.Resuming():
+			l.startMove(c.e) // the pod left the registry
+		case c.e.s.Stopped():
 			l.beginClose(c.e)
 		}
 	}

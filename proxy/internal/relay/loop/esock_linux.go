@@ -33,6 +33,17 @@ type esock struct {
 	// the client are opened as they are read; bytes to it are sealed as
 	// they are queued, so dirs[1].pend holds ciphertext.
 	tls *tls13.Records
+	// moving: the pod's side died and the host looks for another pod
+	// (emove_linux.go); neither connection is in the loop's set.
+	moving bool
+	// drop: the socket moved, and the new pod gets nothing of a client
+	// message the dead one had part of (relay.DirPolicy.DropPartial).
+	drop bool
+	// legs and taps, for a socket that may move and whose provider
+	// answers its pods' messages by name (relay.Legs): taps[0] reads the
+	// client's stream, taps[1] the pod's. Nil for every other socket.
+	legs *relay.Legs
+	taps [2]*relay.Tap
 }
 
 // edir is one direction of an esock.
@@ -66,18 +77,19 @@ func (l *eloop) register(e *esock) {
 		l.teardown(e, relay.None)
 		return
 	}
+	if e.s.Resume {
+		e.pol.Dirs[0].Keep(e.s.Opening, e.s.OpeningMax)
+		if len(e.s.Legs) > 0 {
+			e.legs = relay.NewLegs(e.s.Legs)
+			e.taps = [2]*relay.Tap{relay.NewTap(e.legs, relay.Client), relay.NewTap(e.legs, relay.Pod)}
+		}
+	}
 	for i := range e.dirs {
 		d := &e.dirs[i]
-		if len(d.pend) == 0 {
-			d.pend = nil
-			continue
-		}
-		n, v := e.pol.Dirs[i].Relayed(e.s, d.pend)
-		if d.pend = e.wire(i, nil, d.pend[:n]); len(d.pend) == 0 {
-			d.pend = nil
-		}
-		if v.Code != 0 {
-			e.s.MarkStop(v.Code, v.Reason)
+		early := d.pend
+		d.pend = nil
+		if len(early) > 0 {
+			d.pend = l.relayEarly(e, i, nil, early)
 		}
 	}
 	for i, fd := range e.fds {
@@ -98,6 +110,46 @@ func (l *eloop) register(e *esock) {
 			return
 		}
 	}
+}
+
+// relayEarly accounts early, bytes of direction i's source that came
+// before the loop read it (behind a handshake, or behind a new pod's 101),
+// and appends what goes on to dst, as the destination takes it.
+func (l *eloop) relayEarly(e *esock, i int, dst, early []byte) []byte {
+	if early = e.look(i, early); len(early) == 0 {
+		return dst
+	}
+	n, v := e.pol.Dirs[i].Relayed(e.s, early)
+	dst = e.wire(i, dst, early[:n])
+	if v.Code != 0 {
+		e.s.MarkStop(v.Code, v.Reason)
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	return dst
+}
+
+// look shows b, the next bytes of direction i's source, to what reads a
+// socket that may move before its policy does: the legs' taps (the
+// provider's answers to a dead pod's messages go no further), and, on the
+// first reads after a move, the rest of a client message the new pod must
+// not get. It returns what goes on (it may reuse b's memory).
+func (e *esock) look(i int, b []byte) []byte {
+	if t := e.taps[i]; t != nil {
+		if i == 0 {
+			b = t.Filter(b)
+		} else {
+			t.Look(b)
+		}
+	}
+	if i == 0 && e.drop && len(b) > 0 {
+		d := &e.pol.Dirs[0]
+		k := d.DropPartial(b)
+		e.drop = k == len(b) && !d.BetweenMessages()
+		b = b[k:]
+	}
+	return b
 }
 
 // want is the epoll interest of fds[i]: readable while its direction may
@@ -225,6 +277,9 @@ func (l *eloop) read(e *esock, d *edir) bool {
 	} else {
 		e.pol.Live.Heard(l.now)
 	}
+	if b = e.look(d.src, b); len(b) == 0 {
+		return true
+	}
 	n, v := e.pol.Dirs[d.src].Relayed(e.s, b)
 	out := b[:n]
 	if d.src == 1 && e.tls != nil && n > 0 {
@@ -271,6 +326,10 @@ func (l *eloop) ended(e *esock, i int, how relay.End, cause error) bool {
 	if endedOpen(&l.o.Env, e.s, side(i), how, cause, l.now) {
 		l.beginClose(e)
 		return !e.done
+	}
+	if e.s.Resuming() {
+		l.startMove(e)
+		return false
 	}
 	e.closing = true
 	return l.settle(e)

@@ -19,7 +19,15 @@ import "github.com/edge-voice/edge/proxy/internal/relay"
 // what was read goes out first, then both connections shut and drain (the
 // loop's settle).
 func endedOpen(env *relay.Env, s *relay.Socket, side relay.Side, how relay.End, cause error, now int64) (edgeClose bool) {
-	if env.SideEnded(s, side, how, cause) || s.Stopped() {
+	if env.SideEnded(s, side, how, cause) {
+		return true
+	}
+	if s.Resuming() {
+		// The socket moves (only the epoll loop's do): nothing of it
+		// ends, and a stop is delivered once the move is over.
+		return false
+	}
+	if s.Stopped() {
 		return true
 	}
 	s.Begin(now)

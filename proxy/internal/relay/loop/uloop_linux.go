@@ -213,7 +213,8 @@ func (ls *Loops) addUring(set []*uloop, s *relay.Socket, cc, pc *net.TCPConn, po
 		e.tls = t.Records()
 	}
 	e.dirs[0].out, e.dirs[1].out = early, podEarly
-	s.Client, s.Pod = nil, nil
+	s.Client = nil
+	s.SetPod(nil)
 	// Counted before the loop can relay a byte or end the socket, as on
 	// the epoll loops.
 	l.o.Carried(true, t != nil)

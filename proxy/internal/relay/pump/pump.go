@@ -77,8 +77,9 @@ func (r *Relay) bridge(s *relay.Socket, podEarly, early []byte) {
 	resumed := false
 	var notice []byte
 	for {
-		toClient := direction{src: s.Pod, dst: s.Client, pol: &pol, d: &pol.Dirs[1], wr: newWriter(s.Client), tap: taps[1], notice: notice}
-		toPod := direction{src: s.Client, dst: s.Pod, pol: &pol, d: &pol.Dirs[0], wr: newWriter(s.Pod), tap: taps[0]}
+		pod := s.PodConn()
+		toClient := direction{src: pod, dst: s.Client, pol: &pol, d: &pol.Dirs[1], wr: newWriter(s.Client), tap: taps[1], notice: notice}
+		toPod := direction{src: s.Client, dst: pod, pol: &pol, d: &pol.Dirs[0], wr: newWriter(pod), tap: taps[0]}
 		toPod.wr.stall, toPod.wr.excuse = lim.PodWriteTimeout, &toClient.wr.waiting
 		left, moving := r.leg(s, toClient, toPod, podEarly, early, resumed)
 		if !moving {
@@ -87,10 +88,10 @@ func (r *Relay) bridge(s *relay.Socket, podEarly, early []byte) {
 		if f := pol.Dirs[0].LeaveFrame(); f != nil && errors.Is(s.LostCause(), relay.ErrPodLeft) {
 			// A pod that left the registry still serves: it hears the
 			// socket go away, not a cut.
-			s.Pod.SetWriteDeadline(time.Now().Add(relay.CloseGrace))
-			s.Pod.Write(f)
+			pod.SetWriteDeadline(time.Now().Add(relay.CloseGrace))
+			pod.Write(f)
 		}
-		s.Pod.Close()
+		pod.Close()
 		var moved relay.Moved
 		moved, resumed = r.move(s, &pol)
 		podEarly, notice = moved.Early, moved.Notice
@@ -190,7 +191,7 @@ func (r *Relay) leg(s *relay.Socket, toClient, toPod direction, podEarly, early 
 		}
 	}
 	conn.Close()
-	s.Pod.Close()
+	toPod.dst.Close()
 	<-done
 	if s.Resuming() {
 		// The pod died as this leg ended for another reason (the

@@ -17,11 +17,14 @@ type Relay func(t *testing.T, env relay.Env) (add func(*relay.Socket), stop func
 // Conformance runs every relay scenario on r: what each relay owes the
 // provider, the pod and the host, whichever moves the bytes.
 func Conformance(t *testing.T, r Relay) {
-	for _, sc := range scenarios {
+	for _, sc := range append(scenarios, moves...) {
 		t.Run(sc.name, func(t *testing.T) {
 			h := NewHost()
 			add, stop := r(t, Env(h, sc.limits))
 			s := NewSocket(t)
+			if sc.setup != nil {
+				sc.setup(s.Socket)
+			}
 			add(s.Socket)
 			sc.run(t, h, s)
 			stop()
@@ -29,12 +32,17 @@ func Conformance(t *testing.T, r Relay) {
 	}
 }
 
-var scenarios = []struct {
+// scenario is one thing every relay must do alike: setup, when not nil,
+// shapes the socket before the relay has it.
+type scenario struct {
 	name   string
 	limits relay.Limits
 	run    func(t *testing.T, h *Host, s *Socket)
-}{
-	{"messages both ways, then the provider's close", relay.Limits{}, func(t *testing.T, h *Host, s *Socket) {
+	setup  func(*relay.Socket)
+}
+
+var scenarios = []scenario{
+	{name: "messages both ways, then the provider's close", limits: relay.Limits{}, run: func(t *testing.T, h *Host, s *Socket) {
 		s.Client.Write(t, true, wsproto.OpText, []byte(`{"event":"media"}`))
 		if f := s.Pod.MustRead(t); f.Op != wsproto.OpText || string(f.Payload) != `{"event":"media"}` {
 			t.Fatalf("the pod read %+v", f)
@@ -58,7 +66,7 @@ var scenarios = []struct {
 			t.Errorf("ended %+v, want the provider's 1000 and one message each way", e)
 		}
 	}},
-	{"the pod reset mid-call", relay.Limits{}, func(t *testing.T, h *Host, s *Socket) {
+	{name: "the pod reset mid-call", limits: relay.Limits{}, run: func(t *testing.T, h *Host, s *Socket) {
 		s.Client.Write(t, true, wsproto.OpText, []byte("hello"))
 		s.Pod.MustRead(t)
 		s.Pod.Conn.(interface{ SetLinger(int) error }).SetLinger(0)
@@ -71,7 +79,7 @@ var scenarios = []struct {
 			t.Errorf("ended %+v, lost %v: want the pod lost once", e, h.Lost())
 		}
 	}},
-	{"a message over the limit", relay.Limits{MaxMessageBytes: 100}, func(t *testing.T, h *Host, s *Socket) {
+	{name: "a message over the limit", limits: relay.Limits{MaxMessageBytes: 100}, run: func(t *testing.T, h *Host, s *Socket) {
 		s.Client.Write(t, true, wsproto.OpText, bytes.Repeat([]byte("x"), 200))
 		if code, _ := s.Pod.MustRead(t).Close(); code != wsproto.CloseTooBig {
 			t.Errorf("the pod read close %d, want 1009 and none of the message", code)
@@ -83,8 +91,8 @@ var scenarios = []struct {
 		s.Pod.Conn.Close()
 		h.WaitEnded(t)
 	}},
-	{"a hung pod is found by ping", relay.Limits{PodPingInterval: 50 * time.Millisecond, PodSilence: 300 * time.Millisecond},
-		func(t *testing.T, h *Host, s *Socket) {
+	{name: "a hung pod is found by ping", limits: relay.Limits{PodPingInterval: 50 * time.Millisecond, PodSilence: 300 * time.Millisecond},
+		run: func(t *testing.T, h *Host, s *Socket) {
 			f := s.Pod.MustRead(t) // and never answered
 			if f.Op != 0x9 || string(f.Payload) != wsproto.PingPayload {
 				t.Fatalf("the pod read %+v, want edge's ping", f)
@@ -99,8 +107,8 @@ var scenarios = []struct {
 				t.Errorf("pods lost %v, want one hung", lost)
 			}
 		}},
-	{"a quiet pod's pongs stay at edge", relay.Limits{PodPingInterval: 50 * time.Millisecond, PodSilence: 300 * time.Millisecond},
-		func(t *testing.T, h *Host, s *Socket) {
+	{name: "a quiet pod's pongs stay at edge", limits: relay.Limits{PodPingInterval: 50 * time.Millisecond, PodSilence: 300 * time.Millisecond},
+		run: func(t *testing.T, h *Host, s *Socket) {
 			for range 4 {
 				f := s.Pod.MustRead(t)
 				if f.Op != 0x9 {
@@ -117,7 +125,7 @@ var scenarios = []struct {
 				t.Errorf("ended %+v, lost %v: a pod that answers lives", e, h.Lost())
 			}
 		}},
-	{"the provider's silence", relay.Limits{IdleTimeout: 100 * time.Millisecond}, func(t *testing.T, h *Host, s *Socket) {
+	{name: "the provider's silence", limits: relay.Limits{IdleTimeout: 100 * time.Millisecond}, run: func(t *testing.T, h *Host, s *Socket) {
 		if code, _ := s.Client.MustRead(t).Close(); code != relay.CloseIdleTimeout {
 			t.Errorf("the provider read close %d, want 4000", code)
 		}

@@ -25,11 +25,14 @@ import (
 	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
-// Host records what a relay tells its host: the pods it lost and each
-// socket's end. It moves nothing (Resume fails).
+// Host records what a relay tells its host: the pods it lost, the moves it
+// asked for and each socket's end. It moves a socket only as the test says
+// (OnResume); otherwise Resume fails.
 type Host struct {
 	mu    sync.Mutex
 	lost  []error
+	moves []relay.Move
+	mover func(*relay.Socket, relay.Move) (relay.Moved, error)
 	ended chan Ended
 }
 
@@ -52,9 +55,46 @@ func (h *Host) PodLost(_ *relay.Socket, cause error) {
 	h.lost = append(h.lost, cause)
 }
 
-// Resume implements relay.Host: this host moves no socket.
-func (h *Host) Resume(*relay.Socket, relay.Move) (relay.Moved, error) {
-	return relay.Moved{}, errors.New("relaytest: the host moves no socket")
+// Resume implements relay.Host: it records the move and makes it as
+// OnResume says, or fails.
+func (h *Host) Resume(s *relay.Socket, m relay.Move) (relay.Moved, error) {
+	h.mu.Lock()
+	m.Opening = append([]byte(nil), m.Opening...)
+	h.moves = append(h.moves, m)
+	f := h.mover
+	h.mu.Unlock()
+	if f == nil {
+		return relay.Moved{}, errors.New("relaytest: the host moves no socket")
+	}
+	return f(s, m)
+}
+
+// OnResume sets how the host moves a socket (nil: it does not).
+func (h *Host) OnResume(f func(*relay.Socket, relay.Move) (relay.Moved, error)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.mover = f
+}
+
+// MoveTo makes the host move each socket to the next pod of pods: the
+// relay's end of a pair from NewPod, with the stream's opening replayed
+// to it (as the proxy does), early its bytes behind a 101 and notice what
+// the provider is told first.
+func (h *Host) MoveTo(pods chan net.Conn, early, notice []byte) {
+	h.OnResume(func(_ *relay.Socket, m relay.Move) (relay.Moved, error) {
+		c := <-pods
+		if _, err := c.Write(m.Opening); err != nil {
+			return relay.Moved{}, err
+		}
+		return relay.Moved{Pod: c, Early: early, Notice: notice}, nil
+	})
+}
+
+// Moves are the moves the relay asked for so far.
+func (h *Host) Moves() []relay.Move {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]relay.Move(nil), h.moves...)
 }
 
 // Lost is the causes of the pods lost so far.
@@ -105,32 +145,51 @@ type Socket struct {
 // is handed and the test's ends; they are closed when the test ends.
 func NewSocket(t testing.TB) *Socket {
 	t.Helper()
-	pair := func() (relayEnd, testEnd net.Conn) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		accepted := make(chan net.Conn, 1)
-		go func() {
-			c, _ := ln.Accept()
-			accepted <- c
-		}()
-		testEnd, err = net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		relayEnd = <-accepted
-		if relayEnd == nil {
-			t.Fatal("accept failed")
-		}
-		t.Cleanup(func() { relayEnd.Close(); testEnd.Close() })
-		return relayEnd, testEnd
-	}
-	rc, tc := pair()
-	rp, tp := pair()
-	s := &relay.Socket{CallID: "CA-relaytest", Client: rc, Pod: rp, Started: time.Now()}
+	rc, tc := pair(t)
+	rp, tp := pair(t)
+	s := &relay.Socket{CallID: "CA-relaytest", Client: rc, Started: time.Now()}
+	s.SetPod(rp)
 	return &Socket{Socket: s, Client: &Peer{Conn: tc, r: bufio.NewReader(tc), mask: true}, Pod: &Peer{Conn: tp, r: bufio.NewReader(tp)}}
+}
+
+// NewPod connects another pod over loopback TCP, for a move: the relay's
+// end and the test's.
+func NewPod(t testing.TB) (relayEnd net.Conn, pod *Peer) {
+	t.Helper()
+	rp, tp := pair(t)
+	return rp, &Peer{Conn: tp, r: bufio.NewReader(tp)}
+}
+
+// pair is a loopback TCP connection's two ends, closed when the test ends.
+func pair(t testing.TB) (relayEnd, testEnd net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	testEnd, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	relayEnd = <-accepted
+	if relayEnd == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { relayEnd.Close(); testEnd.Close() })
+	return relayEnd, testEnd
+}
+
+// Reset ends the peer's connection with a TCP reset, as a killed process's
+// kernel does when bytes are unread.
+func (p *Peer) Reset() {
+	p.Conn.(*net.TCPConn).SetLinger(0)
+	p.Conn.Close()
 }
 
 // ClientLeaves ends the test as a provider that hangs up without a word:
