@@ -11,6 +11,7 @@ import (
 	"github.com/edge-voice/edge/proxy/internal/relay"
 	"github.com/edge-voice/edge/proxy/internal/relay/loop"
 	"github.com/edge-voice/edge/proxy/internal/relay/relaytest"
+	"github.com/edge-voice/edge/proxy/internal/tls13"
 )
 
 // The epoll and io_uring loops keep every relay's contract (relaytest).
@@ -26,7 +27,7 @@ func TestLoopsConformance(t *testing.T) {
 					t.Skipf("io_uring unavailable: %v", err)
 				}
 			}
-			relaytest.Conformance(t, func(t *testing.T, env relay.Env) (func(*relay.Socket), func()) {
+			relaytest.Conformance(t, func(t *testing.T, env relay.Env) (func(*relaytest.Socket), func()) {
 				var ls loop.Loops
 				if err := ls.Start(loop.Options{Env: env, Uring: uring, Carried: func(uring, tls bool) {},
 					UringOwnBufs: prometheus.NewCounter(prometheus.CounterOpts{Name: "own"})}); err != nil {
@@ -35,8 +36,16 @@ func TestLoopsConformance(t *testing.T) {
 				if uring && !ls.UringRunning() {
 					t.Fatal("the io_uring loops did not start")
 				}
-				add := func(s *relay.Socket) {
-					if !ls.Add(s, nil, nil, nil) {
+				add := func(s *relaytest.Socket) {
+					var tk *tls13.Takeover
+					var held []byte
+					if s.TLS != nil {
+						// The loop carries the provider's records.
+						if tk, held = tls13.Take(s.TLS); tk == nil {
+							t.Fatal("crypto/tls did not give up a TLS 1.3 socket's records")
+						}
+					}
+					if !ls.Add(s.Socket, nil, held, tk) {
 						t.Fatal("the loops refused a TCP socket")
 					}
 				}

@@ -10,24 +10,33 @@ import (
 	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
-// Relay starts a relay for env and returns how to hand it a socket and
+// Relay starts a relay for env and returns how to hand it a socket (a
+// TLS one's records taken over where the relay does that: Socket.TLS) and
 // how to stop it (after its sockets ended).
-type Relay func(t *testing.T, env relay.Env) (add func(*relay.Socket), stop func())
+type Relay func(t *testing.T, env relay.Env) (add func(*Socket), stop func())
 
-// Conformance runs every relay scenario on r: what each relay owes the
-// provider, the pod and the host, whichever moves the bytes.
+// Conformance runs every relay scenario on r, with a plain and with a TLS
+// provider: what each relay owes the provider, the pod and the host,
+// whichever moves the bytes.
 func Conformance(t *testing.T, r Relay) {
-	for _, sc := range append(scenarios, moves...) {
-		t.Run(sc.name, func(t *testing.T) {
-			h := NewHost()
-			add, stop := r(t, Env(h, sc.limits))
-			s := NewSocket(t)
-			if sc.setup != nil {
-				sc.setup(s.Socket)
+	for _, transport := range []string{"plain", "tls"} {
+		t.Run(transport, func(t *testing.T) {
+			for _, sc := range append(scenarios, moves...) {
+				t.Run(sc.name, func(t *testing.T) {
+					h := NewHost()
+					add, stop := r(t, Env(h, sc.limits))
+					s := NewSocket(t)
+					if transport == "tls" {
+						s = NewTLSSocket(t)
+					}
+					if sc.setup != nil {
+						sc.setup(s.Socket)
+					}
+					add(s)
+					sc.run(t, h, s)
+					stop()
+				})
 			}
-			add(s.Socket)
-			sc.run(t, h, s)
-			stop()
 		})
 	}
 }

@@ -1,15 +1,16 @@
 // Package relaytest is the kit every relay is tested with: a recording
-// Host, a socket over real loopback TCP with the test holding the
-// provider's and the pod's ends, scripted peers that write and read
+// Host (which moves a socket as the test says), a socket over real
+// loopback TCP with the test holding the provider's and the pod's ends
+// (the provider's over TLS 1.3 too), scripted peers that write and read
 // frames, and Conformance, the scenarios each relay (the goroutine pump,
-// the epoll and the io_uring loops) must pass alike, plain TCP (the
-// loops' TLS record layer has its own tests in package proxy). The relay
-// packages' own tests run it; package proxy's tests run the relays
-// through the whole proxy (eachRelay).
+// the epoll and the io_uring loops) must pass alike, each with a plain
+// and a TLS provider. The relay packages' own tests run it; package
+// proxy's tests run the relays through the whole proxy (eachRelay).
 package relaytest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -21,7 +22,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edge-voice/edge/internal/testpki"
 	"github.com/edge-voice/edge/proxy/internal/relay"
+	"github.com/edge-voice/edge/proxy/internal/tls13"
 	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
@@ -135,10 +138,13 @@ type Peer struct {
 }
 
 // Socket is a relayed socket over loopback TCP: Socket holds the relay's
-// ends, Client and Pod the test's.
+// ends, Client and Pod the test's. TLS, for a provider that speaks TLS
+// 1.3 to edge, is the relay's end of it (Socket.Client too), served by
+// package tls13's listener so that a loop may take its records over.
 type Socket struct {
 	Socket      *relay.Socket
 	Client, Pod *Peer
+	TLS         *tls.Conn
 }
 
 // NewSocket connects two loopback TCP pairs and returns the socket a relay
@@ -150,6 +156,71 @@ func NewSocket(t testing.TB) *Socket {
 	s := &relay.Socket{CallID: "CA-relaytest", Client: rc, Started: time.Now()}
 	s.SetPod(rp)
 	return &Socket{Socket: s, Client: &Peer{Conn: tc, r: bufio.NewReader(tc), mask: true}, Pod: &Peer{Conn: tp, r: bufio.NewReader(tp)}}
+}
+
+// What stands for the upgrade's exchange over TLS (NewTLSSocket).
+const (
+	upgrade  = "GET /media HTTP/1.1\r\n\r\n"
+	switched = "HTTP/1.1 101 Switching Protocols\r\n\r\n"
+)
+
+// NewTLSSocket is NewSocket with a provider that speaks TLS 1.3 to edge,
+// past its upgrade.
+func NewTLSSocket(t testing.TB) *Socket {
+	t.Helper()
+	ca := testpki.NewCA(t)
+	p := ca.Valid(t, "127.0.0.1")
+	cert, err := tls.X509KeyPair(p.CertPEM, p.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := tls13.Listener(inner, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
+	defer ln.Close()
+	accepted := make(chan *tls.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			accepted <- nil
+			return
+		}
+		// The upgrade's request and its 101, as application records
+		// each way (the loops take over a socket's records only past
+		// one each way).
+		tc := c.(*tls.Conn)
+		var b [len(upgrade)]byte
+		if _, err := io.ReadFull(tc, b[:]); err != nil || string(b[:]) != upgrade {
+			tc.Close()
+			tc = nil
+		} else if _, err := tc.Write([]byte(switched)); err != nil {
+			tc.Close()
+			tc = nil
+		}
+		accepted <- tc
+	}()
+	tc, err := tls.Dial("tcp", inner.Addr().String(), ca.ClientConfig("127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.Write([]byte(upgrade)); err != nil {
+		t.Fatal(err)
+	}
+	var b [len(switched)]byte
+	if _, err := io.ReadFull(tc, b[:]); err != nil || string(b[:]) != switched {
+		t.Fatalf("the upgrade over TLS: %q, %v", b, err)
+	}
+	rc := <-accepted
+	if rc == nil {
+		t.Fatal("the upgrade over TLS failed")
+	}
+	t.Cleanup(func() { rc.Close(); tc.Close() })
+	rp, tp := pair(t)
+	s := &relay.Socket{CallID: "CA-relaytest", Client: rc, Started: time.Now()}
+	s.SetPod(rp)
+	return &Socket{Socket: s, TLS: rc, Client: &Peer{Conn: tc, r: bufio.NewReader(tc), mask: true}, Pod: &Peer{Conn: tp, r: bufio.NewReader(tp)}}
 }
 
 // NewPod connects another pod over loopback TCP, for a move: the relay's
