@@ -96,7 +96,7 @@ bench: deps
 # Redis, 12 WebSocket pods, calls of 2-20 s, one fault at a time, invariants
 # and recovery times after each) and reruns the focused fault tests verbose,
 # so that their figures show (docs/reliability.md). faults-short is the CI
-# form: calls of 1-2 s, then the outside suite's short form (cmd/edge
+# form: calls of 1-2 s, then the outside suite's short form (test/outside
 # TestOutsideSuite: what the pods and a Twilio-like provider saw through a
 # readiness-honouring balancer; 3 faults, calls of 6 s, default timings);
 # about 10 minutes on a slow machine. faults-outside is the outside suite's
@@ -105,7 +105,7 @@ bench: deps
 FAULTS := TestRedisRestartedEmptyNeverDoubleServes|TestSentinelFailoverUnderLoad|TestCluster|TestRedisOutage|TestRedisRestartedEmpty|TestKubeLeaderChangeMidSweepIsFenced|TestRedisLeaderChangeMidSweep|TestKubeTakeoverAfterGracefulStopSkipsTheRetryPeriod|TestRedisTakeoverAfterGracefulStopSkipsTheRetryPeriod|TestMediaPathEndToEnd|TestKubeRecreatedLeaseLeaderIsNotRefused|TestMerchantConfigRestoredAfterRedisEmptied|TestLeaderReleasesBeforeTheDrainOnSIGTERM
 faults: deps
 	EDGE_FAULT_SUITE=long $(GO) test -count=1 -v -timeout 30m -run '^TestFaultSuite$$' ./cmd/edge/
-	$(GO) test -race -count=1 -v -run '^($(FAULTS))$$' ./allocator/ ./poolmgr/ ./cmd/edge/
+	$(GO) test -race -count=1 -v -run '^($(FAULTS))$$' ./allocator/ ./poolmgr/ ./cmd/edge/ ./test/outside/
 
 # liveness-load streams 1,000 sockets for 30 s on each relay to quiet
 # agents that only answer edge's pings: no healthy pod may be taken for
@@ -114,10 +114,10 @@ liveness-load: deps
 	EDGE_LIVENESS_LOAD=1000 EDGE_LIVENESS_SECONDS=30 $(GO) test -count=1 -v -timeout 10m -run '^TestNoHungVerdictUnderLoad$$' ./proxy/
 
 faults-short: deps
-	EDGE_FAULT_SUITE=short $(GO) test -count=1 -v -timeout 30m -run '^(TestFaultSuite|TestOutsideSuite)$$' ./cmd/edge/
+	EDGE_FAULT_SUITE=short $(GO) test -p 1 -count=1 -v -timeout 30m -run '^(TestFaultSuite|TestOutsideSuite)$$' ./cmd/edge/ ./test/outside/
 
 faults-outside: deps
-	EDGE_FAULT_SUITE=long $(GO) test -count=1 -v -timeout 60m -run '^TestOutsideSuite$$' ./cmd/edge/
+	EDGE_FAULT_SUITE=long $(GO) test -count=1 -v -timeout 60m -run '^TestOutsideSuite$$' ./test/outside/
 
 # image builds edge's image, $(IMAGE), with no network and no registry:
 # deploy/image/build.sh lays out the Dockerfile's filesystem from this

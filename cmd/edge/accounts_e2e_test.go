@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testwait"
 )
 
@@ -45,14 +46,14 @@ providers:
         %s: {auth_tokens: %s}
 `, acct1, tok1, acct2, tok2)+podsYAML("gold", "pod-a", ag.Addr(), "pod-b", ag.Addr())))
 	for _, pod := range []string{"pod-a", "pod-b"} {
-		testwait.Until(t, 10*time.Second, pod+" registered", func() bool { return mediaPod(t, r.admin, pod).Status == "available" })
+		testwait.Until(t, 10*time.Second, pod+" registered", func() bool { return edgetest.Pod(t, r.admin, pod).Status == "available" })
 	}
 	post := func(token, account, path string, form url.Values) (int, string) {
 		t.Helper()
 		form.Set("AccountSid", account)
 		req, _ := http.NewRequest(http.MethodPost, r.public+path, strings.NewReader(form.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("X-Twilio-Signature", e2eTwilioSign(token, "https://edge.example.com"+path, form))
+		req.Header.Set("X-Twilio-Signature", edgetest.TwilioSign(token, "https://edge.example.com"+path, form))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -102,7 +103,7 @@ providers:
 	}
 	free := 0
 	for _, pod := range []string{"pod-a", "pod-b"} {
-		if mediaPod(t, r.admin, pod).Status == "available" {
+		if edgetest.Pod(t, r.admin, pod).Status == "available" {
 			free++
 		}
 	}
@@ -124,7 +125,7 @@ providers:
 // never its token.
 func TestCheckConfigNamesATwilioAccountThatIsNotAnAccountSid(t *testing.T) {
 	useBuiltEdge(t)
-	cfg := mediaWriteFile(t, "accounts.yaml", "providers:\n  plugins:\n    twilio:\n      accounts:\n        sales: {auth_tokens: [secret-sales-token]}\n")
+	cfg := edgetest.WriteFile(t, "accounts.yaml", "providers:\n  plugins:\n    twilio:\n      accounts:\n        sales: {auth_tokens: [secret-sales-token]}\n")
 	var out bytes.Buffer
 	err := run(t.Context(), []string{"check-config", "--config", cfg}, nil, &out, &out)
 	want := "providers.plugins.twilio.accounts.sales.auth_tokens: a Twilio account is named by its AccountSid"

@@ -37,7 +37,7 @@ func TestEdgeObtainsACMECertificate(t *testing.T) {
 	go forward(fwd, func() string { s, _ := target.Load().(string); return s })
 	ca := testpebble.Start(t, testpebble.Opts{TLSPort: fwd.Addr().(*net.TCPAddr).Port})
 
-	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
+	cfg := edgetest.WriteFile(t, "edge.yaml", fmt.Sprintf(`
 redis: {url: %q}
 tls:
   acme:

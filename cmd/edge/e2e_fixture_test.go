@@ -14,7 +14,7 @@ import (
 // environment so that a test's config file holds only its own sections:
 // the listeners on free ports of 127.0.0.1 (internal included), JSON logs
 // at debug, the Redis, and the media token secret every replica must
-// share. The generic API token (apiTokenYAML) is added to each config.
+// share. The generic API token (edgetest.APITokenYAML) is added to each config.
 type e2e struct {
 	t     *testing.T
 	bin   string
@@ -33,7 +33,7 @@ func newE2E(t *testing.T) *e2e {
 // sections (body) and the generic API token, and returns its path.
 func (f *e2e) config(name, body string) string {
 	f.t.Helper()
-	return mediaWriteFile(f.t, name, body+"\n"+apiTokenYAML)
+	return edgetest.WriteFile(f.t, name, body+"\n"+edgetest.APITokenYAML)
 }
 
 // start runs replica name from cfg (a path from config) with the shared

@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/fakeagent"
 	"github.com/edge-voice/edge/internal/testwait"
 )
@@ -68,7 +69,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 	b := f.start("edge-b", cfg)
 	testwait.Until(t, 10*time.Second, "all six pods registered", func() bool {
 		for pod := range pods {
-			if mediaPod(t, a.admin, pod).Status == "" {
+			if edgetest.Pod(t, a.admin, pod).Status == "" {
 				return false
 			}
 		}
@@ -93,7 +94,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 			id := callOn[pod]
 			c := mediaDial(t, urlOf[id]) // signed for the broken pod
 			mediaStream(t, c, id, 5)
-			if p := mediaPod(t, a.admin, "pod-ok"); p.Lease != id {
+			if p := edgetest.Pod(t, a.admin, "pod-ok"); p.Lease != id {
 				t.Errorf("pod-ok leased to %q, want %s (the moved call)", p.Lease, id)
 			}
 			for _, r := range []*mediaReplica{a, b} {
@@ -102,7 +103,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 				}
 			}
 			c.Close(websocket.StatusNormalClosure, "")
-			testwait.Until(t, 5*time.Second, "pod-ok free", func() bool { return mediaPod(t, a.admin, "pod-ok").Lease == "" })
+			testwait.Until(t, 5*time.Second, "pod-ok free", func() bool { return edgetest.Pod(t, a.admin, "pod-ok").Lease == "" })
 		})
 	}
 
@@ -121,7 +122,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 		if _, _, err := c.Read(rctx); websocket.CloseStatus(err) != 1014 {
 			t.Errorf("provider read %v, want close 1014", err)
 		}
-		testwait.Until(t, 5*time.Second, "pod-killed released", func() bool { return mediaPod(t, b.admin, "pod-killed").Lease == "" })
+		testwait.Until(t, 5*time.Second, "pod-killed released", func() bool { return edgetest.Pod(t, b.admin, "pod-killed").Lease == "" })
 		if ej := e2eEjection(t, a.admin, "pod-killed"); ej == nil || ej.Reason != "lost" {
 			t.Errorf("pod-killed ejection %+v, want lost", ej)
 		}

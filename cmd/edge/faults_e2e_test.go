@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -100,7 +98,7 @@ func newFaultRig(t *testing.T) *faultRig {
 		s.agents = append(s.agents, ag)
 		fmt.Fprintf(&pods, "    - {name: pod-%02d, address: %q, tier: gold}\n", i, ag.Addr())
 	}
-	s.cfg = mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
+	s.cfg = edgetest.WriteFile(t, "edge.yaml", fmt.Sprintf(`
 listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
 log: {format: json, level: info}
 redis: {url: %q}
@@ -114,7 +112,7 @@ proxy: {token_secret: %q, idle_timeout: 5s, drain_timeout: 3s}
 pool: {zombie_sweep_interval: 500ms, reconcile_interval: 2s, tier_config_refresh: 1s}
 leader: {lease_duration: 2s, renew_deadline: 1500ms, retry_period: 300ms}
 providers: {webhook_base_url: %q, plugins: {twilio: {auth_tokens: %q}}}
-`+apiTokenYAML, s.redis.URL(), s.pods, pods.String(), strings.Repeat("s", 32), faultWebhookBase, faultTwilioToken))
+`+edgetest.APITokenYAML, s.redis.URL(), s.pods, pods.String(), strings.Repeat("s", 32), faultWebhookBase, faultTwilioToken))
 	for i := range 3 {
 		s.replicas = append(s.replicas, mediaStartReplica(t, s.bin, fmt.Sprintf("edge-%d", i), s.cfg))
 	}
@@ -181,7 +179,7 @@ func (s *faultRig) leader(t *testing.T) int {
 			var st struct {
 				IsLeader bool `json:"is_leader"`
 			}
-			if mediaGetJSON(r.admin+"/api/v1/status", &st) == nil && st.IsLeader {
+			if edgetest.GetJSON(r.admin+"/api/v1/status", &st) == nil && st.IsLeader {
 				return i
 			}
 		}
@@ -290,7 +288,7 @@ func (s *faultRig) call(l *faultLoad, d time.Duration) {
 	}
 	a, b := alive[rand.IntN(len(alive))], alive[rand.IntN(len(alive))]
 	callID := fmt.Sprintf("CF-%d-%d", time.Now().UnixNano(), l.id.Add(1))
-	resp, err := postAuthorized(a.public+"/api/v1/allocate", fmt.Sprintf(`{"call_sid":%q}`, callID))
+	resp, err := edgetest.PostAuthorized(a.public+"/api/v1/allocate", fmt.Sprintf(`{"call_sid":%q}`, callID))
 	if err != nil {
 		l.lastRefused.Store(time.Now().UnixNano()) // the replica died under the request
 		return
@@ -298,7 +296,7 @@ func (s *faultRig) call(l *faultLoad, d time.Duration) {
 	var ans struct {
 		WSURL string `json:"ws_url"`
 	}
-	decodeJSON(resp, &ans)
+	edgetest.DecodeJSON(resp, &ans)
 	if resp.StatusCode != http.StatusOK {
 		l.refused.Add(1)
 		l.lastRefused.Store(time.Now().UnixNano())
@@ -328,19 +326,4 @@ func (s *faultRig) call(l *faultLoad, d time.Duration) {
 	}
 	c.Close(websocket.StatusNormalClosure, "call ended")
 	l.completed.Add(1)
-}
-
-// mediaGetJSON gets a JSON document.
-func mediaGetJSON(url string, out any) error {
-	resp, err := http.Get(url)
-	if err != nil {
-		return err
-	}
-	decodeJSON(resp, out)
-	return nil
-}
-
-func decodeJSON(resp *http.Response, out any) {
-	defer resp.Body.Close()
-	json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(out)
 }

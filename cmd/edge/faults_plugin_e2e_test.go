@@ -17,6 +17,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testwait"
 )
 
@@ -80,7 +81,7 @@ func (f *webhookFlood) webhook(r *mediaReplica) {
 	form := url.Values{"CallSid": {fmt.Sprintf("CA%032x", time.Now().UnixNano()+f.n.Add(1))}, "From": {"+15550100"}}
 	req, _ := http.NewRequest("POST", r.public+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("X-Twilio-Signature", e2eTwilioSign(faultTwilioToken, faultWebhookBase+path, form))
+	req.Header.Set("X-Twilio-Signature", edgetest.TwilioSign(faultTwilioToken, faultWebhookBase+path, form))
 	ans := webhookAnswer{at: time.Now()}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -132,7 +133,7 @@ func (s *faultRig) killPluginUnderFlood(t *testing.T) {
 	s.mu.Lock()
 	r := s.replicas[0]
 	s.mu.Unlock()
-	pid := provChildPID(t, r.Pid(), "plugin twilio")
+	pid := edgetest.ChildPID(t, r.Pid(), "plugin twilio")
 	flood := s.startWebhookFlood(r, 4, 20*time.Millisecond) // about 200 webhooks/s
 	time.Sleep(300 * time.Millisecond)                      // the flood is answered before the kill
 	killed := time.Now()
@@ -140,7 +141,7 @@ func (s *faultRig) killPluginUnderFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	testwait.Until(t, 60*time.Second, "twilio plugin restarted", func() bool {
-		np, ok := provFindChild(r.Pid(), "plugin twilio")
+		np, ok := edgetest.FindChild(r.Pid(), "plugin twilio")
 		return ok && np != pid
 	})
 	time.Sleep(700 * time.Millisecond) // the flood goes on after the restart

@@ -9,6 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testwait"
 )
 
@@ -36,8 +37,8 @@ leader: {lease_duration: 15s, renew_deadline: 10s, retry_period: 2s}
 		var st struct {
 			IsLeader bool `json:"is_leader"`
 		}
-		return mediaGetJSON(e.admin+"/api/v1/status", &st) == nil && st.IsLeader &&
-			mediaPod(t, e.admin, "pod-a").Status == "available"
+		return edgetest.GetJSON(e.admin+"/api/v1/status", &st) == nil && st.IsLeader &&
+			edgetest.Pod(t, e.admin, "pod-a").Status == "available"
 	})
 	_, url, status := allocateOn(t, e, "CA-sigterm-1")
 	if status != http.StatusOK {

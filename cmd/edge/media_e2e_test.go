@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/fakeagent"
 	"github.com/edge-voice/edge/internal/testwait"
 )
@@ -62,7 +63,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 		mediaStream(t, c, "CA-e2e-1", 50) // one second at 50 frames/s
 		c.Close(websocket.StatusNormalClosure, "stop")
 		testwait.Until(t, 5*time.Second, pod+" back in its pool", func() bool {
-			p := mediaPod(t, a.admin, pod)
+			p := edgetest.Pod(t, a.admin, pod)
 			return p.Status == "available" && p.Lease == ""
 		})
 		if got := agents[pod].Paths(); len(got) != 1 || got[0] != "/agent/voice/breeze-buddy/twilio/callback/order-confirmation/v2" {
@@ -95,12 +96,12 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 				}
 				mediaPost(t, a.admin+"/api/v1/release", fmt.Sprintf(`{"call_sid":%q}`, other), nil)
 			}
-			if p := mediaPod(t, a.admin, pod); p.Lease != "CA-e2e-long" {
+			if p := edgetest.Pod(t, a.admin, pod); p.Lease != "CA-e2e-long" {
 				t.Fatalf("after %d rounds the lease of %s is %q, want CA-e2e-long", i, pod, p.Lease)
 			}
 		}
 		c.Close(websocket.StatusNormalClosure, "")
-		testwait.Until(t, 5*time.Second, pod+" released", func() bool { return mediaPod(t, a.admin, pod).Status == "available" })
+		testwait.Until(t, 5*time.Second, pod+" released", func() bool { return edgetest.Pod(t, a.admin, pod).Status == "available" })
 	})
 
 	t.Run("kill -9 of the replica holding the socket: the pod comes back after lease expiry and a sweep", func(t *testing.T) {
@@ -118,13 +119,13 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 			t.Fatal("socket still open after its replica died")
 		}
 		killed := time.Now()
-		if p := mediaPod(t, a.admin, pod); p.Status == "available" {
+		if p := edgetest.Pod(t, a.admin, pod); p.Status == "available" {
 			t.Fatalf("%s available at once after the kill (%+v): the lease should hold it until it expires", pod, p)
 		}
-		testwait.Until(t, 3*mediaLeaseTTL, "lease of "+pod+" expired", func() bool { return mediaPod(t, a.admin, pod).Lease == "" })
+		testwait.Until(t, 3*mediaLeaseTTL, "lease of "+pod+" expired", func() bool { return edgetest.Pod(t, a.admin, pod).Lease == "" })
 		expired := time.Since(killed)
 		testwait.Until(t, 10*time.Second, pod+" back in its pool", func() bool {
-			p := mediaPod(t, a.admin, pod)
+			p := edgetest.Pod(t, a.admin, pod)
 			return p.Status == "available" && p.CallID == ""
 		})
 		t.Logf("lease expired %v after the kill, pod available after %v", expired.Round(10*time.Millisecond), time.Since(killed).Round(10*time.Millisecond))
@@ -146,7 +147,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 		}
 		for i, c := range conns {
 			c.Close(websocket.StatusNormalClosure, "")
-			testwait.Until(t, 5*time.Second, got[i]+" released", func() bool { return mediaPod(t, a.admin, got[i]).Status == "available" })
+			testwait.Until(t, 5*time.Second, got[i]+" released", func() bool { return edgetest.Pod(t, a.admin, got[i]).Status == "available" })
 		}
 	})
 
@@ -206,11 +207,7 @@ func allocateOn(t *testing.T, r *mediaReplica, callID string) (pod, wsURL string
 // mediaOn points a media URL at replica r, as a load balancer would send
 // it anywhere.
 func mediaOn(r *mediaReplica, wsURL string) string {
-	i := strings.Index(wsURL, "/ws/pod/")
-	if i < 0 {
-		return wsURL
-	}
-	return "ws" + strings.TrimPrefix(r.public, "http") + wsURL[i:]
+	return edgetest.MediaOn(r.public, wsURL)
 }
 
 func mediaDial(t *testing.T, url string) *websocket.Conn {

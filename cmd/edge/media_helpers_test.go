@@ -3,10 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"os"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -42,29 +38,10 @@ func (r *mediaReplica) stop(t *testing.T, within time.Duration) {
 	}
 }
 
-// testAPIToken is the generic API token of the tests' edges (apiTokenYAML):
-// the generic allocate API takes no anonymous caller but on the embedded
-// default.
-const testAPIToken = "edge-test-token-0123456789"
-
-const apiTokenYAML = "generic_api:\n  tokens:\n    - {name: tests, token: " + testAPIToken + ", merchants: [\"*\"]}\n"
-
-// postAuthorized posts JSON with the tests' API token (admin routes ignore
-// it when no admin token is set).
-func postAuthorized(url, body string) (*http.Response, error) {
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+testAPIToken)
-	return http.DefaultClient.Do(req)
-}
-
 // mediaPost posts a JSON body and decodes the JSON answer.
 func mediaPost(t *testing.T, url, body string, out any) int {
 	t.Helper()
-	resp, err := postAuthorized(url, body)
+	resp, err := edgetest.PostAuthorized(url, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,36 +50,6 @@ func mediaPost(t *testing.T, url, body string, out any) int {
 		json.NewDecoder(resp.Body).Decode(out)
 	}
 	return resp.StatusCode
-}
-
-// mediaPod reads a pod from the admin API.
-type mediaPodInfo struct {
-	Status string `json:"status"`
-	Lease  string `json:"lease"`
-	CallID string `json:"allocated_call_sid"`
-}
-
-func mediaPod(t *testing.T, admin, pod string) mediaPodInfo {
-	t.Helper()
-	resp, err := http.Get(admin + "/api/v1/pod/" + pod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body struct{ Pod mediaPodInfo }
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		t.Fatal(err)
-	}
-	return body.Pod
-}
-
-func mediaWriteFile(t *testing.T, name, text string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // mediaAgent is a fake voice agent on loopback that serves until the test

@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testwait"
 )
 
@@ -90,10 +91,10 @@ providers:
 		t.Errorf("the pod's Edge-Media-Params = %q, want [sample-rate=24000]", got)
 	}
 	c.Close(websocket.StatusNormalClosure, "")
-	testwait.Until(t, 5*time.Second, "agent-0 free", func() bool { return mediaPod(t, e.admin, "agent-0").Lease == "" })
+	testwait.Until(t, 5*time.Second, "agent-0 free", func() bool { return edgetest.Pod(t, e.admin, "agent-0").Lease == "" })
 
 	// A rate Exotel does not stream at is refused before serving.
-	bad := mediaWriteFile(t, "bad.yaml", "providers:\n  plugins:\n    exotel: {settings: {sample_rate_by_merchant: 'hd=44100'}}\n")
+	bad := edgetest.WriteFile(t, "bad.yaml", "providers:\n  plugins:\n    exotel: {settings: {sample_rate_by_merchant: 'hd=44100'}}\n")
 	var stderr bytes.Buffer
 	cmd := exec.Command(f.bin, "check-config", "--config", bad)
 	cmd.Stderr = &stderr

@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testwait"
 )
 
@@ -39,7 +40,7 @@ proxy: {dial_timeout: 300ms, connect_budget: 2s, max_ejection_percent: 50}
 	testwait.Until(t, 30*time.Second, "edge ready with its plugins", func() bool { return provGet(t, e.admin+"/readyz") == 200 })
 	podFree := func(t *testing.T) {
 		t.Helper()
-		testwait.Until(t, 5*time.Second, "x-closed free", func() bool { return mediaPod(t, e.admin, "x-closed").Lease == "" })
+		testwait.Until(t, 5*time.Second, "x-closed free", func() bool { return edgetest.Pod(t, e.admin, "x-closed").Lease == "" })
 	}
 
 	t.Run("twilio: no retry declared, the call ends on the first 502", func(t *testing.T) {
@@ -58,7 +59,7 @@ proxy: {dial_timeout: 300ms, connect_budget: 2s, max_ejection_percent: 50}
 		if got := retryHandshake(t, ws); got != http.StatusBadGateway {
 			t.Fatalf("first handshake: %d, want 502", got)
 		}
-		if p := mediaPod(t, e.admin, "x-closed"); p.Lease != "ex-retry-1" {
+		if p := edgetest.Pod(t, e.admin, "x-closed"); p.Lease != "ex-retry-1" {
 			t.Errorf("after the first 502 x-closed is leased to %q, want the call kept for the retry", p.Lease)
 		}
 		if got := retryHandshake(t, ws); got != http.StatusBadGateway {

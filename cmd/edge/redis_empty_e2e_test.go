@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/fakeagent"
 	"github.com/edge-voice/edge/internal/testwait"
 )
@@ -56,7 +57,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 	before.HSet(ctx, "voice:merchant:targets", "acme-pool", 0) // a target of 0 moves no pod
 	e := f.start("edge", cfg)
 	testwait.Until(t, 10*time.Second, "pods registered", func() bool {
-		return mediaPod(t, e.admin, "pod-a").Status == "available" && mediaPod(t, e.admin, "pod-b").Status == "available"
+		return edgetest.Pod(t, e.admin, "pod-a").Status == "available" && edgetest.Pod(t, e.admin, "pod-b").Status == "available"
 	})
 	testwait.Until(t, 10*time.Second, "the tier refresh at start", func() bool { return refreshPasses(t, e) > 0 })
 
@@ -114,7 +115,7 @@ leader: {lease_duration: 1500ms, renew_deadline: 1s, retry_period: 200ms}
 	}
 	c.Close(websocket.StatusNormalClosure, "")
 	testwait.Until(t, 10*time.Second, "the live call's pod free again", func() bool {
-		return mediaPod(t, e.admin, livePod).Status == "available"
+		return edgetest.Pod(t, e.admin, livePod).Status == "available"
 	})
 	testwait.Until(t, 5*time.Second, "a log line saying the calls were written back", func() bool {
 		return strings.Contains(e.Log(), "redis lost its data")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testwait"
 )
 
@@ -36,7 +37,7 @@ proxy: {idle_timeout: 30s, drain_timeout: 60s}
 	b := f.start("edge-b", cfg)
 	rdb := f.redis.Client()
 	testwait.Until(t, 10*time.Second, "both replicas beating, pod-a available", func() bool {
-		return rdb.ZCard(t.Context(), "voice:replicas").Val() == 2 && mediaPod(t, a.admin, "pod-a").Status == "available"
+		return rdb.ZCard(t.Context(), "voice:replicas").Val() == 2 && edgetest.Pod(t, a.admin, "pod-a").Status == "available"
 	})
 	// A call answered and relayed by a, ended by its caller.
 	_, url, status := allocateOn(t, a, "CA-leave-1")

@@ -73,15 +73,15 @@ providers:
 `+p.plugin+resumeYAML+podsYAML("gold", "pod-a", pods["pod-a"].addr(), "pod-b", pods["pod-b"].addr())))
 	testwait.Until(t, 30*time.Second, "edge ready with its plugins and both pods", func() bool {
 		return provGet(t, e.admin+"/readyz") == 200 &&
-			mediaPod(t, e.admin, "pod-a").Status == "available" && mediaPod(t, e.admin, "pod-b").Status == "available"
+			edgetest.Pod(t, e.admin, "pod-a").Status == "available" && edgetest.Pod(t, e.admin, "pod-b").Status == "available"
 	})
 
 	ws := p.webhook(t, e)
 	deadName, newName := "pod-a", "pod-b"
-	if mediaPod(t, e.admin, "pod-b").Lease == p.callID {
+	if edgetest.Pod(t, e.admin, "pod-b").Lease == p.callID {
 		deadName, newName = newName, deadName
 	}
-	if got := mediaPod(t, e.admin, deadName).Lease; got != p.callID {
+	if got := edgetest.Pod(t, e.admin, deadName).Lease; got != p.callID {
 		t.Fatalf("after the webhook %s is leased to %q, want %q", deadName, got, p.callID)
 	}
 	dead, taker := pods[deadName], pods[newName]
@@ -248,7 +248,7 @@ providers:
 		t.Errorf("the new pod read close %d, want 1000", code)
 	}
 	testwait.Until(t, 5*time.Second, newName+" free after the provider closed", func() bool {
-		pod := mediaPod(t, e.admin, newName)
+		pod := edgetest.Pod(t, e.admin, newName)
 		return pod.Lease == "" && pod.Status == "available"
 	})
 	call = mediaTimeline(t, e.admin, p.callID)
@@ -346,7 +346,7 @@ func TestResumeConfigCheckedByCheckConfig(t *testing.T) {
 		t.Skip("builds edge")
 	}
 	bin := edgetest.Binary(t)
-	good := mediaWriteFile(t, "good.yaml", "proxy:\n  resume:\n    tiers: [\"*\", gold]\n    merchants: [acme]\n    max_per_call: 2\n")
+	good := edgetest.WriteFile(t, "good.yaml", "proxy:\n  resume:\n    tiers: [\"*\", gold]\n    merchants: [acme]\n    max_per_call: 2\n")
 	if out, err := exec.Command(bin, "check-config", "--config", good).CombinedOutput(); err != nil {
 		t.Fatalf("check-config of a valid proxy.resume: %v\n%s", err, out)
 	}
@@ -358,7 +358,7 @@ func TestResumeConfigCheckedByCheckConfig(t *testing.T) {
 		"tiers not a list": {"tiers: {gold: 1}", "proxy.resume.tiers"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			cfg := mediaWriteFile(t, "bad.yaml", "proxy:\n  resume:\n    "+tc.yaml+"\n")
+			cfg := edgetest.WriteFile(t, "bad.yaml", "proxy:\n  resume:\n    "+tc.yaml+"\n")
 			out, err := exec.Command(bin, "check-config", "--config", cfg).CombinedOutput()
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || exit.ExitCode() == 0 {

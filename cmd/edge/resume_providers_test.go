@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/plugins/plivo"
 )
 
@@ -60,7 +61,7 @@ func twilioResume() resumeProvider {
 			form := url.Values{"AccountSid": {acct}, "CallSid": {sid}, "From": {"+15550100"}, "To": {"+15550199"}}
 			status, body := resumePost(t, e.public+path, form.Encode(), http.Header{
 				"Content-Type":       {"application/x-www-form-urlencoded"},
-				"X-Twilio-Signature": {e2eTwilioSign(token, resumeBase+path, form)}})
+				"X-Twilio-Signature": {edgetest.TwilioSign(token, resumeBase+path, form)}})
 			return resumeMatch(t, "twilio", status, body, statusStreamURL)
 		},
 		opening: []string{

@@ -90,7 +90,7 @@ func TestUringRelayUnderTheShippedSeccompProfile(t *testing.T) {
 
 			// A plugin killed is restarted (fork, exec, wait, under the
 			// profile both) and answers the next webhook.
-			plugin := provChildPID(t, edge.Pid(), "plugin twilio")
+			plugin := edgetest.ChildPID(t, edge.Pid(), "plugin twilio")
 			if err := syscall.Kill(plugin, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testwait"
 )
 
@@ -37,7 +38,7 @@ func TestTwilioHangupBeforeStreamFreesThePodEndToEnd(t *testing.T) {
 	if status != http.StatusOK || m == nil || !strings.Contains(body, `statusCallback="https://edge.example.com/api/v1/twilio/status"`) {
 		t.Fatalf("webhook: %d %s", status, body)
 	}
-	if p := mediaPod(t, r.admin, "pod-a"); p.Status != "allocated" || p.CallID != sid {
+	if p := edgetest.Pod(t, r.admin, "pod-a"); p.Status != "allocated" || p.CallID != sid {
 		t.Fatalf("pod-a after the webhook = %+v", p)
 	}
 
@@ -45,7 +46,7 @@ func TestTwilioHangupBeforeStreamFreesThePodEndToEnd(t *testing.T) {
 	if st, b := post("/api/v1/twilio/status", url.Values{"CallSid": {sid}, "CallStatus": {"completed"}, "CallDuration": {"0"}}); st != http.StatusNoContent {
 		t.Fatalf("completed callback: %d %s", st, b)
 	}
-	p := mediaPod(t, r.admin, "pod-a")
+	p := edgetest.Pod(t, r.admin, "pod-a")
 	took := time.Since(start)
 	if p.Status != "available" || took > time.Second {
 		t.Fatalf("pod-a %v after the completed callback = %+v, want available within 1s", took, p)
@@ -88,7 +89,7 @@ func TestTwilioCallbackWithSocketOpenEndsAtTheNextRenewal(t *testing.T) {
 	if st, b := post("/api/v1/twilio/status", url.Values{"CallSid": {sid}, "CallStatus": {"completed"}}); st != http.StatusNoContent {
 		t.Fatalf("completed callback: %d %s", st, b)
 	}
-	if p := mediaPod(t, r.admin, "pod-a"); p.Status != "allocated" {
+	if p := edgetest.Pod(t, r.admin, "pod-a"); p.Status != "allocated" {
 		t.Fatalf("pod-a released under an open socket: %+v", p)
 	}
 	if call := mediaTimeline(t, r.admin, sid); call["state"] != "live" || call["ended_by"] != "provider:completed" {
@@ -111,7 +112,7 @@ func TestTwilioCallbackWithSocketOpenEndsAtTheNextRenewal(t *testing.T) {
 		}
 	}
 	t.Logf("edge closed the socket %v after the callback", time.Since(start))
-	testwait.Until(t, 5*time.Second, "pod-a back in its pool", func() bool { return mediaPod(t, r.admin, "pod-a").Status == "available" })
+	testwait.Until(t, 5*time.Second, "pod-a back in its pool", func() bool { return edgetest.Pod(t, r.admin, "pod-a").Status == "available" })
 	call := mediaTimeline(t, r.admin, sid)
 	if call["state"] != "ended" || call["released_by"] != "socket" || call["ended_by"] != "provider:completed" || call["socket_end"] != "lease_lost" {
 		t.Errorf("timeline after the socket's end = %v", call)
@@ -149,12 +150,12 @@ providers:
   plugins:
     twilio: {auth_tokens: %q}
 `, statusToken)+podsYAML("gold", "pod-a", ag.Addr())+extraYAML))
-	testwait.Until(t, 10*time.Second, "pod-a registered", func() bool { return mediaPod(t, r.admin, "pod-a").Status == "available" })
+	testwait.Until(t, 10*time.Second, "pod-a registered", func() bool { return edgetest.Pod(t, r.admin, "pod-a").Status == "available" })
 	post := func(path string, form url.Values) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, r.public+path, strings.NewReader(form.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("X-Twilio-Signature", e2eTwilioSign(statusToken, "https://edge.example.com"+path, form))
+		req.Header.Set("X-Twilio-Signature", edgetest.TwilioSign(statusToken, "https://edge.example.com"+path, form))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

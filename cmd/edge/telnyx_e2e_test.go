@@ -17,6 +17,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testwait"
 )
 
@@ -59,7 +60,7 @@ providers:
 	if status, ans := telnyxWebhook(t, e, key, now.Add(-10*time.Minute), body); status != http.StatusForbidden {
 		t.Errorf("webhook signed 10 minutes ago: %d %s, want 403", status, ans)
 	}
-	if p := mediaPod(t, e.admin, "t-pod"); p.Lease != "" {
+	if p := edgetest.Pod(t, e.admin, "t-pod"); p.Lease != "" {
 		t.Fatalf("a refused webhook leased the pod to %q", p.Lease)
 	}
 
@@ -68,7 +69,7 @@ providers:
 	if status != http.StatusOK || m == nil {
 		t.Fatalf("signed webhook: %d %s", status, ans)
 	}
-	if p := mediaPod(t, e.admin, "t-pod"); p.Lease != callID {
+	if p := edgetest.Pod(t, e.admin, "t-pod"); p.Lease != callID {
 		t.Fatalf("after the signed webhook t-pod is leased to %q, want %q", p.Lease, callID)
 	}
 	if status, ans := telnyxWebhook(t, e, key, now, body); status != http.StatusForbidden || !strings.Contains(ans, "replayed") {
@@ -78,7 +79,7 @@ providers:
 	c := mediaDial(t, mediaOn(e, html.UnescapeString(m[1])))
 	telnyxStream(t, c, sid, 25)
 	c.Close(websocket.StatusNormalClosure, "")
-	testwait.Until(t, 5*time.Second, "t-pod free after the socket closed", func() bool { return mediaPod(t, e.admin, "t-pod").Lease == "" })
+	testwait.Until(t, 5*time.Second, "t-pod free after the socket closed", func() bool { return edgetest.Pod(t, e.admin, "t-pod").Lease == "" })
 	if got := agent.Paths(); len(got) != 1 {
 		t.Errorf("the pod saw sockets %q, want one", got)
 	}
@@ -94,13 +95,13 @@ providers:
 	if status != http.StatusOK || m == nil || !strings.Contains(ans, `statusCallback="https://edge.example.com/api/v1/telnyx/status"`) {
 		t.Fatalf("signed webhook: %d %s, want a stream naming its status callback", status, ans)
 	}
-	if p := mediaPod(t, e.admin, "t-pod"); p.Lease != "v3.e2eTelnyxHangupBeforeTheStream_0123456789" {
+	if p := edgetest.Pod(t, e.admin, "t-pod"); p.Lease != "v3.e2eTelnyxHangupBeforeTheStream_0123456789" {
 		t.Fatalf("t-pod is leased to %q", p.Lease)
 	}
 	if status, ans := telnyxPost(t, e, key, "/api/v1/telnyx/status", time.Now(), body+"&CallStatus=in-progress"); status != http.StatusNoContent {
 		t.Fatalf("in-progress callback: %d %s", status, ans)
 	}
-	if p := mediaPod(t, e.admin, "t-pod"); p.Lease == "" {
+	if p := edgetest.Pod(t, e.admin, "t-pod"); p.Lease == "" {
 		t.Fatal("an in-progress callback freed the pod")
 	}
 	sent := time.Now()
@@ -108,7 +109,7 @@ providers:
 		t.Fatalf("completed callback: %d %s", status, ans)
 	}
 	answered := time.Since(sent)
-	if p := mediaPod(t, e.admin, "t-pod"); p.Lease != "" || p.Status != "available" {
+	if p := edgetest.Pod(t, e.admin, "t-pod"); p.Lease != "" || p.Status != "available" {
 		t.Fatalf("after the completed callback t-pod is %+v, want it back in its pool", p)
 	}
 	t.Logf("pod back in its pool %v after the signed hangup callback was sent (answered after the release)", answered)
@@ -185,7 +186,7 @@ func telnyxStream(t *testing.T, c *websocket.Conn, callSid string, n int) {
 // real binary starts the telnyx plugin, which parses its keys.
 func TestCheckConfigRefusesATelnyxKeyThatIsNotOne(t *testing.T) {
 	good := base64.StdEncoding.EncodeToString(ed25519.NewKeyFromSeed([]byte("telnyx-check-account-key-seed-32")).Public().(ed25519.PublicKey))
-	cfg := mediaWriteFile(t, "telnyx.yaml", "providers:\n  plugins:\n    telnyx: {auth_tokens: ["+good+", KEYabc123notakey]}\n")
+	cfg := edgetest.WriteFile(t, "telnyx.yaml", "providers:\n  plugins:\n    telnyx: {auth_tokens: ["+good+", KEYabc123notakey]}\n")
 	useBuiltEdge(t)
 	var out bytes.Buffer
 	err := run(t.Context(), []string{"check-config", "--config", cfg}, nil, &out, &out)

@@ -16,6 +16,7 @@ import (
 
 	"filippo.io/edwards25519"
 
+	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testwait"
 )
 
@@ -93,7 +94,7 @@ func forgeriesAnswered(t *testing.T, e *mediaReplica, n int) int {
 // telnyx plugin, which checks its keys.
 func TestCheckConfigRefusesATelnyxKeyOfSmallOrder(t *testing.T) {
 	good := base64.StdEncoding.EncodeToString(ed25519.NewKeyFromSeed([]byte("telnyx-check-account-key-seed-32")).Public().(ed25519.PublicKey))
-	cfg := mediaWriteFile(t, "telnyx.yaml", "providers:\n  plugins:\n    telnyx: {auth_tokens: ["+good+", "+smallOrderKey+"]}\n")
+	cfg := edgetest.WriteFile(t, "telnyx.yaml", "providers:\n  plugins:\n    telnyx: {auth_tokens: ["+good+", "+smallOrderKey+"]}\n")
 	useBuiltEdge(t)
 	var out bytes.Buffer
 	err := run(t.Context(), []string{"check-config", "--config", cfg}, nil, &out, &out)
@@ -140,7 +141,7 @@ providers:
 		t.Errorf("%d of 9 forged webhooks got a media URL", n)
 	}
 	for i := range 9 {
-		if p := mediaPod(t, e.admin, fmt.Sprintf("t-pod-%d", i)); p.Lease != "" {
+		if p := edgetest.Pod(t, e.admin, fmt.Sprintf("t-pod-%d", i)); p.Lease != "" {
 			t.Errorf("a forged webhook leased t-pod-%d to %q", i, p.Lease)
 		}
 	}
@@ -173,7 +174,7 @@ providers:
   plugins:
     telnyx:
       auth_tokens: [` + tokens + `]
-` + podsYAML("gold", "t-pod-0", agent.Addr(), "t-pod-1", agent.Addr()) + "\n" + apiTokenYAML
+` + podsYAML("gold", "t-pod-0", agent.Addr(), "t-pod-1", agent.Addr()) + "\n" + edgetest.APITokenYAML
 	}
 	path := f.config("edge.yaml", "")
 	write := func(body string) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testwait"
 )
 
@@ -45,7 +46,7 @@ leader: {identity: edge-t}
 		PodName string `json:"pod_name"`
 		WSURL   string `json:"ws_url"`
 	}
-	testwait.Until(t, 10*time.Second, "pod-a registered", func() bool { return mediaPod(t, r.admin, "pod-a").Status != "" })
+	testwait.Until(t, 10*time.Second, "pod-a registered", func() bool { return edgetest.Pod(t, r.admin, "pod-a").Status != "" })
 	if st := mediaPost(t, r.public+"/api/v1/allocate", `{"call_sid":"CA-tl","merchant_id":"m1"}`, &ans); st != http.StatusOK {
 		t.Fatalf("allocate: %d", st)
 	}
@@ -68,7 +69,7 @@ leader: {identity: edge-t}
 
 	c.Close(websocket.StatusNormalClosure, "bye")
 	testwait.Until(t, 5*time.Second, "pod-a back in its pool", func() bool {
-		return mediaPod(t, r.admin, "pod-a").Status == "available"
+		return edgetest.Pod(t, r.admin, "pod-a").Status == "available"
 	})
 	ended, text, err := admin("call", "CA-tl")
 	if err != nil {
@@ -84,7 +85,7 @@ leader: {identity: edge-t}
 		relayed["bytes_in"].(float64) < 10*200 || relayed["bytes_out"].(float64) < 10*200 {
 		t.Errorf("ended timeline = %s", text)
 	}
-	for _, secret := range []string{testAPIToken, "media_claim", strings.Repeat("s", 32)} {
+	for _, secret := range []string{edgetest.APIToken, "media_claim", strings.Repeat("s", 32)} {
 		if strings.Contains(text, secret) {
 			t.Errorf("the timeline shows %q: %s", secret, text)
 		}

@@ -41,7 +41,7 @@ func TestEdgeTerminatesTLS(t *testing.T) {
 	sec := testpki.NewSecret(t, first)
 	media := ca.Valid(t, "media.test")
 	mc, mk := media.Write(t, t.TempDir(), "media")
-	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
+	cfg := edgetest.WriteFile(t, "edge.yaml", fmt.Sprintf(`
 reload: {interval: 100ms}
 tls:
   cert_file: %q
@@ -62,7 +62,7 @@ tls:
 	form := url.Values{"CallSid": {"CA00000000000000000000000000000e15"}, "From": {"+15550100"}}
 	req, _ := http.NewRequest("POST", edge.PublicURL+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("X-Twilio-Signature", e2eTwilioSign(token, edge.PublicURL+path, form))
+	req.Header.Set("X-Twilio-Signature", edgetest.TwilioSign(token, edge.PublicURL+path, form))
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -136,7 +136,7 @@ func TestTracesExportedToAnOTLPReceiver(t *testing.T) {
 	form := url.Values{"CallSid": {"CA000000000000000000000000000000e1"}, "From": {"+15550100"}}
 	req, _ := http.NewRequest("POST", edge.PublicURL+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("X-Twilio-Signature", e2eTwilioSign(token, "https://edge.example.com"+path, form))
+	req.Header.Set("X-Twilio-Signature", edgetest.TwilioSign(token, "https://edge.example.com"+path, form))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

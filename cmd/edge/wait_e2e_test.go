@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testwait"
 )
 
@@ -28,7 +29,7 @@ func TestWaitForCapacityEndToEnd(t *testing.T) {
 tiers: {gold: {type: exclusive, target: 1}}
 default_chain: [gold]
 `+podsYAML("gold", "pod-a", ag.Addr())))
-	testwait.Until(t, 10*time.Second, "pod registered", func() bool { return mediaPod(t, e.admin, "pod-a").Status == "available" })
+	testwait.Until(t, 10*time.Second, "pod registered", func() bool { return edgetest.Pod(t, e.admin, "pod-a").Status == "available" })
 
 	if pod, _, status := allocateOn(t, e, "CA-wait-1"); status != http.StatusOK || pod != "pod-a" {
 		t.Fatalf("first call: %d %s", status, pod)
@@ -68,7 +69,7 @@ default_chain: [gold]
 	hurried := &http.Client{Timeout: 500 * time.Millisecond}
 	req, _ := http.NewRequest(http.MethodPost, e.public+"/api/v1/allocate", strings.NewReader(`{"call_sid":"CA-wait-4"}`))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+testAPIToken)
+	req.Header.Set("Authorization", "Bearer "+edgetest.APIToken)
 	if resp, err := hurried.Do(req); err == nil {
 		resp.Body.Close()
 		t.Fatalf("the hurried caller got an answer (%d) while the pod was busy", resp.StatusCode)
@@ -77,7 +78,7 @@ default_chain: [gold]
 	if status := mediaPost(t, e.admin+"/api/v1/release", `{"call_sid":"CA-wait-2"}`, nil); status != http.StatusOK {
 		t.Fatalf("release: %d", status)
 	}
-	if st := mediaPod(t, e.admin, "pod-a").Status; st != "available" {
+	if st := edgetest.Pod(t, e.admin, "pod-a").Status; st != "available" {
 		t.Errorf("pod-a is %q after the waiter hung up and its call was released, want available", st)
 	}
 	if n := rdb.Exists(ctx, "voice:call:CA-wait-4").Val(); n != 0 {

@@ -1,4 +1,10 @@
-package main
+// Package outside tests edge from the outside: real edge processes (built
+// and started by internal/edgetest) behind a readiness-honouring balancer,
+// real Redis servers, the built-in providers as plugin processes and
+// recording agents as pods; every verdict is what the pods and the
+// provider saw. make faults-short runs its short form, make
+// faults-outside its long one.
+package outside
 
 import (
 	"context"
@@ -10,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/testwait"
 )
 
@@ -110,13 +117,13 @@ var outsideScenarios = []outsideScenario{
 	}},
 	{name: "a plugin killed", inject: func(t *testing.T, r *outsideRig) {
 		rp := r.alive()[0]
-		pid := provChildPID(t, rp.Pid(), "plugin twilio")
+		pid := edgetest.ChildPID(t, rp.Pid(), "plugin twilio")
 		killed := time.Now()
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		testwait.Until(t, 60*time.Second, "twilio plugin restarted", func() bool {
-			np, ok := provFindChild(rp.Pid(), "plugin twilio")
+			np, ok := edgetest.FindChild(rp.Pid(), "plugin twilio")
 			return ok && np != pid
 		})
 		t.Logf("%s's twilio plugin running again %s after the kill", rp.name, time.Since(killed).Round(10*time.Millisecond))

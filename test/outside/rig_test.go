@@ -1,4 +1,4 @@
-package main
+package outside
 
 import (
 	"context"
@@ -25,6 +25,13 @@ type outsideFleet struct {
 	gold, silver, bronze int
 	bronzeMax            int // bronze's max_concurrent
 }
+
+// The Twilio account the rig's provider signs as, and the webhook base
+// edge is told it is reached at.
+const (
+	outsideTwilioToken = "outside-suite-twilio-token"
+	outsideWebhookBase = "https://edge.example.com"
+)
 
 const (
 	// outsideRouted is a merchant whose config routes its calls to silver
@@ -75,7 +82,7 @@ type outsideReplica struct {
 
 func newOutsideRig(t *testing.T, fleet outsideFleet, maxCalls int, sentinel bool) *outsideRig {
 	t.Helper()
-	r := &outsideRig{t: t, bin: outsideEdgeBinary(t), fleet: fleet, maxCalls: maxCalls,
+	r := &outsideRig{t: t, bin: edgetest.Binary(t), fleet: fleet, maxCalls: maxCalls,
 		rec: fakeagent.NewRecorder(), agents: map[string]*fakeagent.Agent{}, tierOf: map[string]string{}, sigkilled: map[string]bool{}}
 	var redisYAML string
 	if sentinel {
@@ -114,7 +121,7 @@ func newOutsideRig(t *testing.T, fleet outsideFleet, maxCalls int, sentinel bool
 			fmt.Fprintf(&pods, "    - {name: %s, address: %q, tier: %s}\n", name, ag.Addr(), tier.name)
 		}
 	}
-	r.cfg = mediaWriteFile(t, "edge-outside.yaml", fmt.Sprintf(`
+	r.cfg = edgetest.WriteFile(t, "edge-outside.yaml", fmt.Sprintf(`
 listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
 log: {format: json, level: info}
 %s
@@ -130,14 +137,14 @@ pods:
 %s
 proxy: {token_secret: %q}
 providers: {webhook_base_url: %q, plugins: {twilio: {auth_tokens: %q}}}
-`+apiTokenYAML, redisYAML, r.bal.Addr(), fleet.gold, fleet.silver, fleet.bronze, fleet.bronzeMax, pods.String(),
-		strings.Repeat("s", 32), faultWebhookBase, faultTwilioToken))
+`+edgetest.APITokenYAML, redisYAML, r.bal.Addr(), fleet.gold, fleet.silver, fleet.bronze, fleet.bronzeMax, pods.String(),
+		strings.Repeat("s", 32), outsideWebhookBase, outsideTwilioToken))
 	for range 2 {
 		r.startReplica()
 	}
 	r.syncBalancer()
 	r.waitReady(t, 2)
-	r.prov = newOutsideProvider(r.bal, faultTwilioToken, 200*time.Millisecond)
+	r.prov = newOutsideProvider(r.bal, outsideTwilioToken, 200*time.Millisecond)
 
 	// Merchant policy, written once through the admin API as an operator
 	// would: it lives in Redis only.
@@ -162,13 +169,6 @@ providers: {webhook_base_url: %q, plugins: {twilio: {auth_tokens: %q}}}
 		t.Fatalf("pods not all free %s after the start: %s", d, r.poolsText())
 	}
 	return r
-}
-
-// outsideEdgeBinary is EDGE_BINARY when set (to measure another build of
-// edge, e.g. a commit before a fix, with this suite) or the build of this
-// tree (edgetest.Binary).
-func outsideEdgeBinary(t *testing.T) string {
-	return edgetest.Binary(t)
 }
 
 // outsideAgent is a recording agent that serves until the test's end.
@@ -264,7 +264,7 @@ func (r *outsideRig) leader(t *testing.T) *outsideReplica {
 			var st struct {
 				IsLeader bool `json:"is_leader"`
 			}
-			if mediaGetJSON(rp.admin+"/api/v1/status", &st) == nil && st.IsLeader {
+			if edgetest.GetJSON(rp.admin+"/api/v1/status", &st) == nil && st.IsLeader {
 				return rp
 			}
 		}
@@ -286,7 +286,7 @@ func (r *outsideRig) pools() (outsidePools, error) {
 		var st struct {
 			Tiers outsidePools `json:"tiers"`
 		}
-		if err := mediaGetJSON(rp.admin+"/api/v1/status", &st); err == nil && st.Tiers != nil {
+		if err := edgetest.GetJSON(rp.admin+"/api/v1/status", &st); err == nil && st.Tiers != nil {
 			return st.Tiers, nil
 		}
 	}

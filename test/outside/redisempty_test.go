@@ -1,4 +1,4 @@
-package main
+package outside
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edge-voice/edge/internal/edgetest"
 	"github.com/edge-voice/edge/internal/fakeagent"
 	"github.com/edge-voice/edge/internal/testredis"
 	"github.com/edge-voice/edge/internal/testwait"
@@ -25,7 +26,6 @@ func TestRedisRestartedEmptyNeverDoubleServes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs an edge process")
 	}
-	bin := outsideEdgeBinary(t)
 	rs := testredis.Start(t, testredis.TCP())
 	rec := fakeagent.NewRecorder()
 	var pods strings.Builder
@@ -34,7 +34,7 @@ func TestRedisRestartedEmptyNeverDoubleServes(t *testing.T) {
 		ag := outsideAgent(t, rec, name)
 		fmt.Fprintf(&pods, "    - {name: %s, address: %q, tier: gold}\n", name, ag.Addr())
 	}
-	cfg := mediaWriteFile(t, "edge.yaml", fmt.Sprintf(`
+	cfg := edgetest.WriteFile(t, "edge.yaml", fmt.Sprintf(`
 listen: {public: "127.0.0.1:0", admin: "127.0.0.1:0", internal: "127.0.0.1:0"}
 log: {format: json, level: info}
 redis: {url: %q}
@@ -44,11 +44,11 @@ pods:
   static:
 %s
 proxy: {token_secret: %q}
-`+apiTokenYAML, rs.URL(), pods.String(), strings.Repeat("s", 32)))
-	e := mediaStartReplica(t, bin, "edge", cfg)
+`+edgetest.APITokenYAML, rs.URL(), pods.String(), strings.Repeat("s", 32)))
+	e := edgetest.Run(t, edgetest.Options{Args: []string{"--config", cfg}, InheritEnv: true})
 	testwait.Until(t, 30*time.Second, "4 pods available", func() bool {
 		for i := range 4 {
-			if mediaPod(t, e.admin, fmt.Sprintf("pod-%d", i)).Status != "available" {
+			if edgetest.Pod(t, e.AdminURL, fmt.Sprintf("pod-%d", i)).Status != "available" {
 				return false
 			}
 		}
@@ -136,9 +136,9 @@ proxy: {token_secret: %q}
 
 // outsideAllocate allocates c on r through the generic API; true when it
 // got a pod (c.Body is then its media URL on r).
-func outsideAllocate(r *mediaReplica, c *outsideCall) bool {
+func outsideAllocate(r *edgetest.Process, c *outsideCall) bool {
 	c.Sent = time.Now()
-	resp, err := postAuthorized(r.public+"/api/v1/allocate", fmt.Sprintf(`{"call_sid":%q}`, c.ID))
+	resp, err := edgetest.PostAuthorized(r.PublicURL+"/api/v1/allocate", fmt.Sprintf(`{"call_sid":%q}`, c.ID))
 	c.Answered = time.Now()
 	if err != nil {
 		c.Status, c.Err = 0, err.Error()
@@ -149,11 +149,11 @@ func outsideAllocate(r *mediaReplica, c *outsideCall) bool {
 		WSURL   string `json:"ws_url"`
 		Code    string `json:"code"`
 	}
-	decodeJSON(resp, &ans)
+	edgetest.DecodeJSON(resp, &ans)
 	c.Status, c.Body = resp.StatusCode, ans.Code
 	if resp.StatusCode != http.StatusOK {
 		return false
 	}
-	c.Answer, c.Pod, c.Body = "stream", ans.PodName, mediaOn(r, ans.WSURL)
+	c.Answer, c.Pod, c.Body = "stream", ans.PodName, edgetest.MediaOn(r.PublicURL, ans.WSURL)
 	return true
 }

@@ -1,4 +1,4 @@
-package main
+package outside
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/edge-voice/edge/internal/balancer"
+	"github.com/edge-voice/edge/internal/edgetest"
 )
 
 // outsideProvider plays Twilio against edge, through the balancer as a
@@ -80,7 +81,7 @@ func newOutsideProvider(bal *balancer.Balancer, token string, frameEvery time.Du
 	rand.Read(b)
 	return &outsideProvider{
 		base:       "http://" + bal.Addr(),
-		signedBase: faultWebhookBase,
+		signedBase: outsideWebhookBase,
 		token:      token,
 		bal:        bal,
 		frameEvery: frameEvery,
@@ -142,7 +143,7 @@ func (p *outsideProvider) webhook(c *outsideCall) bool {
 	form := url.Values{"CallSid": {c.ID}, "AccountSid": {"AC" + strings.Repeat("0", 32)}, "From": {"+15550100"}, "To": {"+15550199"}, "CallStatus": {"ringing"}}
 	req, _ := http.NewRequest(http.MethodPost, p.base+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("X-Twilio-Signature", e2eTwilioSign(p.token, p.signedBase+path, form))
+	req.Header.Set("X-Twilio-Signature", edgetest.TwilioSign(p.token, p.signedBase+path, form))
 	c.Sent = time.Now()
 	resp, err := p.hookClient.Do(req)
 	c.Answered = time.Now()
