@@ -5,7 +5,7 @@ GO      ?= go
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PKGS    := ./...
 
-.PHONY: run build test deps lint unit fuzz kube-e2e bench bench-poolmgr faults faults-short faults-outside liveness-load migration-drill
+.PHONY: run build test deps lint unit fuzz kube-e2e bench bench-poolmgr faults faults-short faults-outside liveness-load migration-drill pod-deaths
 
 # FUZZ lists "package target" pairs; `make fuzz` runs each briefly (CI), a
 # longer FUZZTIME hunts for real.
@@ -112,6 +112,20 @@ faults: deps
 # hung (docs/media.md, "Hung agents, measured").
 liveness-load: deps
 	EDGE_LIVENESS_LOAD=1000 EDGE_LIVENESS_SECONDS=30 $(GO) test -count=1 -v -timeout 10m -run '^TestNoHungVerdictUnderLoad$$' ./proxy/
+
+# pod-deaths kills the agent serving a call mid-call DEATHS times in each
+# of six ways (SIGKILL, reset, FIN without a close frame, leaving
+# pods.static, SIGSTOP, a blocked event loop) on each relay, against the
+# binary and python3-websockets agents run as their own processes, all
+# calls opted in to proxy.resume, and prints the calls kept, the caller's
+# gap p50/p99, frames lost and stale marks at the new agent
+# (test/measure/pod-deaths.py; docs/media.md, "Pod deaths, measured").
+# About 11 minutes per relay on a 2-core machine at 100; POD_DEATHS_ARGS
+# narrows it (--kinds kill,reset --relays goroutines).
+DEATHS ?= 100
+pod-deaths: deps
+	$(GO) build -o bin/edge ./cmd/edge
+	/usr/bin/python3 test/measure/pod-deaths.py bin/edge --deaths $(DEATHS) $(POD_DEATHS_ARGS)
 
 faults-short: deps
 	EDGE_FAULT_SUITE=short $(GO) test -p 1 -count=1 -v -timeout 30m -run '^(TestFaultSuite|TestOutsideSuite)$$' ./cmd/edge/ ./test/outside/

@@ -13,12 +13,13 @@
 # "CLOSED <code>" when a call's socket ends. Lines on stdin kill its calls:
 # "reset" (SO_LINGER 0, the peer gets RST), "fin" (shutdown for writing:
 # a FIN and no close frame), "block" (the event loop stops for good, the
-# process and its sockets stay). Other deaths (SIGKILL, SIGSTOP) are the
-# caller's own.
+# process and its sockets stay); it exits when stdin ends. Other deaths
+# (SIGKILL, SIGSTOP) are the caller's own.
 import argparse
 import asyncio
 import http
 import json
+import os
 import socket
 import struct
 import sys
@@ -73,7 +74,10 @@ async def agent(ws, *_):
 
 
 def command():
-    line = sys.stdin.readline().strip()
+    line = sys.stdin.readline()
+    if not line:
+        os._exit(0)  # whoever drove it is gone
+    line = line.strip()
     for ws in list(calls):
         sock = ws.transport.get_extra_info("socket")
         if line == "reset":

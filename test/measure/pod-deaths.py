@@ -2,10 +2,10 @@
 # binary with proxy.resume on every tier, python3-websockets agents
 # (proxy/testdata/wspod.py --agent, separate processes) in pods.static of a
 # config file edge polls, and Twilio-like streams (connected, start, media
-# every 20 ms, each echo timed; marks the agent sends echoed back 300 ms
-# later, and at once on a clear, as Twilio does). On each call, after
-# --before echoes and a random phase of the cadence, the agent serving it
-# dies one of these ways:
+# every 20 ms, each echo timed; marks the agent sends echoed back as its
+# audio plays, a call's lead of 0.1-4 s later, and at once on a clear, as
+# Twilio does). On each call, after --before echoes and a random phase of the
+# cadence, the agent serving it dies one of these ways:
 #   kill        SIGKILL of the agent's process (the kernel closes its sockets)
 #   reset       the agent resets the call's socket (SO_LINGER 0)
 #   fin         the agent shuts the socket for writing: FIN, no close frame
@@ -28,7 +28,7 @@
 #   [--kinds kill,reset,...] [--relays goroutines,epoll,uring] [--concurrency 4]
 # (Debian python3-websockets; ports --port .. --port+2 on 127.0.0.1 free.)
 # "pump" is accepted for the goroutine relay (proxy.relay: goroutines).
-import argparse, asyncio, collections, json, os, random, re, signal, sys, tempfile, time, urllib.parse, urllib.request
+import argparse, asyncio, collections, ctypes, json, os, random, re, signal, sys, tempfile, time, urllib.parse, urllib.request
 
 import websockets
 
@@ -54,9 +54,24 @@ for k in kinds:
 repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WSPOD = os.path.join(repo, "proxy", "testdata", "wspod.py")
 PUBLIC, ADMIN, INTERNAL = args.port, args.port + 1, args.port + 2
-POOL = 2 * args.concurrency + 2
+# Each call holds an agent and may need one to move to; the dead wait ejected
+# until the file drops them (after their call, then edge's next poll), and a
+# tier keeps at most proxy.max_ejection_percent (50) of its pods out: past
+# it a dead pod is not ejected and another call may move to it.
+POOL = 4 * args.concurrency + 2
 tmp = tempfile.mkdtemp(prefix="pod-deaths-")
 CONFIG = os.path.join(tmp, "edge.yaml")
+
+
+def die_with_parent():
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no agent outlives a killed run
+
+
+TRACE = open(os.path.join(tmp, "trace"), "w")
+
+
+def trace(*what):
+    print("%.3f" % time.time(), *what, file=TRACE, flush=True)
 
 
 class Agent:
@@ -65,8 +80,10 @@ class Agent:
 
     async def start(self):
         self.proc = await asyncio.create_subprocess_exec("/usr/bin/python3", WSPOD, "--agent", self.name, stdin=asyncio.subprocess.PIPE,
-                                                         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+                                                         stdout=asyncio.subprocess.PIPE, stderr=open(os.path.join(tmp, self.name + ".err"), "w"),
+                                                         preexec_fn=die_with_parent)
         self.port = int((await self.proc.stdout.readline()).split()[1])
+        trace("spawn", self.name, self.proc.pid, self.port)
         self.reader = asyncio.create_task(self.read())
 
     async def read(self):
@@ -78,6 +95,7 @@ class Agent:
                 self.marks[f[1]].append(f[2])
 
     def die(self, kind):
+        trace("die", self.name, kind)
         if kind == "kill":
             self.proc.send_signal(signal.SIGKILL)
         elif kind == "sigstop":
@@ -86,6 +104,7 @@ class Agent:
             self.proc.stdin.write(kind.encode() + b"\n")
 
     async def end(self):
+        trace("end", self.name)
         if self.proc.returncode is None:
             self.proc.send_signal(signal.SIGCONT)
             self.proc.kill()
@@ -168,6 +187,7 @@ class Death:
         self.seq = 0
         loop = asyncio.get_running_loop()
         pending = {}  # mark name -> its echo's timer
+        self.lead = random.uniform(0.1, 4)
 
         async def send(msg):
             self.seq += 1
@@ -196,7 +216,9 @@ class Death:
                         if self.old is not None and m["agent"] != self.old:
                             self.moved.set()
                     elif m["event"] == "mark":
-                        pending[m["mark"]["name"]] = loop.call_later(0.3, echo_mark, m["mark"]["name"])
+                        # played when the audio before it has: the call's agent
+                        # runs ahead of the caller's ear by its lead
+                        pending[m["mark"]["name"]] = loop.call_later(self.lead, echo_mark, m["mark"]["name"])
                     elif m["event"] == "clear":
                         self.clears.append(now)
                         for name, timer in list(pending.items()):
@@ -259,7 +281,7 @@ class Death:
              # death: what edge must keep from the new agent
              "old_marks": sum(1 for t, m in self.mark_echoes if t >= self.t_death and m.startswith(self.old + "/")),
              "old_marks_cleared": sum(1 for t, m in self.mark_echoes if self.clears and t >= self.clears[0] and m.startswith(self.old + "/")),
-             "own_marks": 0}
+             "own_marks": sum(1 for m in pool.all[self.old].marks.get(self.sid, []) if m.startswith(self.old + "/"))}
         if new:
             last_old = max(t for t, a, _ in self.echoes if a == self.old)
             r["gap"] = (new[0][0] - last_old) * 1000
@@ -288,7 +310,7 @@ async def run_relay(relay, rows):
            "--set", 'default_chain=["gold"]', "--set", "log.level=warn", "--set", "http.readiness_redis_grace=30s",
            "--set", 'proxy.resume.tiers=["*"]', "--set", f"proxy.relay={relay}", "--set", f"allocator.renew_interval={args.renew_interval}"]
     log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"edge-pod-deaths-{relay}.log"), "w")
-    edge = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.DEVNULL, stderr=log)
+    edge = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.DEVNULL, stderr=log, preexec_fn=die_with_parent)
     try:
         for _ in range(150):
             try:
@@ -302,9 +324,15 @@ async def run_relay(relay, rows):
         for kind in kinds:
             before, todo, results = await asyncio.to_thread(metrics), iter(range(args.deaths)), []
 
-            async def worker():
+            async def worker(w):
+                await asyncio.sleep(w * 0.3)  # deaths spread, not all in one instant
                 for i in todo:
-                    d = await Death(kind, i).run(pool)
+                    d = Death(kind, i)
+                    try:
+                        await d.run(pool)
+                    except websockets.InvalidStatusCode as e:
+                        unplaced.append(e.status_code)
+                        continue
                     r = d.judge(pool)
                     if r is None:
                         print(f"  {relay} {kind}: call {d.sid} ended before its death: {d.ended}", flush=True)
@@ -315,7 +343,15 @@ async def run_relay(relay, rows):
                               f"detect={r.get('detect', 0):.1f}ms lost={r['lost']} agents={r['agents']} ended={r['ended']!r}", flush=True)
 
             t0 = time.monotonic()
-            await asyncio.gather(*(worker() for _ in range(args.concurrency)))
+            unplaced = []
+            workers = [asyncio.create_task(worker(w)) for w in range(args.concurrency)]
+            try:
+                await asyncio.gather(*workers)
+            finally:
+                for w in workers:
+                    w.cancel()
+            if unplaced:
+                print(f"  {relay} {kind}: {len(unplaced)} calls refused at connect: {collections.Counter(unplaced)}", flush=True)
             after = await asyncio.to_thread(metrics)
             delta = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
             carried = ", ".join(f"{label(k, 'relay')} {v:.0f}" for k, v in delta.items() if k[0] == "edge_proxy_relayed_sockets_total")
@@ -326,7 +362,7 @@ async def run_relay(relay, rows):
     finally:
         edge.send_signal(signal.SIGTERM)
         await edge.wait()
-        for a in pool.all.values():
+        for a in list(pool.all.values()):
             await a.end()
 
 
@@ -344,7 +380,7 @@ def print_row(row):
     print(f"    carried by: {carried or '-'}; moves: {outcomes or '-'}; clears per kept call: "
           f"{'/'.join(str(n) for n in sorted({r['clears'] for r in kept})) or '-'}; the dead agent's marks echoed by the provider "
           f"after the death {sum(r['old_marks'] for r in rs)}, after the clear {sum(r['old_marks_cleared'] for r in rs)}; "
-          f"the new agent's own marks it got back {sum(r['own_marks'] for r in rs)}; {took:.0f} s", flush=True)
+          f"marks the agents got back of their own {sum(r['own_marks'] for r in rs)}; {took:.0f} s", flush=True)
 
 
 HEADER = ("| relay (running) | death | deaths | kept | gap p50 / p99 ms | death to new echo p50 / p99 ms | frames lost per death p50 / max "
