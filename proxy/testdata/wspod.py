@@ -10,11 +10,11 @@
 # naming NAME and the sequence number it answers, every 5th followed by a
 # mark named NAME/<n>; it prints "START <callSid> <Edge-Resumed>" for each
 # stream start, "MARK <callSid> <name>" for each mark echo it receives and
-# "CLOSED <code>" when a call's socket ends. Lines on stdin kill its calls:
-# "reset" (SO_LINGER 0, the peer gets RST), "fin" (shutdown for writing:
-# a FIN and no close frame), "block" (the event loop stops for good, the
-# process and its sockets stay); it exits when stdin ends. Other deaths
-# (SIGKILL, SIGSTOP) are the caller's own.
+# "CLOSED <callSid> <code>" when a call's socket ends. Lines on stdin kill
+# its calls: "reset" (SO_LINGER 0, the peer gets RST), "fin" (shutdown for
+# writing: a FIN and no close frame), "block" (the event loop stops for
+# good, the process and its sockets stay); it exits when stdin ends. Other
+# deaths (SIGKILL, SIGSTOP) are the caller's own.
 import argparse
 import asyncio
 import http
@@ -70,7 +70,7 @@ async def agent(ws, *_):
     finally:
         calls.discard(ws)
         finned.discard(ws)
-        print("CLOSED", ws.close_code, flush=True)
+        print("CLOSED", sid, ws.close_code, flush=True)
 
 
 def command():

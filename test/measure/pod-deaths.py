@@ -76,7 +76,7 @@ def trace(*what):
 
 class Agent:
     def __init__(self, name):
-        self.name, self.starts, self.marks = name, collections.defaultdict(list), collections.defaultdict(list)
+        self.name, self.starts, self.marks, self.closed = name, collections.defaultdict(list), collections.defaultdict(list), {}
 
     async def start(self):
         self.proc = await asyncio.create_subprocess_exec("/usr/bin/python3", WSPOD, "--agent", self.name, stdin=asyncio.subprocess.PIPE,
@@ -93,6 +93,8 @@ class Agent:
                 self.starts[f[1]].append(int(f[2]))
             elif f[0] == "MARK":
                 self.marks[f[1]].append(f[2])
+            elif f[0] == "CLOSED":
+                self.closed[f[1]] = f[2]
 
     def die(self, kind):
         trace("die", self.name, kind)
@@ -281,6 +283,7 @@ class Death:
              # death: what edge must keep from the new agent
              "old_marks": sum(1 for t, m in self.mark_echoes if t >= self.t_death and m.startswith(self.old + "/")),
              "old_marks_cleared": sum(1 for t, m in self.mark_echoes if self.clears and t >= self.clears[0] and m.startswith(self.old + "/")),
+             "old_closed": pool.all[self.old].closed.get(self.sid, "-"),
              "own_marks": sum(1 for m in pool.all[self.old].marks.get(self.sid, []) if m.startswith(self.old + "/"))}
         if new:
             last_old = max(t for t, a, _ in self.echoes if a == self.old)
@@ -380,7 +383,8 @@ def print_row(row):
     print(f"    carried by: {carried or '-'}; moves: {outcomes or '-'}; clears per kept call: "
           f"{'/'.join(str(n) for n in sorted({r['clears'] for r in kept})) or '-'}; the dead agent's marks echoed by the provider "
           f"after the death {sum(r['old_marks'] for r in rs)}, after the clear {sum(r['old_marks_cleared'] for r in rs)}; "
-          f"marks the agents got back of their own {sum(r['own_marks'] for r in rs)}; {took:.0f} s", flush=True)
+          f"marks the agents got back of their own {sum(r['own_marks'] for r in rs)}; "
+          f"the dead agent's socket closed: {', '.join(f'{c} {n}x' for c, n in collections.Counter(r['old_closed'] for r in rs).items())}; {took:.0f} s", flush=True)
 
 
 HEADER = ("| relay (running) | death | deaths | kept | gap p50 / p99 ms | death to new echo p50 / p99 ms | frames lost per death p50 / max "
