@@ -323,6 +323,14 @@ func (s *SQE) Send(fd int, b []byte, ud uint64) {
 	s.opFlags = unix.MSG_WAITALL | unix.MSG_NOSIGNAL
 }
 
+// Cancel asks the kernel to cancel the operation whose user_data is target
+// (IORING_OP_ASYNC_CANCEL): it completes with -ECANCELED unless it
+// completed first. The cancel's own completion carries ud.
+func (s *SQE) Cancel(target, ud uint64) {
+	s.opcode, s.fd, s.userData = opAsyncCancel, -1, ud
+	s.addr = target
+}
+
 // PollIn waits for fd to be readable.
 func (s *SQE) PollIn(fd int, ud uint64) {
 	s.opcode, s.fd, s.userData = opPollAdd, int32(fd), ud

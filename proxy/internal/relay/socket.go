@@ -26,8 +26,7 @@ type Socket struct {
 	// Resume: when the pod's side dies mid-call, the relay asks the host
 	// for another pod (Host.Resume) instead of ending the socket, and the
 	// client never sees the death. Set by the host before the relay has
-	// the socket. The goroutine relay and the epoll loops move it; the
-	// uring loops leave such a socket to the epoll loops (loop.Add).
+	// the socket; every relay honours it.
 	// Opening is how many of the client's first messages the relay keeps
 	// for the new pod, within OpeningMax bytes.
 	Resume              bool

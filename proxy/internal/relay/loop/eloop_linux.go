@@ -100,8 +100,7 @@ func (ls *Loops) Stop() {
 }
 
 // Add hands s to a loop, round robin: a uring loop when they run, else an
-// epoll loop. A socket that may move (relay.Socket.Resume) always goes to
-// an epoll loop, which moves it (emove_linux.go); the uring loops do not. It reports false, leaving the connections untouched, when
+// epoll loop. It reports false, leaving the connections untouched, when
 // the loops cannot carry them (none started, or a connection that is not
 // TCP): the caller then uses the goroutine relay. t, when not nil, is the
 // client's TLS record layer taken from crypto/tls (package tls13), and its
@@ -120,7 +119,7 @@ func (ls *Loops) Add(s *relay.Socket, podEarly, early []byte, t *tls13.Takeover)
 	if !ok1 || !ok2 {
 		return false
 	}
-	if uset := ls.uset.Load(); uset != nil && !s.Resume {
+	if uset := ls.uset.Load(); uset != nil {
 		return ls.addUring(*uset, s, cc, pc, podEarly, early, t)
 	}
 	l := (*set)[int(ls.next.Add(1))%len(*set)]

@@ -114,13 +114,7 @@ func (l *eloop) moveDone(e *esock, m moved) {
 	}
 	e.s.Resumed(nil)
 	e.fds[1] = m.fd
-	e.pol.Live.Reset(l.now)
-	// The new pod gets nothing of a message the dead one had part of.
-	e.drop = true
-	if e.legs != nil {
-		e.legs.Moved()
-		e.taps[1].Reset()
-	}
+	e.mover.moved(&e.pol, l.now)
 	d := &e.dirs[1]
 	if len(m.notice) > 0 {
 		// Whole frames, between messages of the provider's stream (a

@@ -36,14 +36,7 @@ type esock struct {
 	// moving: the pod's side died and the host looks for another pod
 	// (emove_linux.go); neither connection is in the loop's set.
 	moving bool
-	// drop: the socket moved, and the new pod gets nothing of a client
-	// message the dead one had part of (relay.DirPolicy.DropPartial).
-	drop bool
-	// legs and taps, for a socket that may move and whose provider
-	// answers its pods' messages by name (relay.Legs): taps[0] reads the
-	// client's stream, taps[1] the pod's. Nil for every other socket.
-	legs *relay.Legs
-	taps [2]*relay.Tap
+	mover
 }
 
 // edir is one direction of an esock.
@@ -77,13 +70,7 @@ func (l *eloop) register(e *esock) {
 		l.teardown(e, relay.None)
 		return
 	}
-	if e.s.Resume {
-		e.pol.Dirs[0].Keep(e.s.Opening, e.s.OpeningMax)
-		if len(e.s.Legs) > 0 {
-			e.legs = relay.NewLegs(e.s.Legs)
-			e.taps = [2]*relay.Tap{relay.NewTap(e.legs, relay.Client), relay.NewTap(e.legs, relay.Pod)}
-		}
-	}
+	e.mover.init(e.s, &e.pol)
 	for i := range e.dirs {
 		d := &e.dirs[i]
 		early := d.pend
@@ -116,7 +103,7 @@ func (l *eloop) register(e *esock) {
 // before the loop read it (behind a handshake, or behind a new pod's 101),
 // and appends what goes on to dst, as the destination takes it.
 func (l *eloop) relayEarly(e *esock, i int, dst, early []byte) []byte {
-	if early = e.look(i, early); len(early) == 0 {
+	if early = e.look(&e.pol, i, early); len(early) == 0 {
 		return dst
 	}
 	n, v := e.pol.Dirs[i].Relayed(e.s, early)
@@ -128,28 +115,6 @@ func (l *eloop) relayEarly(e *esock, i int, dst, early []byte) []byte {
 		return nil
 	}
 	return dst
-}
-
-// look shows b, the next bytes of direction i's source, to what reads a
-// socket that may move before its policy does: the legs' taps (the
-// provider's answers to a dead pod's messages go no further), and, on the
-// first reads after a move, the rest of a client message the new pod must
-// not get. It returns what goes on (it may reuse b's memory).
-func (e *esock) look(i int, b []byte) []byte {
-	if t := e.taps[i]; t != nil {
-		if i == 0 {
-			b = t.Filter(b)
-		} else {
-			t.Look(b)
-		}
-	}
-	if i == 0 && e.drop && len(b) > 0 {
-		d := &e.pol.Dirs[0]
-		k := d.DropPartial(b)
-		e.drop = k == len(b) && !d.BetweenMessages()
-		b = b[k:]
-	}
-	return b
 }
 
 // want is the epoll interest of fds[i]: readable while its direction may
@@ -277,7 +242,7 @@ func (l *eloop) read(e *esock, d *edir) bool {
 	} else {
 		e.pol.Live.Heard(l.now)
 	}
-	if b = e.look(d.src, b); len(b) == 0 {
+	if b = e.look(&e.pol, d.src, b); len(b) == 0 {
 		return true
 	}
 	n, v := e.pol.Dirs[d.src].Relayed(e.s, b)

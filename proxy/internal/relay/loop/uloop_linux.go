@@ -72,10 +72,13 @@ const uringEntries = 4096
 // Kinds of operation, the low bits of an SQE's user_data (the rest is the
 // socket's slot in uloop.socks).
 const (
-	udRecv  = 0 // +i: the recv of dirs[i]
-	udSend  = 2 // +i: the send of dirs[i] (to the other fd)
-	udWake  = 4
-	udShift = 3
+	udRecv = 0 // +i: the recv of dirs[i]
+	udSend = 2 // +i: the send of dirs[i] (to the other fd)
+	udWake = 4
+	// udCancel is a cancel's own completion (startMove), which nothing
+	// waits for.
+	udCancel = 5
+	udShift  = 3
 )
 
 // usock is one relayed pair on a uloop; only the loop touches it.
@@ -95,6 +98,14 @@ type usock struct {
 	closing, done bool
 	// tls is the client's record layer (nil: plain TCP), as esock's.
 	tls *tls13.Records
+	// moving: the pod's side died and the socket moves (umove_linux.go),
+	// since movedAt; resuming: the host looks for another pod, none of
+	// the socket's operations in the kernel. left holds the provider's
+	// bytes received during the move (one receive at most).
+	moving, resuming bool
+	movedAt          int64
+	left             []byte
+	mover
 }
 
 // udir is one direction: dirs[i] receives from fds[i] and sends to the
@@ -148,9 +159,12 @@ type uloop struct {
 	scratch []byte
 }
 
+// ucmd is a socket to add, one that edge stopped or that is to move, or
+// a move's outcome (moved).
 type ucmd struct {
-	e   *usock
-	add bool
+	e     *usock
+	add   bool
+	moved *moved
 }
 
 // startUring starts the uring loops, or reports why io_uring cannot be
@@ -388,7 +402,13 @@ func (l *uloop) commands() bool {
 		switch {
 		case c.add:
 			l.register(c.e)
-		case !c.e.done:
+		case c.moved != nil:
+			l.moveDone(c.e, *c.moved)
+		case c.e.done, c.e.moving:
+			// A stop during a move is delivered when it ends.
+		case c.e.s.Resuming():
+			l.startMove(c.e) // the pod left the registry
+		case c.e.s.Stopped():
 			l.beginClose(c.e)
 		}
 	}
@@ -402,6 +422,14 @@ func (l *uloop) commands() bool {
 func (l *uloop) sweep() {
 	for _, e := range l.socks {
 		if e == nil || e.done {
+			continue
+		}
+		if e.moving {
+			if !e.resuming && l.now-e.movedAt > int64(closeGrace) {
+				// The provider does not take what the dead pod sent
+				// it: its send fails, and nothing moves.
+				unix.Shutdown(e.fds[0], unix.SHUT_RDWR)
+			}
 			continue
 		}
 		switch {
@@ -446,6 +474,7 @@ func (l *uloop) closeAll() {
 // dirs[i].out by addUring) go out first, then each direction receives.
 func (l *uloop) register(e *usock) {
 	e.pol.Init(e.s.Limits(l.o.Limits()), &l.o.Dirs, l.now, e.s.Ext)
+	e.mover.init(e.s, &e.pol)
 	if n := len(l.free); n > 0 {
 		e.slot, l.free = l.free[n-1], l.free[:n-1]
 		l.socks[e.slot] = e
@@ -465,6 +494,7 @@ func (l *uloop) register(e *usock) {
 		d.out = nil
 		n, v := 0, relay.Verdict{}
 		if len(early) > 0 {
+			early = e.look(&e.pol, i, early)
 			n, v = e.pol.Dirs[i].Relayed(e.s, early)
 		}
 		if v.Code != 0 {
@@ -540,6 +570,9 @@ func (l *uloop) completed(c iouring.CQE) {
 		l.sqe().PollIn(l.wakeFd, udWake)
 		return
 	}
+	if kind == udCancel {
+		return
+	}
 	e := l.socks[c.UserData>>udShift]
 	e.inflight--
 	switch kind {
@@ -547,6 +580,9 @@ func (l *uloop) completed(c iouring.CQE) {
 		l.received(e, kind-udRecv, c)
 	case udSend, udSend + 1:
 		l.sent(e, kind-udSend, c.Res)
+	}
+	if e.moving {
+		l.quiet(e)
 	}
 	if e.done && e.inflight == 0 && l.socks[e.slot] == e {
 		l.socks[e.slot] = nil
@@ -592,11 +628,19 @@ func (l *uloop) received(e *usock, i int, c iouring.CQE) {
 		l.used++
 		l.o.UringOwnBufs.Inc()
 		d.useOwn = true
-		l.recv(e, i, false)
+		if !e.moving {
+			l.recv(e, i, false)
+		}
 		return
 	}
 	if res == -int32(unix.EAGAIN) || res == -int32(unix.EINTR) {
-		l.recv(e, i, true)
+		if !e.moving {
+			l.recv(e, i, true)
+		}
+		return
+	}
+	if e.moving && (i == 1 || e.tls == nil) {
+		l.movingReceived(e, i, res, b, false)
 		return
 	}
 	// The client's close_notify ends its stream after b, as a FIN would.
@@ -612,9 +656,13 @@ func (l *uloop) received(e *usock, i int, c iouring.CQE) {
 			return
 		}
 		b, bid, peerEnd = plain, -1, e.tls.PeerClosed()
-		if e.tls.OwedUpdate() {
+		if e.tls.OwedUpdate() && !e.moving {
 			l.answerKeyUpdate(e)
 		}
+	}
+	if e.moving {
+		l.movingReceived(e, i, res, b, peerEnd)
+		return
 	}
 	if e.closing {
 		switch {
@@ -656,6 +704,10 @@ func (l *uloop) received(e *usock, i int, c iouring.CQE) {
 	} else {
 		e.pol.Live.Heard(l.now)
 	}
+	if b = e.look(&e.pol, i, b); len(b) == 0 && !peerEnd {
+		l.recv(e, i, true)
+		return
+	}
 	n, v := e.pol.Dirs[i].Relayed(e.s, b)
 	stop := v.Code != 0 && e.s.MarkStop(v.Code, v.Reason)
 	out := b[:n]
@@ -691,6 +743,10 @@ func (l *uloop) sent(e *usock, i int, res int32) {
 		d.outBid = -1
 	}
 	if e.done {
+		return
+	}
+	if e.moving {
+		l.movingSent(e, i, int(res) < want)
 		return
 	}
 	if int(res) < want {
@@ -734,6 +790,10 @@ func (l *uloop) ended(e *usock, i int, how relay.End, cause error) {
 	e.dirs[i].eof = true
 	if endedOpen(&l.o.Env, e.s, side(i), how, cause, l.now) {
 		l.beginClose(e)
+		return
+	}
+	if e.s.Resuming() {
+		l.startMove(e)
 		return
 	}
 	e.closing = true
@@ -831,6 +891,12 @@ func (l *uloop) teardown(e *usock, by relay.Side) {
 		return
 	}
 	e.done = true
+	if e.moving {
+		// The provider's end (or a broken record) came during the move,
+		// before the host was asked: the dead pod's end is recorded.
+		e.moving = false
+		l.o.ResumeFailed(e.s)
+	}
 	e.s.TornDown(by)
 	for _, fd := range e.fds {
 		if fd >= 0 {
