@@ -9,7 +9,6 @@ import (
 	"math/big"
 	"net/http"
 	"net/url"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -158,16 +157,13 @@ func TestEdgeRefusesABadCertificateAtStart(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, edgetest.Binary(t), "--listen-public", "127.0.0.1:0", "--listen-admin", "127.0.0.1:0",
-				"--set", "tls.cert_file="+tc.cert, "--set", "tls.key_file="+tc.key)
-			out, err := cmd.CombinedOutput()
-			if err == nil || ctx.Err() != nil {
-				t.Fatalf("edge started (or hung) with a bad pair: %v\n%s", err, out)
+			code, out := edgetest.Refused(t, edgetest.Options{InheritEnv: true, Args: []string{"--listen-public", "127.0.0.1:0", "--listen-admin", "127.0.0.1:0",
+				"--set", "tls.cert_file=" + tc.cert, "--set", "tls.key_file=" + tc.key}}, time.Minute)
+			if code == 0 {
+				t.Fatalf("edge exited 0 with a bad pair:\n%s", out)
 			}
 			for _, w := range append(tc.want, "invalid configuration") {
-				if !strings.Contains(string(out), w) {
+				if !strings.Contains(out, w) {
 					t.Errorf("output does not say %q:\n%s", w, out)
 				}
 			}

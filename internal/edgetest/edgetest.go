@@ -86,6 +86,10 @@ type Process struct {
 	name string
 	cmd  *exec.Cmd
 	done chan struct{}
+	// readDone is closed once the log reader has read edge's stderr to
+	// its end.
+	readDone chan struct{}
+	state    *os.ProcessState // set before done is closed
 	// PublicURL, AdminURL and InternalURL are http://127.0.0.1:<port> of
 	// the listeners Run waited for (https:// for one that terminates TLS;
 	// "" for one it did not wait for).
@@ -142,41 +146,7 @@ func StartBinary(tb testing.TB, bin string, args []string, env ...string) *Proce
 // and, if the test failed, prints its log.
 func Run(tb testing.TB, o Options) *Process {
 	tb.Helper()
-	if o.Binary == "" {
-		o.Binary = Binary(tb)
-	}
-	if o.Name == "" {
-		o.Name = "edge"
-	}
-	if o.Listeners == nil {
-		o.Listeners = []string{"public", "admin"}
-	}
-	cmd := exec.Command(o.Binary, o.Args...)
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-	if o.InheritEnv {
-		env = os.Environ()
-	}
-	cmd.Env = append(env, o.Env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	p := &Process{tb: tb, name: o.Name, cmd: cmd, done: make(chan struct{}), logged: make(chan struct{}), listeners: map[string]string{}}
-	go p.read(stderr)
-	go func() {
-		cmd.Wait()
-		close(p.done)
-	}()
-	tb.Cleanup(func() {
-		p.Kill()
-		if tb.Failed() {
-			tb.Logf("log of %s:\n%s", p.name, p.tail(o.FailureLines))
-		}
-	})
+	p := launch(tb, &o)
 	start := time.Now()
 	const within = 60 * time.Second
 	for _, l := range o.Listeners {
@@ -199,6 +169,75 @@ func Run(tb testing.TB, o Options) *Process {
 	if o.Ready && !p.WaitReady(within-time.Since(start)) {
 		p.failStart("ready")
 	}
+	return p
+}
+
+// Refused starts edge as o says, for a start that must fail, and waits up
+// to within for it to exit; it returns the exit code and the log. It fails
+// the test if edge is still running then.
+func Refused(tb testing.TB, o Options, within time.Duration) (int, string) {
+	tb.Helper()
+	p := launch(tb, &o)
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		tb.Fatalf("%s still running %s after a start that must fail:\n%s", p.name, within, p.Log())
+	}
+	// The last lines may still be on their way; a child of edge that
+	// kept its stderr open would hold the end back, hence the bound.
+	select {
+	case <-p.readDone:
+	case <-time.After(5 * time.Second):
+	}
+	return p.ExitCode(), p.Log()
+}
+
+// launch starts the process, its log reader and its cleanup.
+func launch(tb testing.TB, o *Options) *Process {
+	tb.Helper()
+	if o.Binary == "" {
+		o.Binary = Binary(tb)
+	}
+	if o.Name == "" {
+		o.Name = "edge"
+	}
+	if o.Listeners == nil {
+		o.Listeners = []string{"public", "admin"}
+	}
+	cmd := exec.Command(o.Binary, o.Args...)
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	if o.InheritEnv {
+		env = os.Environ()
+	}
+	cmd.Env = append(env, o.Env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd.Stdout = nil // /dev/null
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	p := &Process{tb: tb, name: o.Name, cmd: cmd, done: make(chan struct{}), readDone: make(chan struct{}), logged: make(chan struct{}), listeners: map[string]string{}}
+	// The process is waited for without exec.Cmd.Wait, which would close
+	// stderr at the exit and cut off the last lines edge wrote (the
+	// reason a start failed): the reader reads to the end and closes it.
+	go func() {
+		defer close(p.readDone)
+		p.read(stderr)
+		stderr.Close()
+	}()
+	go func() {
+		p.state, _ = cmd.Process.Wait()
+		close(p.done)
+	}()
+	lines := o.FailureLines
+	tb.Cleanup(func() {
+		p.Kill()
+		if tb.Failed() {
+			tb.Logf("log of %s:\n%s", p.name, p.tail(lines))
+		}
+	})
 	return p
 }
 
@@ -351,7 +390,7 @@ func (p *Process) Exited() bool {
 }
 
 // ExitCode is the exit code after Done (-1 if killed by a signal).
-func (p *Process) ExitCode() int { return p.cmd.ProcessState.ExitCode() }
+func (p *Process) ExitCode() int { return p.state.ExitCode() }
 
 // CPU returns the process's user+system CPU time so far, from /proc.
 func (p *Process) CPU() time.Duration {
