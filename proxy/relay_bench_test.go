@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/coder/websocket"
+
+	"github.com/edge-voice/edge/proxy/internal/iouring"
 )
 
 // BenchmarkRelayEcho is one round trip of a Twilio-sized media frame (a
@@ -26,11 +28,20 @@ import (
 func BenchmarkRelayEcho(b *testing.B) {
 	msg := []byte(`{"event":"media","sequenceNumber":"1","media":{"track":"inbound","chunk":"1","timestamp":"20","payload":"` +
 		string(make([]byte, 0)) + `fn9+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+fn5+"},"streamSid":"MZ0"}`)
-	for _, path := range []string{"direct", string(relayEpoll), string(relayEpoll) + "+resume", string(relayGoroutines), string(relayGoroutines) + "+resume"} {
+	var paths []string
+	for _, r := range []Relay{relayEpoll, relayUring, relayGoroutines} {
+		paths = append(paths, string(r), string(r)+"+resume")
+	}
+	for _, path := range append([]string{"direct"}, paths...) {
 		b.Run(path, func(b *testing.B) {
 			relay, resume := Relay(strings.TrimSuffix(path, "+resume")), strings.HasSuffix(path, "+resume")
 			if path == "direct" {
 				relay = relayEpoll
+			}
+			if relay == relayUring {
+				if err := iouring.Probe(); err != nil {
+					b.Skipf("io_uring unavailable: %v", err)
+				}
 			}
 			// As edge runs by default: pods pinged when quiet (an echoing
 			// one never is), their pongs looked for in what they send.

@@ -113,6 +113,12 @@ func (l *uloop) movingSent(e *usock, i int, failed bool) {
 	d := &e.dirs[i]
 	if i == 0 {
 		d.next = nil
+		if !failed && d.recving {
+			// The send went out before the shutdown: the provider's
+			// receive linked behind it runs, and is cancelled as in
+			// startMove.
+			l.sqe().Cancel(e.ud(udRecv), udCancel)
+		}
 		return
 	}
 	if failed {
