@@ -41,6 +41,9 @@ type Allocator struct {
 	tracked tracker
 	// retry holds the socket releases Redis did not take (releaseretry.go).
 	retry releaseRetry
+	// endedLayout is the last look for marks of the layout before
+	// (endedlayout.go).
+	endedLayout endedLayout
 }
 
 // settings is the run-time part of Config with the tier table already laid
@@ -258,12 +261,13 @@ func (a *Allocator) allocate(ctx context.Context, req Request) (Allocation, erro
 // it waits for. Outcomes are counted in allocations_total, except a wait,
 // whose outcome comes later.
 func (a *Allocator) allocateOnce(ctx context.Context, req Request, s *settings, budget time.Duration, chain *[]string) (Allocation, time.Time, error) {
-	args := make([]any, 0, 7+len(s.tierArgs)+len(s.rateArgs))
+	args := make([]any, 0, 18+len(s.tierArgs)+len(s.rateArgs))
 	args = append(args, req.CallID, req.MerchantID, s.cfg.EffectiveLeaseTTL().Milliseconds(), s.cfg.CallInfoTTL.Milliseconds(), req.Creator)
 	args = append(args, s.tierArgs...)
 	args = append(args, s.rateArgs...)
 	args = append(args, budget.Milliseconds(), a.tracked.knownEpoch(), randomEpoch(), s.cfg.RecoveryHold.Milliseconds(),
-		s.cfg.EndedTTL.Milliseconds(), s.cfg.Admission.Demand.uncappedCalls(), a.tracked.replicaName())
+		s.cfg.EndedTTL.Milliseconds(), s.cfg.Admission.Demand.uncappedCalls(), a.tracked.replicaName(),
+		a.legacyMarksArg())
 	// Last but two, last but one and last, whatever comes before them
 	// (allocate.lua reads ARGV[#ARGV - 2], ARGV[#ARGV - 1], ARGV[#ARGV]).
 	args = append(args, staleAfter(ctx), req.Account, req.TraceParent)

@@ -85,6 +85,7 @@ func (a *Allocator) moveCall(ctx context.Context, callID, pod, holder, reason st
 	args := append([]any{callID, pod, holder, reason, s.cfg.LeaseTTL.Milliseconds()}, ejectionArgs(ej)...)
 	args = append(args, mode)
 	args = append(args, s.tierArgs...)
+	args = append(args, staleAfter(ctx)) // last, after the chain
 	r, err := a.run(ctx, "move_call", []string{a.keys.Call(callID)}, args...)
 	if err != nil {
 		return Failover{}, fmt.Errorf("move call %s off %s: %w", callID, pod, err)
@@ -101,6 +102,8 @@ func (a *Allocator) moveCall(ctx context.Context, callID, pod, holder, reason st
 		return Failover{}, fmt.Errorf("move call %s off %s: it is on %q: %w", callID, pod, rep.str(1), ErrCallNotFound)
 	case "held":
 		return Failover{}, fmt.Errorf("move call %s off %s: %w", callID, pod, ErrMediaClaimed)
+	case "stale":
+		return Failover{}, fmt.Errorf("move call %s off %s: %w", callID, pod, errStale)
 	default:
 		return Failover{}, fmt.Errorf("move call %s off %s: unexpected script reply %v", callID, pod, r)
 	}

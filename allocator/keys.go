@@ -237,49 +237,84 @@ func (k Keys) Call(callID string) string { return k.prefix + "call:" + callID }
 // (in: client to pod). Written by release, sweep, sync and unregister in the
 // same step that deletes the call info (lib.lua's end_call_record); allocate
 // refuses a call that has one (a late or replayed webhook gets a hangup, not
-// a pod), and after it expired a call whose compact mark (EndedCalls) lives
+// a pod), and after it expired a call whose compact mark (EndedMarks) lives
 // on. An edge older than the call timeline wrote it as a STRING holding how:
 // allocate and Timeline read both. Not under "call:" so that nothing listing
 // call info by pattern sees it. The predecessor's release writes none: a call
 // it ended can be allocated again by a replayed webhook, as before.
 func (k Keys) CallEnded(callID string) string { return k.prefix + "call_ended:" + callID }
 
-// Where an ended call's compact mark goes (EndedCalls): one hash per
+// EndedMarkShards is how many EndedMarks sets the marks of ended calls are
+// spread over, by the first 16 bits of the SHA-1 of the call id (lib.lua
+// has the same constant). 16,384 keep each set near 64 marks at a million
+// calls a day under the default 24 h ended_ttl, within Redis' compact
+// (listpack) encoding of small sorted sets up to about two million a day
+// (zset-max-listpack-entries, 128 by default).
+const EndedMarkShards = 16384
+
+// EndedMarks (edge) ZSET of call id -> when it ended (unix ms) times 4
+// plus how (1 "released", 2 "expired", 3 "unregistered"): the compact
+// marks of ended calls whose ids fall in one shard (EndedMarkShard, in
+// decimal; EndedMarksOf).
+// lib.lua's end_call_record writes the mark with the call's tombstone
+// (CallEnded); allocate refuses a call whose mark is younger than
+// allocator.ended_ttl with one ZSCORE, long after its tombstone (the call
+// info TTL) is gone. A mark past ended_ttl counts for nothing and is
+// dropped by a later write to its set (one write in 16 trims); the sets
+// have no TTL, so at most one ended_ttl of marks is ever kept. About the
+// bytes of a hash field per call (docs/security.md).
+func (k Keys) EndedMarks(shard string) string { return k.prefix + "ended_marks:" + shard }
+
+// EndedMarksOf is the EndedMarks set that holds the mark of callID.
+func (k Keys) EndedMarksOf(callID string) string {
+	return k.EndedMarks(strconv.Itoa(EndedMarkShard(callID)))
+}
+
+// EndedMarkShard is the shard of a call id's mark: the first 16 bits of
+// the SHA-1 of the id, modulo EndedMarkShards (redis.sha1hex in lib.lua).
+func EndedMarkShard(callID string) int {
+	sum := sha1.Sum([]byte(callID))
+	return int(binary.BigEndian.Uint16(sum[:2])) % EndedMarkShards
+}
+
+// The layout of the marks before EndedMarks (EndedCalls): one hash per
 // EndedBucket of end times and EndedShard of call ids. lib.lua has the same
-// constants. 1024 shards keep each hash of an hour near 40 calls at a
-// million calls a day, within Redis' compact (listpack) encoding of small
-// hashes up to about 3 million a day (hash-max-listpack-entries, 128 by
-// default); past that a shard is a plain hash table, about as big as a
-// key per call.
+// constants.
 const (
 	EndedBucket = time.Hour
 	EndedShards = 1024
 )
 
-// EndedCalls (edge) HASH of call id -> how it ended ("released",
-// "expired", "unregistered"): the compact marks of the calls that ended
-// within one EndedBucket and fall in one shard of call ids (slot
-// "<bucket>:<shard>", see EndedCallsOf). lib.lua's end_call_record writes
-// the mark with the call's tombstone (CallEnded); the hash expires
-// allocator.ended_ttl after its bucket ends, so a call stays ended at least
-// ended_ttl, long after its tombstone (the call info TTL) is gone, and
-// allocate refuses it while either exists. About 45 bytes per call against
-// some 145 for a key per call (docs/security.md).
+// EndedCalls (edge, the layout before EndedMarks) HASH of call id -> how
+// it ended: the marks an older edge wrote, of the calls that ended within
+// one EndedBucket and fall in one shard of call ids (slot
+// "<bucket>:<shard>", see EndedCallsOf); each hash expires
+// allocator.ended_ttl after its bucket ends. edge writes none; allocate
+// reads them, one HGET per hour of ended_ttl, only while EndedLegacy
+// exists, so that a call an older replica ended stays ended through a
+// rolling upgrade.
 func (k Keys) EndedCalls(slot string) string { return k.prefix + "ended:" + slot }
 
-// EndedCallsOf is the EndedCalls hash that holds the mark of callID if the
-// call ended at at.
+// EndedCallsOf is the EndedCalls hash that holds the mark of callID if an
+// older edge marked it ended at at.
 func (k Keys) EndedCallsOf(callID string, at time.Time) string {
 	bucket := at.UnixMilli() / EndedBucket.Milliseconds()
 	return k.EndedCalls(strconv.FormatInt(bucket, 10) + ":" + strconv.Itoa(EndedShard(callID)))
 }
 
-// EndedShard is the shard of a call id's mark: the first 16 bits of the
-// SHA-1 of the id, modulo EndedShards (redis.sha1hex in lib.lua).
+// EndedShard is the shard of a call id's mark in the layout before: the
+// first 16 bits of the SHA-1 of the id, modulo EndedShards.
 func EndedShard(callID string) int {
 	sum := sha1.Sum([]byte(callID))
 	return int(binary.BigEndian.Uint16(sum[:2])) % EndedShards
 }
+
+// EndedLegacy (edge) STRING, the unix ms it expires at, with that expiry:
+// EndedCalls hashes (marks of an older edge) may exist until then, so
+// allocate reads them too. Each replica looks for such hashes once a minute
+// (endedlayout.go) and pushes the expiry to when the newest one it found
+// expires.
+func (k Keys) EndedLegacy() string { return k.prefix + "ended_marks:legacy" }
 
 // Nonce (edge) STRING "1" with a PX TTL of providers.nonce_ttl: a nonce a
 // provider sent once (Plivo's V3 nonce), whose signature verified, seen
@@ -395,6 +430,7 @@ func (k Keys) luaKeyBuilders() string {
 		{"call", k.Call},
 		{"call_ended", k.CallEnded},
 		{"ended_calls", k.EndedCalls}, // argument: bucket .. ":" .. shard
+		{"ended_marks", k.EndedMarks}, // argument: the shard
 		{"wait_queue", k.WaitQueue},
 		{"wait_ticket", k.WaitTicket},
 		{"replica_calls", k.ReplicaCalls},
@@ -417,6 +453,7 @@ func (k Keys) luaKeyBuilders() string {
 		{"epoch", k.Epoch},
 		{"recovering", k.Recovering},
 		{"replicas", k.Replicas},
+		{"ended_legacy", k.EndedLegacy},
 	}
 	var b strings.Builder
 	b.WriteString("local K = {}\n")

@@ -269,6 +269,7 @@ func (a *Allocator) Heartbeat(ctx context.Context, replica string) (Beat, error)
 	if err != nil {
 		return Beat{}, fmt.Errorf("heartbeat of %s: %w", replica, err)
 	}
+	a.lookWhenDue(ctx, s.cfg.EndedTTL)
 	rep := reply(r)
 	epoch, rest := rep.str(0), rep.strs(2)
 	settled := min(int(rep.int(1)), len(rest))

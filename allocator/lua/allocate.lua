@@ -24,6 +24,9 @@
 --            merchant without max_calls adds to the demand signal at most
 -- then    -> the answering replica's name ("" none): recorded on a new
 --            call (answered_by) and in its K.replica_calls set
+-- then    -> "1" while this replica has not yet looked whether marks of
+--            the layout before exist (endedlayout.go): they are read
+--            whatever K.ended_legacy() says; "0" otherwise
 -- last but two -> stale after: unix ms past which the caller has given up
 --            (its deadline and a margin for the clocks, "0": none): a
 --            script that reaches Redis later (a pause, a partition that
@@ -77,11 +80,12 @@ local lease_ms, info_ms, creator = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local account = ARGV[#ARGV - 1] or ''
 
 -- The call's allocation, if it has one: was_existing, unless a waiter's
--- hand-off wrote it and this is the waiter picking it up.
+-- hand-off wrote it and this is the waiter picking it up. The second value
+-- says whether the predecessor's idempotency lock is on the call info.
 local function answer_existing()
-  local e = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type', 'creator', 'ended_by', 'account')
+  local e = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type', 'creator', 'ended_by', 'account', '_lock')
   if not e[1] then
-    return nil
+    return nil, e[7] ~= false
   end
   if e[5] then
     -- The provider said the call ended while its socket was open
@@ -99,7 +103,7 @@ local function answer_existing()
   return {'ok', e[1], e[2] or '', was, e[3] or '', '', e[4] or '', e[6] or ''}
 end
 
-local existing = answer_existing()
+local existing, locked = answer_existing()
 if existing then
   return existing
 end
@@ -108,10 +112,25 @@ end
 -- now, or failed to and left its lock. A pod given over it would be the
 -- call's second; the caller waits for the predecessor's answer instead
 -- (edge itself never leaves _lock behind). Nothing is written.
-if redis.call('HEXISTS', call_key, '_lock') == 1 then
+if locked then
   return {'locked', redis.call('PTTL', call_key)}
 end
-if redis.call('EXISTS', KEYS[2]) == 1 then
+-- What is there, in one command: EXISTS counts a key named twice twice,
+-- so each key named 2^i times is bit i of the count. The call's tombstone
+-- (bit 0), calls waiting for capacity (1), ejected pods (2), the recovery
+-- hold (3), marks of the layout before (4).
+local present = redis.call('EXISTS', KEYS[2], K.wait_deadline(), K.wait_deadline(),
+  K.ejected(), K.ejected(), K.ejected(), K.ejected(),
+  K.recovering(), K.recovering(), K.recovering(), K.recovering(),
+  K.recovering(), K.recovering(), K.recovering(), K.recovering(),
+  K.ended_legacy(), K.ended_legacy(), K.ended_legacy(), K.ended_legacy(),
+  K.ended_legacy(), K.ended_legacy(), K.ended_legacy(), K.ended_legacy(),
+  K.ended_legacy(), K.ended_legacy(), K.ended_legacy(), K.ended_legacy(),
+  K.ended_legacy(), K.ended_legacy(), K.ended_legacy(), K.ended_legacy())
+local function has(bit)
+  return math.floor(present / 2 ^ bit) % 2 == 1
+end
+if has(0) then
   -- The tombstone is the call's record (a HASH, its "how"); an older
   -- replica wrote the how as a STRING.
   if redis.call('TYPE', KEYS[2])['ok'] == 'hash' then
@@ -119,6 +138,7 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
   end
   return {'ended', redis.call('GET', KEYS[2])}
 end
+local waiting, any_ejected = has(1), has(2)
 
 local tiers, default_chain, rate_i = parse_tiers(6)
 local now = now_ms()
@@ -126,12 +146,16 @@ if stale(ARGV[#ARGV - 2], now) then
   return {'stale'}
 end
 -- Past its record's life, the call's compact mark keeps it ended for the
--- providers' retry horizon.
-local ended_how = ended_mark(call_id, tonumber(ARGV[rate_i + 8] or 0), now)
+-- providers' retry horizon; marks of the layout before are read while
+-- they may exist, or while this replica has not yet looked whether they
+-- do (ARGV[rate_i + 11] "1").
+local ended_how = ended_mark(call_id, tonumber(ARGV[rate_i + 8] or 0), now,
+  has(4) or ARGV[rate_i + 11] == '1')
 if ended_how then
   return {'ended', ended_how}
 end
-local hold_wait = recovery_wait(ARGV[rate_i + 5] or '', ARGV[rate_i + 6] or '', tonumber(ARGV[rate_i + 7] or 0), now)
+local hold_wait = recovery_wait(ARGV[rate_i + 5] or '', ARGV[rate_i + 6] or '', tonumber(ARGV[rate_i + 7] or 0), now,
+  has(3))
 if hold_wait > 0 then
   return {'recovering', hold_wait}
 end
@@ -142,7 +166,7 @@ local budget_ms = tonumber(ARGV[rate_i + 4] or 0)
 -- ran out; or a duplicate webhook of it): room goes to the waiters in
 -- their order, this one maybe among them. Its cap and rate were checked
 -- when it started waiting.
-local queued = redis.call('ZSCORE', K.wait_deadline(), call_id)
+local queued = waiting and redis.call('ZSCORE', K.wait_deadline(), call_id)
 if queued and tonumber(queued) < now then
   -- Past its deadline (its waiter gave up on it): it asks as a new call.
   end_wait(call_id, false)
@@ -193,8 +217,10 @@ end
 
 -- Calls waiting for capacity are served before this one may look (no
 -- arrival overtakes them); what room they cannot use, it may take.
-serve_waiters(now)
-local pod, source, kind, avail = take_from_chain(chain, tiers, nil)
+if waiting then
+  serve_waiters(now)
+end
+local pod, source, kind, avail = take_from_chain(chain, tiers, nil, not any_ejected)
 
 if not pod then
   -- Tell "nothing there" from "all draining" from "all busy", sampling at
@@ -242,21 +268,18 @@ if not pod then
   return reply
 end
 
-write_allocation(call_id, merchant, creator, ARGV[#ARGV], pod, source, kind, avail, lease_ms, info_ms, now)
 -- The replica that answered: should it die before the call's socket comes,
 -- the leader ends the call (orphans.lua) instead of waiting out the lease.
--- The provider account whose webhook created the call goes in the same
--- write: no command more per call.
+-- It and the provider account whose webhook created the call go in the
+-- call info's one write.
 local answering = ARGV[rate_i + 10] or ''
-local fields = {}
+local more = {}
 if answering ~= '' then
-  fields = {'answered_by', answering}
+  more = {'answered_by', answering}
   redis.call('SADD', K.replica_calls(answering), call_id)
 end
 if account ~= '' then
-  fields[#fields + 1], fields[#fields + 2] = 'account', account
+  more[#more + 1], more[#more + 2] = 'account', account
 end
-if #fields > 0 then
-  redis.call('HSET', call_key, unpack(fields))
-end
+write_allocation(call_id, merchant, creator, ARGV[#ARGV], pod, source, kind, avail, lease_ms, info_ms, now, more)
 return {'ok', pod, source, 0, kind, warning, creator, account}

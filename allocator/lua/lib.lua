@@ -195,15 +195,19 @@ local function excluded(pod, exclude)
   return exclude ~= nil and string.find(exclude, '|' .. pod .. '|', 1, true) ~= nil
 end
 
-local function take_exclusive(avail, exclude)
+-- no_ejected says the caller knows no pod is ejected (K.ejected() does not
+-- exist): one command less per pod looked at.
+local function take_exclusive(avail, exclude, no_ejected)
   local skipped = {}
   local found
   while true do
     local pod = redis.call('SPOP', avail)
     if not pod then break end
-    if not is_draining(pod) and redis.call('EXISTS', K.pod_tier(pod)) == 1 and not is_unready(pod)
-        and not live_owner(pod) then
-      if not excluded(pod, exclude) and not is_ejected(pod) then
+    -- Draining, registered, and its lease's call, in one read.
+    local s = redis.call('MGET', K.pod_draining(pod), K.pod_tier(pod), K.lease(pod))
+    local owned = s[3] and redis.call('HGET', K.call(s[3]), 'pod_name') == pod
+    if not s[1] and s[2] and not owned and not is_unready(pod) then
+      if not excluded(pod, exclude) and (no_ejected or not is_ejected(pod)) then
         found = pod
         break
       end
@@ -218,7 +222,7 @@ end
 
 -- The least loaded (spread) or most loaded (pack) non-draining,
 -- ready, not ejected pod below max_concurrent.
-local function take_shared(avail, max, exclude, pack)
+local function take_shared(avail, max, exclude, pack, no_ejected)
   local offset = 0
   while true do
     local batch
@@ -229,9 +233,11 @@ local function take_shared(avail, max, exclude, pack)
     end
     if #batch == 0 then return nil end
     for _, pod in ipairs(batch) do
-      if not excluded(pod, exclude) and not is_draining(pod) and redis.call('EXISTS', K.pod_tier(pod)) == 1
-          and not is_unready(pod) and not is_ejected(pod) then
-        return pod
+      if not excluded(pod, exclude) then
+        local s = redis.call('MGET', K.pod_draining(pod), K.pod_tier(pod))
+        if not s[1] and s[2] and not is_unready(pod) and (no_ejected or not is_ejected(pod)) then
+          return pod
+        end
       end
     end
     offset = offset + #batch
@@ -239,17 +245,18 @@ local function take_shared(avail, max, exclude, pack)
 end
 
 -- The first pod the chain can give, skipping those exclude lists: pod, source_pool
--- label, pool type, available key (nil when none).
-local function take_from_chain(chain, tiers, exclude)
+-- label, pool type, available key (nil when none). no_ejected: see
+-- take_exclusive.
+local function take_from_chain(chain, tiers, exclude, no_ejected)
   for _, step in ipairs(chain) do
     local key, _, label = pools_of(step)
     local pod, kind
     if string.sub(step, 1, 9) == 'merchant:' then
-      pod, kind = take_exclusive(key, exclude), 'exclusive'
+      pod, kind = take_exclusive(key, exclude, no_ejected), 'exclusive'
     elseif tiers[step] and tiers[step].type == 'shared' then
-      pod, kind = take_shared(key, tiers[step].max, exclude, tiers[step].pack), 'shared'
+      pod, kind = take_shared(key, tiers[step].max, exclude, tiers[step].pack, no_ejected), 'shared'
     elseif tiers[step] then
-      pod, kind = take_exclusive(key, exclude), 'exclusive'
+      pod, kind = take_exclusive(key, exclude, no_ejected), 'exclusive'
     end
     if pod then
       return pod, label, kind, key
@@ -316,24 +323,35 @@ end
 -- Puts (or refreshes) a call in its merchant's set, and keeps the set's
 -- key alive until its latest entry expires. With now, entries already
 -- expired go (so an uncapped merchant that is never idle long enough for
--- the key to expire does not collect them).
-local function count_call(merchant, call_id, expiry, now)
+-- the key to expire does not collect them). With sometimes (allocate's
+-- cheaper form) they go for one call in 16 (by a hex digit of its id's
+-- hash), and the key's expiry is the new entry's: a new call's lease is
+-- the latest, as every writer's entry is its lease from its own now.
+local function count_call(merchant, call_id, expiry, now, sometimes)
   if not merchant or merchant == '' then
     return
   end
   local key = K.merchant_calls(merchant)
-  if now then
+  if now and (not sometimes or string.sub(redis.sha1hex(call_id), 6, 6) == '0') then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. now)
   end
   redis.call('ZADD', key, expiry, call_id)
+  if sometimes then
+    redis.call('PEXPIREAT', key, expiry)
+    return
+  end
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   redis.call('PEXPIREAT', key, math.max(expiry, tonumber(last[2] or expiry)))
 end
 
 -- Takes an ending call out of its merchant's set; call before its call
 -- info is deleted (the merchant is read from there).
-local function uncount_call(call_id)
-  local merchant = redis.call('HGET', K.call(call_id), 'merchant_id')
+-- merchant is the call's merchant_id when the caller has read it (nil:
+-- read here).
+local function uncount_call(call_id, merchant)
+  if merchant == nil then
+    merchant = redis.call('HGET', K.call(call_id), 'merchant_id')
+  end
   if merchant and merchant ~= '' then
     redis.call('ZREM', K.merchant_calls(merchant), call_id)
   end
@@ -454,41 +472,74 @@ local function note_refused(call_id, group, bound, chain, now)
   redis.call('PEXPIRE', by_tier, DEMAND_WINDOW_MS)
 end
 
--- An ended call's compact mark (K.ended_calls, keys.go): call id -> how,
--- in one hash per hour of end times and shard of call ids, so that a call
--- stays ended for the providers' whole retry horizon (allocator.ended_ttl)
--- at a few dozen bytes, long after its full record is gone. The constants
--- are keys.go's EndedBucket and EndedShards.
-local ENDED_BUCKET_MS, ENDED_SHARDS = 3600000, 1024
+-- An ended call's compact mark (K.ended_marks, keys.go): in a sorted set
+-- per shard of call ids, the call id scored by when it ended (unix ms) times
+-- 4 plus how (ENDED_HOW), so that one ZSCORE tells whether and how the call
+-- ended within the providers' retry horizon (allocator.ended_ttl), long
+-- after its full record is gone. A mark older than the horizon counts for
+-- nothing and is dropped by a later write to its shard. The constant is
+-- keys.go's EndedMarkShards.
+local ENDED_MARK_SHARDS = 16384
+local ENDED_HOW = {released = 1, expired = 2, unregistered = 3}
+local ENDED_HOW_NAME = {[0] = 'released', 'released', 'expired', 'unregistered'}
 
-local function ended_shard(call_id)
-  return tonumber(string.sub(redis.sha1hex(call_id), 1, 4), 16) % ENDED_SHARDS
+-- The shard of a call's mark (keys.go's EndedMarkShard), and whether a
+-- write of this call's mark trims its shard: one call in 16, by a hex
+-- digit of the hash the shard does not use.
+local function ended_mark_shard(call_id)
+  local h = redis.sha1hex(call_id)
+  return tonumber(string.sub(h, 1, 4), 16) % ENDED_MARK_SHARDS, string.sub(h, 5, 5) == '0'
 end
 
 local function mark_ended(call_id, how, horizon_ms, now)
   if not horizon_ms or horizon_ms <= 0 then
     return
   end
-  local bucket = math.floor(now / ENDED_BUCKET_MS)
-  local key = K.ended_calls(bucket .. ':' .. ended_shard(call_id))
-  redis.call('HSET', key, call_id, how)
-  -- Every mark in the hash lives at least horizon_ms.
-  redis.call('PEXPIREAT', key, (bucket + 1) * ENDED_BUCKET_MS + horizon_ms)
+  local shard, trim = ended_mark_shard(call_id)
+  local key = K.ended_marks(shard)
+  if trim then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. string.format('%.0f', (now - horizon_ms) * 4))
+  end
+  redis.call('ZADD', key, string.format('%.0f', now * 4 + (ENDED_HOW[how] or 0)), call_id)
 end
 
--- How the call ended according to its mark, or nil: the hashes of the
--- last horizon_ms, newest first (older ones have expired).
-local function ended_mark(call_id, horizon_ms, now)
-  if not horizon_ms or horizon_ms <= 0 then
-    return nil
-  end
-  local shard = ended_shard(call_id)
+-- The marks of the layout before: one hash per hour of end times
+-- (ENDED_BUCKET_MS) and shard of call ids (keys.go's EndedBucket and
+-- EndedShards), call id -> how, each hash expiring horizon_ms after its
+-- hour. An edge that wrote them may still run (a rolling upgrade), and
+-- its marks refuse replays until they expire: they are read while
+-- K.ended_legacy() exists (the allocator sets it while such hashes do,
+-- endedlayout.go).
+local ENDED_BUCKET_MS, ENDED_SHARDS = 3600000, 1024
+
+local function legacy_ended_mark(call_id, horizon_ms, now)
+  local shard = tonumber(string.sub(redis.sha1hex(call_id), 1, 4), 16) % ENDED_SHARDS
   local oldest = math.floor((now - horizon_ms) / ENDED_BUCKET_MS)
   for bucket = math.floor(now / ENDED_BUCKET_MS), oldest, -1 do
     local how = redis.call('HGET', K.ended_calls(bucket .. ':' .. shard), call_id)
     if how then
       return how
     end
+  end
+  return nil
+end
+
+-- How the call ended according to its mark within the last horizon_ms, or
+-- nil. legacy says whether marks of the layout before may exist (nil: look
+-- whether K.ended_legacy() does).
+local function ended_mark(call_id, horizon_ms, now, legacy)
+  if not horizon_ms or horizon_ms <= 0 then
+    return nil
+  end
+  local score = tonumber(redis.call('ZSCORE', K.ended_marks((ended_mark_shard(call_id))), call_id) or '')
+  if score and score >= (now - horizon_ms) * 4 then
+    return ENDED_HOW_NAME[score % 4]
+  end
+  if legacy == nil then
+    legacy = redis.call('EXISTS', K.ended_legacy()) == 1
+  end
+  if legacy then
+    return legacy_ended_mark(call_id, horizon_ms, now)
   end
   return nil
 end
@@ -501,52 +552,83 @@ end
 -- that the call info is the one to end. The old tombstone is deleted first:
 -- a replica of an older edge wrote it as a STRING. The call leaves its
 -- merchant's count (admission) in the same step.
-local function end_call_record(call_id, how, ttl_ms, horizon_ms, extra)
+-- fields is the call info as HGETALL returned it when the caller read it
+-- (nil: read here); edge_only says the record is edge's alone (its
+-- edge_pod is its pod_name), so the predecessor's per-pod set cannot list the
+-- call. now is Redis' time if the caller read it (nil: read here);
+-- also_del is nil or one more key to delete with the call info (a lease
+-- the release gives up). Returns the time it ended (unix ms).
+local function end_call_record(call_id, how, ttl_ms, horizon_ms, extra, fields, edge_only, now, also_del)
   local call_key, tomb = K.call(call_id), K.call_ended(call_id)
-  uncount_call(call_id)
-  local replicas = redis.call('HMGET', call_key, 'socket_replica', 'answered_by')
-  for _, replica in ipairs({replicas[1], replicas[2]}) do
-    if replica and replica ~= '' then
+  if not fields then
+    fields = redis.call('HGETALL', call_key)
+  end
+  local f = {}
+  for i = 1, #fields - 1, 2 do
+    f[fields[i]] = fields[i + 1]
+  end
+  uncount_call(call_id, f.merchant_id or '')
+  for _, replica in ipairs({f.socket_replica or '', f.answered_by or ''}) do
+    if replica ~= '' then
       redis.call('SREM', K.replica_calls(replica), call_id)
     end
   end
   -- The predecessor's per-pod call set, which its reconciler reads when a
   -- pod dies: a call ended here (sweep, sync, unregister) leaves it too.
-  local pod = redis.call('HGET', call_key, 'pod_name')
-  if pod and redis.call('TYPE', K.predecessor_pod_calls(pod))['ok'] == 'set' then
+  local pod = f.pod_name
+  if pod and not edge_only and redis.call('TYPE', K.predecessor_pod_calls(pod))['ok'] == 'set' then
     redis.call('SREM', K.predecessor_pod_calls(pod), call_id)
   end
-  local fields = redis.call('HGETALL', call_key)
-  redis.call('DEL', tomb, call_key)
-  for i = #fields - 1, 1, -2 do
-    if fields[i] == 'media_claim' or fields[i] == 'resumable' then
-      table.remove(fields, i + 1)
-      table.remove(fields, i)
+  if also_del then
+    redis.call('DEL', tomb, call_key, also_del)
+  else
+    redis.call('DEL', tomb, call_key)
+  end
+  now = now or now_ms()
+  local record = {'how', how, 'ended_at', tostring(now)}
+  for i = 1, #fields - 1, 2 do
+    local name = fields[i]
+    if name ~= 'media_claim' and name ~= 'resumable' and name ~= 'how' and name ~= 'ended_at' then
+      record[#record + 1], record[#record + 2] = name, fields[i + 1]
     end
   end
-  local now = now_ms()
-  redis.call('HSET', tomb, 'how', how, 'ended_at', tostring(now), unpack(fields))
-  if extra and #extra > 0 then
-    redis.call('HSET', tomb, unpack(extra))
+  -- extra last: it overrides a field of the same name, as a second HSET did.
+  for i = 1, #(extra or {}) do
+    record[#record + 1] = extra[i]
   end
+  redis.call('HSET', tomb, unpack(record))
   redis.call('PEXPIRE', tomb, ttl_ms)
   mark_ended(call_id, how, horizon_ms, now)
+  return now
 end
 
 -- Writes a new call's allocation of pod: its call info, the pod's state and
 -- the merchant's count (allocate.lua, and waitlib.lua's hand-off to a
--- waiting call).
-local function write_allocation(call_id, merchant, creator, traceparent, pod, source, kind, avail, lease_ms, info_ms, now)
+-- waiting call). more is nil or a flat list of further call info fields,
+-- written in the same HSET. The call info's edge_pod is the pod edge gave
+-- the call: while pod_name names the same pod, the record is edge's alone
+-- (an allocate that respects the predecessor's idempotency lock wrote it,
+-- so the predecessor never stored its own pod over it), and release.lua
+-- skips its checks for records both routers wrote.
+local function write_allocation(call_id, merchant, creator, traceparent, pod, source, kind, avail, lease_ms, info_ms, now, more)
   local call_key = K.call(call_id)
-  redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'merchant_id', merchant,
-    'allocated_at', tostring(math.floor(now / 1000)), 'allocated_at_ms', tostring(now), 'pool_type', kind, 'creator', creator)
+  local fields = {'pod_name', pod, 'source_pool', source, 'merchant_id', merchant,
+    'allocated_at', tostring(math.floor(now / 1000)), 'allocated_at_ms', tostring(now), 'pool_type', kind,
+    'creator', creator, 'edge_pod', pod}
   if traceparent and traceparent ~= '' then
-    redis.call('HSET', call_key, 'traceparent', traceparent)
+    fields[#fields + 1], fields[#fields + 2] = 'traceparent', traceparent
   end
-  redis.call('HDEL', call_key, '_lock')
+  for i = 1, #(more or {}) do
+    fields[#fields + 1] = more[i]
+  end
+  redis.call('HSET', call_key, unpack(fields))
+  if not more then
+    -- A waiter's hand-off: the predecessor's lock may be on the record.
+    redis.call('HDEL', call_key, '_lock')
+  end
   redis.call('PEXPIRE', call_key, info_ms)
   assign(pod, call_id, source, kind, avail, lease_ms, now)
-  count_call(merchant, call_id, now + lease_ms, now)
+  count_call(merchant, call_id, now + lease_ms, now, true)
 end
 
 -- Recovery after Redis lost its data (restarted empty, flushed): K.epoch()
@@ -581,31 +663,36 @@ end
 -- the epoch the asking replica remembers ("" when it never saw one: a fresh
 -- process, which has no calls to re-assert) and candidate the random part
 -- of a new one. A replica that knew one and finds none is the first to see
--- Redis emptied: it starts the hold.
+-- Redis emptied: it starts the hold. The second value says whether a hold
+-- may have been started here.
 local function current_epoch(known, candidate, hold_ms, now)
   local epoch = redis.call('GET', K.epoch())
   if epoch then
     if known ~= '' and epoch ~= known then
       start_hold(epoch, hold_ms, now)
+      return epoch, true
     end
-    return epoch
+    return epoch, false
   end
   if known == '' or candidate == '' then
-    return nil
+    return nil, false
   end
   epoch = new_epoch(candidate, now)
   start_hold(epoch, hold_ms, now)
-  return epoch
+  return epoch, true
 end
 
 -- How long (ms) an allocation must wait before a pod may be offered: while
 -- the hold lasts, and while the asking replica itself has not re-asserted
--- its calls (it knows another epoch). 0: go on.
-local function recovery_wait(known, candidate, hold_ms, now)
-  local epoch = current_epoch(known, candidate, hold_ms, now)
-  local left = redis.call('PTTL', K.recovering())
-  if left > 0 then
-    return left
+-- its calls (it knows another epoch). 0: go on. holding says whether
+-- K.recovering() existed when the caller looked (nil: not known).
+local function recovery_wait(known, candidate, hold_ms, now, holding)
+  local epoch, started = current_epoch(known, candidate, hold_ms, now)
+  if holding ~= false or started then
+    local left = redis.call('PTTL', K.recovering())
+    if left > 0 then
+      return left
+    end
   end
   if known ~= '' and epoch and epoch ~= known then
     return 100

@@ -24,6 +24,10 @@
 -- ARGV[10] -> number of tiers N, then N quadruples: name, type, max_concurrent,
 --            placement ("spread"|"pack")
 -- then    -> number of default chain steps M, then M step names
+-- last    -> stale after: unix ms past which the caller has given up (its
+--            deadline and a margin for the clocks, "0": none): a move
+--            that reaches Redis later (a pause, a partition that heals)
+--            changes nothing. Read as ARGV[#ARGV].
 --
 -- Returns:
 --   {"moved", pod, ejected (0|1), probe_due_ms}   the call is on pod now,
@@ -35,6 +39,9 @@
 --   {"gone", pod}   the call is not live on ARGV[2] (ended, or moved
 --                   already: pod is where, "" for nowhere)
 --   {"held"}        another socket holds the call's media claim
+--   {"stale"}       the caller's deadline passed before Redis ran the
+--                   script (its socket gave up on the move): nothing is
+--                   written
 --
 -- Fencing is kept: the call's pod changes only while this socket holds the
 -- claim and the call is still on the broken pod, and the new pod's lease
@@ -45,7 +52,7 @@
 
 local call_key, call_id, broken, holder = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local info = redis.call('HMGET', call_key, 'pod_name', 'media_claim', 'source_pool', 'pool_type',
-  'merchant_id', 'moved_from', 'pod_gone')
+  'merchant_id', 'moved_from', 'pod_gone', 'edge_pod')
 -- A pod that left the registry (unregister.lua handed the call to its
 -- socket) has no keys left: nothing of it is recorded or freed.
 local gone = info[7] ~= false and info[7] ~= nil
@@ -56,6 +63,9 @@ if info[2] ~= holder then
   return {'held'}
 end
 local now = now_ms()
+if stale(ARGV[#ARGV], now) then
+  return {'stale'}
+end
 local ejected, due = 0, 0
 if not gone and ARGV[9] ~= '2' then
   ejected, due = mark_failed(broken, ARGV[4], now, tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]))
@@ -107,8 +117,13 @@ elseif redis.call('HGET', K.pod_info(broken), 'allocated_call_sid') == call_id t
     'allocated_at', '', 'released_at', released_at)
 end
 
-redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'pool_type', kind,
-  'moved_from', moved_from)
+-- A record edge alone wrote stays so (edge_pod, lib.lua's
+-- write_allocation) on its new pod.
+local fields = {'pod_name', pod, 'source_pool', source, 'pool_type', kind, 'moved_from', moved_from}
+if info[8] == broken then
+  fields[#fields + 1], fields[#fields + 2] = 'edge_pod', pod
+end
+redis.call('HSET', call_key, unpack(fields))
 if ARGV[9] ~= '0' then
   redis.call('HINCRBY', call_key, 'resumptions', 1)
   redis.call('HSET', call_key, 'resumed_at', tostring(now))

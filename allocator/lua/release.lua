@@ -65,7 +65,15 @@
 -- nothing.
 
 local call_key, call_id = KEYS[1], ARGV[1]
-local info = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type', 'merchant_id', 'socket_replica', 'creator', 'account')
+-- The whole call info, read once: what the release decides on, and what
+-- its record (the tombstone) keeps.
+local fields = redis.call('HGETALL', call_key)
+local f = {}
+for i = 1, #fields - 1, 2 do
+  f[fields[i]] = fields[i + 1]
+end
+local info = {f.pod_name or false, f.source_pool or false, f.pool_type or false, f.merchant_id or false,
+  f.socket_replica or false, f.creator or false, f.account or false}
 local pod, source, kind = info[1], info[2] or '', info[3]
 -- Who the call was, for the release's log line.
 local merchant_id, creator = info[4] or '', info[6] or ''
@@ -128,14 +136,14 @@ end
 -- holds it: a socket means a provider did learn of the call. So is one
 -- whose socket a replica cut off from Redis refused ("refused"): a retry
 -- of the provider's may have been admitted elsewhere.
-if (by == 'unanswered' or by == 'refused' or by == 'provider') and redis.call('HEXISTS', call_key, 'media_claim') == 1 then
+if (by == 'unanswered' or by == 'refused' or by == 'provider') and f.media_claim then
   if by ~= 'provider' then
     return {'not_found'}
   end
   -- A provider said the call ended while its socket is open: the socket
   -- ends the call on the provider's close; the call only keeps who said
   -- so first (a duplicate or a later event changes nothing).
-  if redis.call('HEXISTS', call_key, 'ended_by') == 0 then
+  if not f.ended_by then
     for i = 3, #extra - 1, 2 do
       if extra[i] == 'ended_by' or extra[i] == 'provider_ended_at' then
         redis.call('HSET', call_key, extra[i], extra[i + 1])
@@ -143,6 +151,75 @@ if (by == 'unanswered' or by == 'refused' or by == 'provider') and redis.call('H
     end
   end
   return {'socket_open'}
+end
+
+-- A record edge alone wrote (its edge_pod names its pod, lib.lua's
+-- write_allocation: the predecessor never stored its pod over it) is
+-- released on what it says:
+-- its pool_type is its pod's kind (a tier with pods never changes type,
+-- configstore.go) and the predecessor's per-pod set never lists it. The
+-- first write is to a key already read or to the pod's pool, so a key of
+-- the wrong type fails the script before anything is written.
+if f.edge_pod == pod and kind then
+  local tier = tier_of_source(source)
+  local avail = pools_of(tier)
+  local now = now_ms()
+  local released_at = tostring(math.floor(now / 1000))
+  local function clear(draining)
+    redis.call('HSET', K.pod_info(pod), 'status', draining and 'draining' or 'available',
+      'allocated_call_sid', '', 'allocated_at', '', 'released_at', released_at)
+  end
+  local reply, lease_key
+  if kind == 'shared' then
+    local s = redis.call('MGET', K.pod_draining(pod), K.pod_tier(pod))
+    local calls = K.pod_calls(pod)
+    local per_call = redis.call('ZSCORE', calls, call_id) ~= false
+    local draining = s[1] ~= false
+    if not per_call or s[2] ~= tier then
+      -- The slot went with its lease (swept), or the pod left the tier:
+      -- the pod's lease and owner belong to its new life.
+      redis.call('ZREM', calls, call_id)
+      reply = {'stale', pod, source, merchant_id, creator}
+    else
+      local score = tonumber(redis.call('ZSCORE', avail, pod) or '')
+      -- The last call on the pod: its lease and owner go too.
+      if redis.call('ZCARD', calls) == 1 then
+        clear(draining)
+        lease_key = K.lease(pod)
+      end
+      if score and score > 0 then
+        redis.call('ZINCRBY', avail, -1, pod)
+      end
+      redis.call('ZREM', calls, call_id)
+      reply = {'released', pod, (score and not draining) and 1 or 0, draining and 1 or 0, source, merchant_id, creator}
+    end
+  else
+    -- Draining, registered in the call's tier, and the lease's call; then
+    -- the pod info's owner and readiness.
+    local s = redis.call('MGET', K.pod_draining(pod), K.pod_tier(pod), K.lease(pod))
+    local p = redis.call('HMGET', K.pod_info(pod), 'allocated_call_sid', 'unready')
+    local draining, leased = s[1] ~= false, s[3] == call_id
+    -- A pod info with no owner under the call's lease: the predecessor's
+    -- release reset it (see plan below); the call owns the pod.
+    if p[1] == call_id or ((p[1] or '') == '' and leased) then
+      local to_pool = 0
+      if not draining and p[2] ~= '1' and s[2] == tier then
+        redis.call('SADD', avail, pod)
+        to_pool = 1
+      end
+      if leased then
+        -- Deleted with the call info, in end_call_record's one DEL.
+        lease_key = K.lease(pod)
+      end
+      clear(draining)
+      reply = {'released', pod, to_pool, draining and 1 or 0, source, merchant_id, creator}
+    else
+      reply = {'stale', pod, source, merchant_id, creator}
+    end
+  end
+  end_call_record(call_id, 'released', tonumber(ARGV[2]), tonumber(ARGV[3]), extra, fields, true, now, lease_key)
+  serve_waiters(now)
+  return reply
 end
 
 -- Phase 1, reads only. typed() notes the first key whose type is not
@@ -282,7 +359,7 @@ if bad then
 end
 
 -- Phase 2: the writes.
-end_call_record(call_id, 'released', tonumber(ARGV[2]), tonumber(ARGV[3]), extra)
+end_call_record(call_id, 'released', tonumber(ARGV[2]), tonumber(ARGV[3]), extra, fields)
 if pred_listed then
   redis.call('SREM', pred_set, call_id)
 end

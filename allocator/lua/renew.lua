@@ -62,7 +62,7 @@ local function reassert(call_key, call_id, pod, holder, source, kind, merchant, 
   local avail = pools_of(tier)
   redis.call('HSET', call_key, 'pod_name', pod, 'source_pool', source, 'merchant_id', merchant,
     'allocated_at', tostring(math.floor(now / 1000)), 'allocated_at_ms', tostring(now), 'pool_type', kind, 'creator', creator,
-    'reasserted_at', tostring(now))
+    'reasserted_at', tostring(now), 'edge_pod', pod)
   if account ~= '' then
     redis.call('HSET', call_key, 'account', account)
   end
