@@ -139,7 +139,9 @@ func postJSON(t *testing.T, url, body string) (int, map[string]any) {
 // connection still routed to the old pod.
 func TestShutdownDelayKeepsServingWhileNotReady(t *testing.T) {
 	edge := edgetest.Start(t, []string{"--set", "http.shutdown_delay=5s"})
-	testwait.Until(t, 60*time.Second, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
+	if !edge.WaitReady(60 * time.Second) {
+		t.Fatal("edge not ready after 60s")
+	}
 	if err := syscall.Kill(edge.Pid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,9 @@ providers:
     exotel:
       settings: {sample_rate: "16000", sample_rate_by_merchant: "hd=24000"}
 `+podsYAML("gold", "agent-0", agent.Addr())))
-	testwait.Until(t, 30*time.Second, "edge ready with its plugins", func() bool { return provGet(t, e.admin+"/readyz") == 200 })
+	if !e.WaitReady(30 * time.Second) {
+		t.Fatal("edge not ready with its plugins after 30s")
+	}
 
 	resp, err := http.Post(e.public+"/api/v1/exotel/allocate?merchant_id=hd", "application/json",
 		strings.NewReader(`{"CallSid":"ex-rate-1","CallFrom":"09999999999","CallTo":"08047491899"}`))

@@ -37,7 +37,9 @@ tiers: {gold: {type: exclusive, target: 1}}
 default_chain: [gold]
 proxy: {dial_timeout: 300ms, connect_budget: 2s, max_ejection_percent: 50}
 `+podsYAML("gold", "x-closed", closed)))
-	testwait.Until(t, 30*time.Second, "edge ready with its plugins", func() bool { return provGet(t, e.admin+"/readyz") == 200 })
+	if !e.WaitReady(30 * time.Second) {
+		t.Fatal("edge not ready with its plugins after 30s")
+	}
 	podFree := func(t *testing.T) {
 		t.Helper()
 		testwait.Until(t, 5*time.Second, "x-closed free", func() bool { return edgetest.Pod(t, e.admin, "x-closed").Lease == "" })

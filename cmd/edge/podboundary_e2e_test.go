@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-
-	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // TestPodSeesWhatTheTwilioPluginDeclares runs the edge binary with its
@@ -31,7 +29,9 @@ func TestPodSeesWhatTheTwilioPluginDeclares(t *testing.T) {
 tiers: {gold: {type: exclusive, target: 1}}
 default_chain: [gold]
 `+podsYAML("gold", "agent-0", agent.Addr())))
-	testwait.Until(t, 30*time.Second, "edge ready with its plugins", func() bool { return provGet(t, e.admin+"/readyz") == 200 })
+	if !e.WaitReady(30 * time.Second) {
+		t.Fatal("edge not ready with its plugins after 30s")
+	}
 
 	resp, err := http.PostForm(e.public+"/api/v1/twilio/allocate", url.Values{"CallSid": {"CA00000000000000000000000000b0d001"}, "merchant_id": {"m"}})
 	if err != nil {

@@ -26,7 +26,9 @@ func TestBuiltinProvidersAsPluginProcesses(t *testing.T) {
 	edge := edgetest.Start(t, nil,
 		"EDGE_PROVIDERS__PLUGINS__TWILIO__AUTH_TOKENS="+token,
 		"EDGE_PROVIDERS__WEBHOOK_BASE_URL=https://edge.example.com")
-	testwait.Until(t, 60*time.Second, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
+	if !edge.WaitReady(60 * time.Second) {
+		t.Fatal("edge not ready after 60s")
+	}
 	if strings.Contains(edge.Log(), token) {
 		t.Error("the auth token is in edge's log")
 	}

@@ -40,7 +40,9 @@ func TestProviderReloadRefusesABadPluginSetting(t *testing.T) {
 	}
 	write("127.0.0.1")
 	edge := edgetest.Start(t, []string{"--config", path})
-	testwait.Until(t, 60*time.Second, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
+	if !edge.WaitReady(60 * time.Second) {
+		t.Fatal("edge not ready after 60s")
+	}
 	voicebot := func(call string) int {
 		return provGet(t, edge.PublicURL+"/providers/exotel/voicebot?merchant_id=m&CallSid="+call)
 	}

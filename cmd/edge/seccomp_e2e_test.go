@@ -57,7 +57,9 @@ func TestUringRelayUnderTheShippedSeccompProfile(t *testing.T) {
 				t.Fatalf("public listener %s does not terminate TLS", edge.PublicURL)
 			}
 
-			testwait.Until(t, 60*time.Second, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
+			if !edge.WaitReady(60 * time.Second) {
+				t.Fatal("edge not ready after 60s")
+			}
 			// The relay starts with the proxy's Run, beside the listeners.
 			info := `edge_proxy_relay_info{configured="uring",running="` + tc.relay + `"}`
 			testwait.Until(t, 60*time.Second, "the "+tc.relay+" relay running", func() bool { return seccompMetric(t, edge.AdminURL, info) == 1 })

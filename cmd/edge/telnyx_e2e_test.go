@@ -47,7 +47,9 @@ providers:
     telnyx:
       auth_tokens: [%s]
 `, base64.StdEncoding.EncodeToString(key.Public().(ed25519.PublicKey)))+podsYAML("gold", "t-pod", agent.Addr())))
-	testwait.Until(t, 30*time.Second, "edge ready with its plugins", func() bool { return provGet(t, e.admin+"/readyz") == 200 })
+	if !e.WaitReady(30 * time.Second) {
+		t.Fatal("edge not ready with its plugins after 30s")
+	}
 
 	const sid = "v3:e2eTelnyxCallControlId_0123456789-abcdefghijklmnopq"
 	const callID = "v3.e2eTelnyxCallControlId_0123456789-abcdefghijklmnopq"

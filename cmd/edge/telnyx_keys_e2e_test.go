@@ -189,7 +189,9 @@ providers:
 	}
 	write(cfg(good))
 	e := f.start("edge", path)
-	testwait.Until(t, 30*time.Second, "edge ready with its plugins", func() bool { return provGet(t, e.admin+"/readyz") == 200 })
+	if !e.WaitReady(30 * time.Second) {
+		t.Fatal("edge not ready with its plugins after 30s")
+	}
 	body := "AccountSid=acct&CallSid=v3:e2eReloadCall_one_0123456789abcdef&From=%2B15550100&To=%2B15550199"
 	if status, ans := telnyxWebhook(t, e, key, time.Now(), body); status != http.StatusOK || !telnyxStreamURL.MatchString(ans) {
 		t.Fatalf("signed webhook before the reload: %d %s", status, ans)

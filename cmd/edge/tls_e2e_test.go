@@ -54,7 +54,9 @@ tls:
 	}
 	addr := strings.TrimPrefix(edge.PublicURL, "https://")
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientConfig("")}}
-	testwait.Until(t, 60*time.Second, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
+	if !edge.WaitReady(60 * time.Second) {
+		t.Fatal("edge not ready after 60s")
+	}
 
 	// The webhook, signed over the https:// URL Twilio was given.
 	path := "/api/v1/twilio/allocate?merchant_id=demo"

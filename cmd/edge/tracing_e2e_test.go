@@ -19,7 +19,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/edge-voice/edge/internal/edgetest"
-	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // otlpReceiver is a tiny OTLP/HTTP collector on loopback: it decodes
@@ -130,7 +129,9 @@ func TestTracesExportedToAnOTLPReceiver(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL,
 		"OTEL_SERVICE_NAME=edge-e2e",
 		"OTEL_BSP_SCHEDULE_DELAY=50")
-	testwait.Until(t, 60*time.Second, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
+	if !edge.WaitReady(60 * time.Second) {
+		t.Fatal("edge not ready after 60s")
+	}
 
 	path := "/api/v1/twilio/allocate?merchant_id=demo"
 	form := url.Values{"CallSid": {"CA000000000000000000000000000000e1"}, "From": {"+15550100"}}

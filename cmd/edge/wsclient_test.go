@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/edge-voice/edge/internal/edgetest"
-	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // `edge ws --crash-pod-after` is how an operator tries proxy.resume by
@@ -25,7 +24,9 @@ func TestWSCrashPodAfterShowsTheMove(t *testing.T) {
 			env = append(env, `EDGE_PROXY__RESUME__TIERS=["*"]`)
 		}
 		edge := edgetest.Start(t, nil, env...)
-		testwait.Until(t, 60*time.Second, "edge ready", func() bool { return provGet(t, edge.AdminURL+"/readyz") == 200 })
+		if !edge.WaitReady(60 * time.Second) {
+			t.Fatal("edge not ready after 60s")
+		}
 		out, err := exec.Command(edgetest.Binary(t), "ws", "-n", "6", "--crash-pod-after", "2", twilioStreamURL(t, edge.PublicURL)).CombinedOutput()
 		got := string(out)
 		switch {
