@@ -32,7 +32,7 @@ type Config struct {
 	// replayed webhook within it gets the hangup answer, never a pod, so
 	// it must span the providers' retry horizon. The call's record (the
 	// tombstone, Keys.CallEnded) lives only CallInfoTTL; a compact mark
-	// per call (Keys.EndedCalls) lasts EndedTTL. Default 24h; at most
+	// per call (Keys.EndedMarks) lasts EndedTTL. Default 24h; at most
 	// MaxEndedTTL.
 	EndedTTL time.Duration `koanf:"ended_ttl"`
 	// DrainingTTL is how long a pod's draining flag lives; it outlasts the
@@ -75,8 +75,9 @@ type Config struct {
 	Admission AdmissionConfig `koanf:"-"`
 }
 
-// MaxEndedTTL bounds allocator.ended_ttl: allocate.lua reads one mark
-// bucket per EndedBucket of it (169 reads at most).
+// MaxEndedTTL bounds allocator.ended_ttl: every mark is kept that long,
+// and while marks of the older layout may exist allocate.lua reads one
+// per EndedBucket of it (169 reads at most).
 const MaxEndedTTL = 7 * 24 * time.Hour
 
 // PredecessorLeaseTTL is the predecessor's fixed lease (allocator.go:35 of
@@ -160,7 +161,7 @@ func (c Config) Validate() error {
 	eff := c.withDefaults()
 	if c.EndedTTL < 0 || c.EndedTTL > MaxEndedTTL {
 		errs = append(errs, confcheck.Invalid("allocator.ended_ttl", c.EndedTTL,
-			fmt.Sprintf("must be between 0 (the default, 24h) and %s: every allocation looks through one mark per hour of it", MaxEndedTTL)))
+			fmt.Sprintf("must be between 0 (the default, 24h) and %s: every mark is kept that long, and marks of an older edge are read one per hour of it", MaxEndedTTL)))
 	}
 	for _, f := range []struct {
 		name string
