@@ -211,6 +211,9 @@ type generator struct {
 	renewed atomic.Int64 // leases renewed (held) in the window
 	lost    atomic.Int64 // leases not held at a renewal, in the window
 	passes  atomic.Int64
+
+	rampMu sync.Mutex
+	ramp   []*call // the calls in progress at the start, until their ends are set
 }
 
 type job struct {
@@ -333,7 +336,8 @@ func (g *generator) stepCallback(c *call) bool {
 	return true
 }
 
-// start is one call's arrival; it ends after remaining.
+// start is one call's arrival; it ends after remaining, or, for a call
+// of the ramp (remaining 0), once the ramp is over.
 func (g *generator) start(remaining time.Duration) {
 	c := g.newCall()
 	for _, step := range []func(*call) bool{g.stepNonce, g.stepAllocate, g.stepClaim, g.stepMark} {
@@ -341,6 +345,16 @@ func (g *generator) start(remaining time.Duration) {
 			return
 		}
 	}
+	if remaining == 0 {
+		g.rampMu.Lock()
+		g.ramp = append(g.ramp, c)
+		g.rampMu.Unlock()
+		return
+	}
+	g.endAfter(c, remaining)
+}
+
+func (g *generator) endAfter(c *call, remaining time.Duration) {
 	due := time.Now().Add(remaining)
 	time.AfterFunc(remaining, func() {
 		if !g.stopped.Load() {
@@ -632,22 +646,28 @@ func run(o options, n int) (result, error) {
 		}()
 	}
 
-	// The N calls in progress, then arrivals to keep N live.
+	// The N calls in progress, all up before any ends: then each is given
+	// the remaining time of a call in progress (as long as a whole call's:
+	// the distribution has no memory), and arrivals keep N live.
 	t0 := time.Now()
+	var ramp sync.WaitGroup
 	for range n {
-		rem := time.Duration(rand.ExpFloat64() * float64(o.duration))
-		g.jobs <- job{due: t0, f: func() { g.start(max(rem, time.Millisecond)) }}
+		ramp.Add(1)
+		g.jobs <- job{due: t0, f: func() {
+			defer ramp.Done()
+			g.start(0)
+		}}
 	}
+	ramp.Wait()
+	for _, c := range g.ramp {
+		g.endAfter(c, max(time.Duration(rand.ExpFloat64()*float64(o.duration)), time.Millisecond))
+	}
+	g.ramp = nil
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		g.arrivals(runCtx)
 	}()
-	for len(g.jobs) > 0 {
-		if !sleep(ctx, 100*time.Millisecond) { // the queue has no event to await
-			break
-		}
-	}
 	fmt.Printf("ramp: %d calls up in %.1f s (%d live)\n", n, time.Since(t0).Seconds(), g.live.Load())
 	sleep(ctx, o.warmup)
 
