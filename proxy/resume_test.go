@@ -23,6 +23,7 @@ import (
 	"github.com/edge-voice/edge/internal/fakeagent"
 	"github.com/edge-voice/edge/internal/mediacontract"
 	"github.com/edge-voice/edge/internal/testwait"
+	"github.com/edge-voice/edge/proxy/internal/relay/relaytest"
 	"github.com/edge-voice/edge/proxy/internal/wsproto"
 )
 
@@ -277,41 +278,10 @@ func (p *mortalPod) served() []served {
 	return out
 }
 
-// readFrame reads one client frame and unmasks it.
+// readFrame reads one frame and unmasks it (the relays' test kit's).
 func readFrame(br *bufio.Reader) (fin bool, op byte, payload []byte, err error) {
-	var h [2]byte
-	if _, err = io.ReadFull(br, h[:]); err != nil {
-		return
-	}
-	fin, op = h[0]&0x80 != 0, h[0]&0x0f
-	n := uint64(h[1] & 0x7f)
-	switch n {
-	case 126:
-		var b [2]byte
-		_, err = io.ReadFull(br, b[:])
-		n = uint64(binary.BigEndian.Uint16(b[:]))
-	case 127:
-		var b [8]byte
-		_, err = io.ReadFull(br, b[:])
-		n = binary.BigEndian.Uint64(b[:])
-	}
-	var mask [4]byte
-	if err == nil && h[1]&0x80 != 0 {
-		_, err = io.ReadFull(br, mask[:])
-	}
-	if err != nil || n > 1<<20 {
-		return false, 0, nil, fmt.Errorf("frame header: %v", err)
-	}
-	payload = make([]byte, n)
-	if _, err = io.ReadFull(br, payload); err != nil {
-		return
-	}
-	if h[1]&0x80 != 0 {
-		for i := range payload {
-			payload[i] ^= mask[i%4]
-		}
-	}
-	return
+	f, err := relaytest.ReadFrame(br)
+	return f.Fin, f.Op, f.Payload, err
 }
 
 // twilioOpening names Twilio's stream opening, as its plugin does.

@@ -292,6 +292,7 @@ func (p *Peer) Write(t testing.TB, fin bool, op byte, payload []byte) {
 
 // Frame is one frame a peer read, its payload unmasked.
 type Frame struct {
+	Fin     bool
 	Op      byte
 	Payload []byte
 }
@@ -308,28 +309,33 @@ func (f Frame) Close() (int, string) {
 // relay ended the stream).
 func (p *Peer) Read(d time.Duration) (Frame, error) {
 	p.Conn.SetReadDeadline(time.Now().Add(d))
+	return ReadFrame(p.r)
+}
+
+// ReadFrame reads one frame from r and unmasks its payload (at most 1 MiB).
+func ReadFrame(r *bufio.Reader) (Frame, error) {
 	var h [2]byte
-	if _, err := io.ReadFull(p.r, h[:]); err != nil {
+	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return Frame{}, err
 	}
 	n := uint64(h[1] & 0x7f)
 	switch n {
 	case 126:
 		var b [2]byte
-		if _, err := io.ReadFull(p.r, b[:]); err != nil {
+		if _, err := io.ReadFull(r, b[:]); err != nil {
 			return Frame{}, err
 		}
 		n = uint64(binary.BigEndian.Uint16(b[:]))
 	case 127:
 		var b [8]byte
-		if _, err := io.ReadFull(p.r, b[:]); err != nil {
+		if _, err := io.ReadFull(r, b[:]); err != nil {
 			return Frame{}, err
 		}
 		n = binary.BigEndian.Uint64(b[:])
 	}
 	var mask [4]byte
 	if h[1]&0x80 != 0 {
-		if _, err := io.ReadFull(p.r, mask[:]); err != nil {
+		if _, err := io.ReadFull(r, mask[:]); err != nil {
 			return Frame{}, err
 		}
 	}
@@ -337,7 +343,7 @@ func (p *Peer) Read(d time.Duration) (Frame, error) {
 		return Frame{}, errors.New("relaytest: frame over 1 MiB")
 	}
 	payload := make([]byte, n)
-	if _, err := io.ReadFull(p.r, payload); err != nil {
+	if _, err := io.ReadFull(r, payload); err != nil {
 		return Frame{}, err
 	}
 	if h[1]&0x80 != 0 {
@@ -345,7 +351,7 @@ func (p *Peer) Read(d time.Duration) (Frame, error) {
 			payload[i] ^= mask[i%4]
 		}
 	}
-	return Frame{Op: h[0] & 0x0f, Payload: payload}, nil
+	return Frame{Fin: h[0]&0x80 != 0, Op: h[0] & 0x0f, Payload: payload}, nil
 }
 
 // MustRead reads the next frame and fails the test without one.
