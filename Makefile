@@ -5,7 +5,7 @@ GO      ?= go
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PKGS    := ./...
 
-.PHONY: run build test deps lint unit fuzz kube-e2e bench bench-poolmgr faults faults-short faults-outside liveness-load migration-drill pod-deaths
+.PHONY: run build test deps lint unit fuzz kube-e2e bench bench-poolmgr bench-redis-ceiling faults faults-short faults-outside liveness-load migration-drill pod-deaths
 
 # FUZZ lists "package target" pairs; `make fuzz` runs each briefly (CI), a
 # longer FUZZTIME hunts for real.
@@ -91,6 +91,20 @@ bench-poolmgr: deps
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem ./allocator/ ./api/
+
+# bench-redis-ceiling measures how many concurrent calls one Redis holds
+# (bench/cmd/redisceiling): CEILING_CALLS live calls over 4 replicas
+# through the allocator's real scripts, calls of 3 minutes on average,
+# each socket renewed every allocator.renew_interval in its replica's
+# batch, beats, election, sweeps and reconciles running; Redis' CPU as a
+# share of one core, per node, then each part costed alone. Once on one
+# redis-server, once on a Redis Cluster of 3 masters (docs/benchmarks.md,
+# "How many calls one Redis holds"). About 12 minutes on a 2-core machine;
+# CEILING_ARGS adds flags (-window 20s, -slots 1, -resumable 1).
+CEILING_CALLS ?= 10000,50000,100000
+bench-redis-ceiling: deps
+	$(GO) run ./bench/cmd/redisceiling -calls $(CEILING_CALLS) $(CEILING_ARGS)
+	$(GO) run ./bench/cmd/redisceiling -calls $(CEILING_CALLS) -cluster 3 $(CEILING_ARGS)
 
 # faults runs the fault suite (cmd/edge TestFaultSuite: 3 replicas, a real
 # Redis, 12 WebSocket pods, calls of 2-20 s, one fault at a time, invariants
