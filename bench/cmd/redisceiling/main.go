@@ -743,6 +743,18 @@ func run(o options, n int) (result, error) {
 	})
 	top := topCommands(deltas)
 	fmt.Printf("top commands by Redis time: %s\n", top)
+	var scripts, commands int64
+	for _, d := range deltas {
+		for name, st := range d.commands {
+			if name == "evalsha" || name == "eval" {
+				scripts += st.usec
+			} else {
+				commands += st.usec
+			}
+		}
+	}
+	fmt.Printf("Redis time in %v: scripts (EVALSHA, what they ran included) %.1f s, every other command (those the scripts ran and the clients' own) %.1f s\n",
+		o.window, float64(scripts)/1e6, float64(commands)/1e6)
 
 	// Everything stops; each part is then costed alone.
 	g.stopped.Store(true)
