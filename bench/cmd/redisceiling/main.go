@@ -707,8 +707,8 @@ func run(o options, n int) (result, error) {
 		deltas = append(deltas, d)
 		res.shares = append(res.shares, d.share())
 		res.commands += float64(d.total()) / d.seconds
-		fmt.Printf("node %s: CPU %.1f%% of one core, %.0f commands/s, %d keys, %.0f MiB\n",
-			s.addr, d.share()*100, float64(d.total())/d.seconds, after.keys, float64(after.memory)/(1<<20))
+		fmt.Printf("node %s: CPU %.1f%% of one core (%.0f%% of it in the kernel), %.0f commands/s, %d keys, %.0f MiB\n",
+			s.addr, d.share()*100, d.sys/max(d.cpu, 1e-9)*100, float64(d.total())/d.seconds, after.keys, float64(after.memory)/(1<<20))
 	}
 	res.trips = float64(tripsAfter-tripsBefore) / deltas[0].seconds
 	res.live = liveSum / liveN

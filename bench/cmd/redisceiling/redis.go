@@ -127,6 +127,7 @@ func freePort() (int, error) {
 type snapshot struct {
 	at       time.Time
 	cpu      float64 // used_cpu_user + used_cpu_sys, seconds
+	sys      float64 // used_cpu_sys
 	commands map[string]cmdStat
 	keys     int64
 	memory   int64
@@ -152,6 +153,9 @@ func (s *server) snapshot(ctx context.Context) (snapshot, error) {
 		case name == "used_cpu_user" || name == "used_cpu_sys":
 			f, _ := strconv.ParseFloat(val, 64)
 			snap.cpu += f
+			if name == "used_cpu_sys" {
+				snap.sys = f
+			}
 		case name == "used_memory":
 			snap.memory, _ = strconv.ParseInt(val, 10, 64)
 		case strings.HasPrefix(name, "db"):
@@ -179,11 +183,12 @@ func (s *server) snapshot(ctx context.Context) (snapshot, error) {
 type delta struct {
 	seconds  float64
 	cpu      float64 // CPU seconds
+	sys      float64 // of which in the kernel
 	commands map[string]cmdStat
 }
 
 func diff(a, b snapshot) delta {
-	d := delta{seconds: b.at.Sub(a.at).Seconds(), cpu: b.cpu - a.cpu, commands: map[string]cmdStat{}}
+	d := delta{seconds: b.at.Sub(a.at).Seconds(), cpu: b.cpu - a.cpu, sys: b.sys - a.sys, commands: map[string]cmdStat{}}
 	for name, st := range b.commands {
 		p := a.commands[name]
 		if st.calls-p.calls > 0 {
