@@ -34,9 +34,13 @@ func TestMarksOfTheLayoutBeforeRefuseReplaysUntilTheyExpire(t *testing.T) {
 		if _, err := fresh.Allocate(ctx, allocator.Request{CallID: "CA-old"}); !errors.Is(err, allocator.ErrCallEnded) {
 			t.Fatalf("replay on a replica that never looked: %v, want ErrCallEnded", err)
 		}
+		// A replica whose beats turned through the ended TTL (24 h: 25
+		// hours, one a beat).
 		looked := allocatortest.New(t, rdb)
-		if _, err := looked.Heartbeat(ctx, "r2"); err != nil {
-			t.Fatal(err)
+		for range 25 {
+			if _, err := looked.Heartbeat(ctx, "r2"); err != nil {
+				t.Fatal(err)
+			}
 		}
 		ttl := rdb.PTTL(ctx, k.EndedLegacy()).Val()
 		if want := time.Until(expires) + time.Minute; ttl < want-5*time.Second || ttl > want+5*time.Second {
@@ -58,14 +62,17 @@ func TestMarksOfTheLayoutBeforeRefuseReplaysUntilTheyExpire(t *testing.T) {
 	})
 }
 
-// A replica that looked and found no mark of the layout before leaves
-// Keys.EndedLegacy alone, so that allocations look up one mark.
+// A replica whose beats turned through the ended TTL and found no mark of
+// the layout before leaves Keys.EndedLegacy alone, so that allocations
+// look up one mark.
 func TestNoMarksOfTheLayoutBeforeNoLegacyKey(t *testing.T) {
 	ctx := context.Background()
 	rdb := backends[0].open(t)
 	a := allocatortest.New(t, rdb)
-	if _, err := a.Heartbeat(ctx, "r1"); err != nil {
-		t.Fatal(err)
+	for range 25 {
+		if _, err := a.Heartbeat(ctx, "r1"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if n := rdb.Exists(ctx, a.Keys().EndedLegacy()).Val(); n != 0 {
 		t.Fatalf("%s exists with no mark of the layout before", a.Keys().EndedLegacy())

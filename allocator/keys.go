@@ -84,8 +84,11 @@ func (k Keys) MerchantConfig() string { return k.prefix + "merchant:config" }
 // or ends a call keeps it (allocate, renew, release, failover, sweep,
 // unregister, sync); an entry whose lease expired is a dead call and is not
 // counted, so a call ended by a path that does not know the set (the
-// predecessor's release) stops counting when its lease would have run out.
-// The key itself expires with its latest lease.
+// predecessor's release) stops counting when its lease would have run out,
+// and is dropped at a later count (every renewal, one allocation in 16,
+// every capped admission). The key has no TTL: it goes when the
+// merchant's last call ends (a TTL an older edge set lapses once, and the
+// renewals put back what it took).
 func (k Keys) MerchantCalls(merchant string) string {
 	return k.prefix + "merchant:" + merchant + ":calls"
 }
@@ -311,9 +314,9 @@ func EndedShard(callID string) int {
 
 // EndedLegacy (edge) STRING, the unix ms it expires at, with that expiry:
 // EndedCalls hashes (marks of an older edge) may exist until then, so
-// allocate reads them too. Each replica looks for such hashes once a minute
-// (endedlayout.go) and pushes the expiry to when the newest one it found
-// expires.
+// allocate reads them too. Each replica's heartbeat looks at one hour of
+// such hashes (presence.lua, endedlayout.go) and pushes the expiry to when
+// the newest one it found expires, and a minute.
 func (k Keys) EndedLegacy() string { return k.prefix + "ended_marks:legacy" }
 
 // Nonce (edge) STRING "1" with a PX TTL of providers.nonce_ttl: a nonce a
@@ -382,6 +385,15 @@ func (k Keys) ACMEIssued(host string) string { return k.prefix + "acme:issued:" 
 // No TTL.
 func (k Keys) Epoch() string { return k.prefix + "epoch" }
 
+// EpochSeen (edge) STRING "1", no TTL: the Epoch named exists. Written
+// with a new epoch (lib.lua's new_epoch), or by the first allocate that
+// finds the epoch it knows stored without one (an older edge created it),
+// so that allocate tells "Redis still holds the data set this replica
+// knows" by an EXISTS beside its others instead of reading Epoch. It goes
+// with the data set; one a hand deleted Epoch left behind names an epoch
+// whose data is still there.
+func (k Keys) EpochSeen(epoch string) string { return k.prefix + "epoch_seen:" + epoch }
+
 // Recovering (edge) STRING, the new Epoch, with a PX TTL of
 // allocator.recovery_hold: while it exists Redis has just lost its data and
 // the replicas are re-asserting their live calls, so allocate.lua and
@@ -434,6 +446,7 @@ func (k Keys) luaKeyBuilders() string {
 		{"wait_queue", k.WaitQueue},
 		{"wait_ticket", k.WaitTicket},
 		{"replica_calls", k.ReplicaCalls},
+		{"epoch_seen", k.EpochSeen},
 	}
 	noArg := []struct {
 		name string

@@ -258,7 +258,8 @@ type Beat struct {
 func (a *Allocator) Heartbeat(ctx context.Context, replica string) (Beat, error) {
 	known := a.tracked.knownEpoch()
 	s := a.current.Load()
-	args := []any{replica, known, randomEpoch(), s.cfg.RecoveryHold.Milliseconds(), s.cfg.ReplicaTTL.Milliseconds()}
+	args := []any{replica, known, randomEpoch(), s.cfg.RecoveryHold.Milliseconds(), s.cfg.ReplicaTTL.Milliseconds(),
+		s.cfg.EndedTTL.Milliseconds(), a.endedLayout.next(s.cfg.EndedTTL)}
 	// The calls answered here whose socket has not come here: those whose
 	// socket another replica admitted, or that ended, are forgotten, so
 	// that a loss of Redis data never writes back a call that is over.
@@ -269,7 +270,7 @@ func (a *Allocator) Heartbeat(ctx context.Context, replica string) (Beat, error)
 	if err != nil {
 		return Beat{}, fmt.Errorf("heartbeat of %s: %w", replica, err)
 	}
-	a.lookWhenDue(ctx, s.cfg.EndedTTL)
+	a.endedLayout.beat()
 	rep := reply(r)
 	epoch, rest := rep.str(0), rep.strs(2)
 	settled := min(int(rep.int(1)), len(rest))

@@ -118,15 +118,18 @@ end
 -- What is there, in one command: EXISTS counts a key named twice twice,
 -- so each key named 2^i times is bit i of the count. The call's tombstone
 -- (bit 0), calls waiting for capacity (1), ejected pods (2), the recovery
--- hold (3), marks of the layout before (4).
-local present = redis.call('EXISTS', KEYS[2], K.wait_deadline(), K.wait_deadline(),
-  K.ejected(), K.ejected(), K.ejected(), K.ejected(),
-  K.recovering(), K.recovering(), K.recovering(), K.recovering(),
-  K.recovering(), K.recovering(), K.recovering(), K.recovering(),
-  K.ended_legacy(), K.ended_legacy(), K.ended_legacy(), K.ended_legacy(),
-  K.ended_legacy(), K.ended_legacy(), K.ended_legacy(), K.ended_legacy(),
-  K.ended_legacy(), K.ended_legacy(), K.ended_legacy(), K.ended_legacy(),
-  K.ended_legacy(), K.ended_legacy(), K.ended_legacy(), K.ended_legacy())
+-- hold (3), marks of the layout before (4), and the data set epoch this
+-- replica knows (5: K.epoch_seen, when it knows one).
+local tiers, default_chain, rate_i = parse_tiers(6)
+local known_epoch = ARGV[rate_i + 5] or ''
+local names = {KEYS[2]}
+for bit, key in ipairs({K.wait_deadline(), K.ejected(), K.recovering(), K.ended_legacy(),
+    known_epoch ~= '' and K.epoch_seen(known_epoch) or nil}) do
+  for _ = 1, 2 ^ bit do
+    names[#names + 1] = key
+  end
+end
+local present = redis.call('EXISTS', unpack(names))
 local function has(bit)
   return math.floor(present / 2 ^ bit) % 2 == 1
 end
@@ -140,7 +143,6 @@ if has(0) then
 end
 local waiting, any_ejected = has(1), has(2)
 
-local tiers, default_chain, rate_i = parse_tiers(6)
 local now = now_ms()
 if stale(ARGV[#ARGV - 2], now) then
   return {'stale'}
@@ -155,7 +157,7 @@ if ended_how then
   return {'ended', ended_how}
 end
 local hold_wait = recovery_wait(ARGV[rate_i + 5] or '', ARGV[rate_i + 6] or '', tonumber(ARGV[rate_i + 7] or 0), now,
-  has(3))
+  has(3), has(5))
 if hold_wait > 0 then
   return {'recovering', hold_wait}
 end

@@ -320,13 +320,14 @@ end
 -- past its expiry is a dead call the sweep has not ended yet, and counts
 -- for nothing.
 
--- Puts (or refreshes) a call in its merchant's set, and keeps the set's
--- key alive until its latest entry expires. With now, entries already
--- expired go (so an uncapped merchant that is never idle long enough for
--- the key to expire does not collect them). With sometimes (allocate's
--- cheaper form) they go for one call in 16 (by a hex digit of its id's
--- hash), and the key's expiry is the new entry's: a new call's lease is
--- the latest, as every writer's entry is its lease from its own now.
+-- Puts (or refreshes) a call in its merchant's set. The set has no TTL:
+-- every path that ends a call takes it out (end_call_record), so the set
+-- empties, and Redis drops it, as the merchant's calls end. Entries whose
+-- lease ran out (a call the predecessor's release ended, which does not
+-- know the set) count for nothing and are dropped on the way: with now
+-- for every call (renewals), with sometimes for one call in 16 (by a hex
+-- digit of its id's hash: allocate's cheaper form); merchant_live drops
+-- them too.
 local function count_call(merchant, call_id, expiry, now, sometimes)
   if not merchant or merchant == '' then
     return
@@ -336,12 +337,6 @@ local function count_call(merchant, call_id, expiry, now, sometimes)
     redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. now)
   end
   redis.call('ZADD', key, expiry, call_id)
-  if sometimes then
-    redis.call('PEXPIREAT', key, expiry)
-    return
-  end
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  redis.call('PEXPIREAT', key, math.max(expiry, tonumber(last[2] or expiry)))
 end
 
 -- Takes an ending call out of its merchant's set; call before its call
@@ -524,6 +519,26 @@ local function legacy_ended_mark(call_id, horizon_ms, now)
   return nil
 end
 
+-- Looks at one hour of marks of the layout before, all its shards in one
+-- EXISTS: the hour back hours before now's (presence.lua, each replica's
+-- beat, one hour a beat). While any exists, K.ended_legacy() lasts until
+-- that hour's hashes expire, and a minute for the clocks.
+local function look_legacy(now, horizon_ms, back)
+  local bucket = math.floor(now / ENDED_BUCKET_MS) - back
+  local keys = {}
+  for shard = 0, ENDED_SHARDS - 1 do
+    keys[shard + 1] = K.ended_calls(bucket .. ':' .. shard)
+  end
+  if redis.call('EXISTS', unpack(keys)) == 0 then
+    return
+  end
+  local untl = string.format('%.0f', (bucket + 1) * ENDED_BUCKET_MS + horizon_ms + 60000)
+  if (tonumber(redis.call('GET', K.ended_legacy()) or '0') or 0) < tonumber(untl) then
+    redis.call('SET', K.ended_legacy(), untl)
+    redis.call('PEXPIREAT', K.ended_legacy(), untl)
+  end
+end
+
 -- How the call ended according to its mark within the last horizon_ms, or
 -- nil. legacy says whether marks of the layout before may exist (nil: look
 -- whether K.ended_legacy() does).
@@ -655,7 +670,11 @@ end
 -- measures the hold alike), unless one appeared meanwhile; returns the one
 -- stored.
 local function new_epoch(random, now)
-  redis.call('SET', K.epoch(), string.format('%.0f', now) .. '-' .. random, 'NX')
+  local epoch = string.format('%.0f', now) .. '-' .. random
+  if redis.call('SET', K.epoch(), epoch, 'NX') then
+    redis.call('SET', K.epoch_seen(epoch), '1')
+    return epoch
+  end
   return redis.call('GET', K.epoch())
 end
 
@@ -685,9 +704,20 @@ end
 -- How long (ms) an allocation must wait before a pod may be offered: while
 -- the hold lasts, and while the asking replica itself has not re-asserted
 -- its calls (it knows another epoch). 0: go on. holding says whether
--- K.recovering() existed when the caller looked (nil: not known).
-local function recovery_wait(known, candidate, hold_ms, now, holding)
+-- K.recovering() existed when the caller looked, seen whether
+-- K.epoch_seen(known) did (nil: not known): with neither, a replica that
+-- knows no epoch, or whose epoch is still Redis' one, goes on without
+-- reading it (a fresh replica creates none here, and learns the epoch
+-- from its heartbeat).
+local function recovery_wait(known, candidate, hold_ms, now, holding, seen)
+  if holding == false and (known == '' or seen) then
+    return 0
+  end
   local epoch, started = current_epoch(known, candidate, hold_ms, now)
+  if seen == false and known ~= '' and epoch == known then
+    -- An epoch an older edge stored, without its mark.
+    redis.call('SET', K.epoch_seen(epoch), '1')
+  end
   if holding ~= false or started then
     local left = redis.call('PTTL', K.recovering())
     if left > 0 then

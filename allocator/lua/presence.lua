@@ -7,6 +7,10 @@
 -- ARGV[3] -> the random part of a new epoch, stored if none is
 -- ARGV[4] -> recovery hold in ms
 -- ARGV[5] -> replica TTL in ms (0: no look at the other replicas)
+-- ARGV[6] -> ended TTL in ms (0: no look for marks of the layout before)
+-- ARGV[7] -> the hour of marks of the layout before to look at, in hours
+--            before now's (lib.lua's look_legacy; the replica turns
+--            through the ended TTL, one hour a beat)
 -- then    -> calls this replica answered whose socket it has not seen
 --
 -- Returns {epoch, n, then the n calls given that are settled, then the
@@ -28,9 +32,12 @@ if not epoch then
   epoch = new_epoch(ARGV[3], now)
 end
 redis.call('ZADD', KEYS[1], now, ARGV[1])
+if tonumber(ARGV[6]) > 0 then
+  look_legacy(now, tonumber(ARGV[6]), tonumber(ARGV[7]))
+end
 local out = {epoch, 0}
 if ARGV[2] == '' or epoch == ARGV[2] then
-  for i = 6, #ARGV do
+  for i = 8, #ARGV do
     local info = redis.call('HMGET', K.call(ARGV[i]), 'pod_name', 'media_claim')
     if not info[1] or info[2] then
       out[#out + 1] = ARGV[i]
