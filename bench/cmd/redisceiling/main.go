@@ -173,6 +173,10 @@ type result struct {
 	behind      string
 	live        float64
 	attribution string
+	// What the test judges: renewals held and not, and failed operations.
+	renewed, notHeld int64
+	errors           map[string]int64
+	nodeCommands     []float64 // commands/s per node
 }
 
 func (r result) row() string {
@@ -707,6 +711,7 @@ func run(o options, n int) (result, error) {
 		deltas = append(deltas, d)
 		res.shares = append(res.shares, d.share())
 		res.commands += float64(d.total()) / d.seconds
+		res.nodeCommands = append(res.nodeCommands, float64(d.total())/d.seconds)
 		fmt.Printf("node %s: CPU %.1f%% of one core (%.0f%% of it in the kernel), %.0f commands/s, %d keys, %.0f MiB\n",
 			s.addr, d.share()*100, d.sys/max(d.cpu, 1e-9)*100, float64(d.total())/d.seconds, after.keys, float64(after.memory)/(1<<20))
 	}
@@ -762,6 +767,12 @@ func run(o options, n int) (result, error) {
 	wg.Wait()
 	close(workersDone)
 	workers.Wait()
+	res.renewed, res.notHeld = g.renewed.Load(), g.lost.Load()
+	res.errors = map[string]int64{}
+	g.errs.Range(func(k, v any) bool {
+		res.errors[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
 	res.attribution = g.attribute(ctx, nodes, pods)
 	fmt.Println(res.attribution)
 	return res, nil
