@@ -223,8 +223,13 @@ func (k Keys) PredecessorPodCalls(pod string) string { return k.prefix + "pod:" 
 // call whose socket was relaying); traceparent (the W3C
 // trace context of the webhook that allocated the call, written by allocate
 // only when tracing is on, read by claim.lua so the media socket's span
-// links to the webhook's trace). Expires after the call info TTL, which
-// renewals push forward while the call's socket lives.
+// links to the webhook's trace); edge_pod (the pod edge gave the call,
+// written with pod_name by allocate, the waiters' hand-off, move_call and
+// renew's write-back: while the two agree the record is edge's alone, as
+// the predecessor never stores its pod over a record edge wrote, and
+// release.lua skips its checks for records both routers wrote). Expires
+// after the call info TTL, which renewals push forward while the call's
+// socket lives.
 func (k Keys) Call(callID string) string { return k.prefix + "call:" + callID }
 
 // CallEnded (edge) HASH tombstone of an ended call, its record for the call

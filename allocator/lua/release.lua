@@ -62,7 +62,10 @@
 -- Otherwise a slot would stay counted in migration mode, where the sweep
 -- never lowers a score for calls it cannot account for. Every read and
 -- every write is typed before the first write, so the step is whole or
--- nothing.
+-- nothing. A record edge alone wrote (edge_pod, below) is not typed: its
+-- first write is to its pod (pool or pod info), a key of the wrong type
+-- there fails the script before anything is written, and what it writes
+-- after is its pod's keys it read and keys only edge writes.
 
 local call_key, call_id = KEYS[1], ARGV[1]
 -- The whole call info, read once: what the release decides on, and what
@@ -158,8 +161,8 @@ end
 -- released on what it says:
 -- its pool_type is its pod's kind (a tier with pods never changes type,
 -- configstore.go) and the predecessor's per-pod set never lists it. The
--- first write is to a key already read or to the pod's pool, so a key of
--- the wrong type fails the script before anything is written.
+-- first write is to the pod (its pool, or its pod info), so a key of the
+-- wrong type there fails the script before anything is written.
 if f.edge_pod == pod and kind then
   local tier = tier_of_source(source)
   local avail = pools_of(tier)
