@@ -122,14 +122,17 @@ end
 -- replica knows (5: K.epoch_seen, when it knows one).
 local tiers, default_chain, rate_i = parse_tiers(6)
 local known_epoch = ARGV[rate_i + 5] or ''
-local names = {KEYS[2]}
-for bit, key in ipairs({K.wait_deadline(), K.ejected(), K.recovering(), K.ended_legacy(),
-    known_epoch ~= '' and K.epoch_seen(known_epoch) or nil}) do
-  for _ = 1, 2 ^ bit do
-    names[#names + 1] = key
-  end
+local w, e, r, l = K.wait_deadline(), K.ejected(), K.recovering(), K.ended_legacy()
+local present
+if known_epoch ~= '' then
+  local s = K.epoch_seen(known_epoch)
+  present = redis.call('EXISTS', KEYS[2], w, w, e, e, e, e, r, r, r, r, r, r, r, r,
+    l, l, l, l, l, l, l, l, l, l, l, l, l, l, l, l,
+    s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s)
+else
+  present = redis.call('EXISTS', KEYS[2], w, w, e, e, e, e, r, r, r, r, r, r, r, r,
+    l, l, l, l, l, l, l, l, l, l, l, l, l, l, l, l)
 end
-local present = redis.call('EXISTS', unpack(names))
 local function has(bit)
   return math.floor(present / 2 ^ bit) % 2 == 1
 end
