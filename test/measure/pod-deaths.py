@@ -89,6 +89,8 @@ class Agent:
     async def read(self):
         async for line in self.proc.stdout:
             f = line.decode().split()
+            if len(f) < 3 or not line.endswith(b"\n"):
+                continue  # LISTEN, REQ, or a line cut short by the agent's death
             if f[0] == "START":
                 self.starts[f[1]].append(int(f[2]))
             elif f[0] == "MARK":
