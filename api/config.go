@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,18 @@ type ConfigAPI struct {
 	// replica applies it at once (the others refresh periodically). Nil:
 	// nothing.
 	OnTierChange func(allocator.TierConfig)
+	// OnMerchantChange is called once a merchant's config or pool target
+	// is stored or deleted, so this replica's copy of the merchant state
+	// (written back should Redis lose its data) has it at once. Nil:
+	// nothing.
+	OnMerchantChange func(context.Context)
+}
+
+// merchantChanged tells OnMerchantChange, if set.
+func (c *ConfigAPI) merchantChanged(r *http.Request) {
+	if c.OnMerchantChange != nil {
+		c.OnMerchantChange(r.Context())
+	}
 }
 
 // configBodyLimit bounds a config body; a tier config is a few KiB.
@@ -105,6 +118,7 @@ func (c *ConfigAPI) putMerchant(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, c.Log, err)
 		return
 	}
+	c.merchantChanged(r)
 	writeJSON(w, http.StatusOK, mc)
 }
 
@@ -114,6 +128,7 @@ func (c *ConfigAPI) deleteMerchant(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, c.Log, err)
 		return
 	}
+	c.merchantChanged(r)
 	writeJSON(w, http.StatusOK, map[string]any{"success": true, "deleted": found})
 }
 
@@ -144,6 +159,7 @@ func (c *ConfigAPI) putPool(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, c.Log, err)
 		return
 	}
+	c.merchantChanged(r)
 	writeJSON(w, http.StatusOK, map[string]any{"pool": r.PathValue("pool"), "target": *body.Target})
 }
 

@@ -106,6 +106,16 @@ func (t *TierRefresher) Refresh(ctx context.Context) {
 	t.Log.Info("tier config changed", "chain", tc.DefaultChain, "tiers", len(tc.Tiers))
 }
 
+// TakeMerchants takes this replica's copy of the merchant state now,
+// rather than at the next refresh: an operator's change through this
+// replica's admin API is then in the copy written back should Redis lose
+// its data before the next refresh.
+func (t *TierRefresher) TakeMerchants(ctx context.Context) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.snapshotMerchants(ctx)
+}
+
 // snapshotMerchants keeps the merchant state when it was read beside a tier
 // config; a Redis that has just lost everything (no tier config) must not
 // replace the copy with nothing.

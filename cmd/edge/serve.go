@@ -177,7 +177,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		Config: &api.ConfigAPI{Alloc: alloc, Log: log, OnTierChange: func(tc allocator.TierConfig) {
 			// This replica applies at once; the others within pool.tier_config_refresh.
 			alloc.ApplyTiers(tc)
-		}},
+		}, OnMerchantChange: pools.refresher.TakeMerchants},
 	}
 	pub, adm, err := newListeners(cfg, current, surface, certs, acc, reg, log)
 	if err != nil {
