@@ -590,7 +590,10 @@ func run(o options, n int) (result, error) {
 	}
 	fmt.Printf("pods: %d in tier agents (%s, %d calls each)\n", need, tier.Type, max(o.slots, 1))
 
+	// As cmd/edge's config links them: admission's defaults (no rate
+	// limits, a 3 s wait for capacity, which no call needs here).
 	cfg := allocator.DefaultConfig()
+	cfg.Admission = allocator.DefaultAdmissionConfig()
 	cfg.KeyPrefix = rc.KeyPrefix
 	cfg.RenewInterval = o.renew
 	cfg.Tiers = tiers
