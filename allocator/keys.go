@@ -243,7 +243,7 @@ func (k Keys) Call(callID string) string { return k.prefix + "call:" + callID }
 // (socket_close, drain, lease_lost, pod_lost, failover), closed_by,
 // close_code, socket_closed_at (unix ms), messages_in/out and bytes_in/out
 // (in: client to pod). Written by release, sweep, sync and unregister in the
-// same step that deletes the call info (lib.lua's end_call_record); allocate
+// same step that deletes the call info (lua/lib/record.lua's end_call_record); allocate
 // refuses a call that has one (a late or replayed webhook gets a hangup, not
 // a pod), and after it expired a call whose compact mark (EndedMarks) lives
 // on. An edge older than the call timeline wrote it as a STRING holding how:
@@ -253,7 +253,7 @@ func (k Keys) Call(callID string) string { return k.prefix + "call:" + callID }
 func (k Keys) CallEnded(callID string) string { return k.prefix + "call_ended:" + callID }
 
 // EndedMarkShards is how many EndedMarks sets the marks of ended calls are
-// spread over, by the first 16 bits of the SHA-1 of the call id (lib.lua
+// spread over, by the first 16 bits of the SHA-1 of the call id (lua/lib/ended.lua
 // has the same constant). 16,384 keep each set near 64 marks at a million
 // calls a day under the default 24 h ended_ttl, within Redis' compact
 // (listpack) encoding of small sorted sets up to about two million a day
@@ -264,7 +264,7 @@ const EndedMarkShards = 16384
 // plus how (1 "released", 2 "expired", 3 "unregistered"): the compact
 // marks of ended calls whose ids fall in one shard (EndedMarkShard, in
 // decimal; EndedMarksOf).
-// lib.lua's end_call_record writes the mark with the call's tombstone
+// lua/lib/record.lua's end_call_record writes the mark with the call's tombstone
 // (CallEnded); allocate refuses a call whose mark is younger than
 // allocator.ended_ttl with one ZSCORE, long after its tombstone (the call
 // info TTL) is gone. A mark past ended_ttl counts for nothing and is
@@ -279,15 +279,15 @@ func (k Keys) EndedMarksOf(callID string) string {
 }
 
 // EndedMarkShard is the shard of a call id's mark: the first 16 bits of
-// the SHA-1 of the id, modulo EndedMarkShards (redis.sha1hex in lib.lua).
+// the SHA-1 of the id, modulo EndedMarkShards (redis.sha1hex in lua/lib/ended.lua).
 func EndedMarkShard(callID string) int {
 	sum := sha1.Sum([]byte(callID))
 	return int(binary.BigEndian.Uint16(sum[:2])) % EndedMarkShards
 }
 
 // The layout of the marks before EndedMarks (EndedCalls): one hash per
-// EndedBucket of end times and EndedShard of call ids. lib.lua has the same
-// constants.
+// EndedBucket of end times and EndedShard of call ids. lua/lib/ended.lua has
+// the same constants.
 const (
 	EndedBucket = time.Hour
 	EndedShards = 1024
@@ -391,7 +391,7 @@ func (k Keys) ACMEIssued(host string) string { return k.prefix + "acme:issued:" 
 func (k Keys) Epoch() string { return k.prefix + "epoch" }
 
 // EpochSeen (edge) STRING "1", no TTL: the Epoch named exists. Written
-// with a new epoch (lib.lua's new_epoch), or by the first allocate that
+// with a new epoch (lua/lib/recovery.lua's new_epoch), or by the first allocate that
 // finds the epoch it knows stored without one (an older edge created it),
 // so that allocate tells "Redis still holds the data set this replica
 // knows" by an EXISTS beside its others instead of reading Epoch. It goes
@@ -420,10 +420,19 @@ func (k Keys) Replicas() string { return k.prefix + "replicas" }
 // socket_replica is checked before anything is ended.
 func (k Keys) ReplicaCalls(replica string) string { return k.prefix + "replica:" + replica + ":calls" }
 
-// luaKeyBuilders renders the key functions as Lua, as a table K. Each builder
-// is derived from the Go method by calling it with a placeholder argument, so
-// the scripts cannot drift from this file.
-func (k Keys) luaKeyBuilders() string {
+// luaKey is a key builder as the scripts see it: K.<name>(a) is before ..
+// a .. after; K.<name>() (no argument) is before.
+type luaKey struct {
+	arg           bool
+	before, after string
+}
+
+// luaKeys gives the scripts the key builders, by the name Lua calls them
+// (K.<name>). Each is derived from the Go method by calling it with a
+// placeholder argument, so the scripts cannot drift from this file; the
+// script builder writes each call out as the key's string, or a
+// concatenation (scriptlib.go's inlineKeys).
+func (k Keys) luaKeys() map[string]luaKey {
 	const arg = "\x00"
 	oneArg := []struct {
 		name string
@@ -473,16 +482,15 @@ func (k Keys) luaKeyBuilders() string {
 		{"replicas", k.Replicas},
 		{"ended_legacy", k.EndedLegacy},
 	}
-	var b strings.Builder
-	b.WriteString("local K = {}\n")
+	out := make(map[string]luaKey, len(oneArg)+len(noArg))
 	for _, f := range oneArg {
 		before, after, _ := strings.Cut(f.fn(arg), arg)
-		fmt.Fprintf(&b, "K.%s = function(a) return %s .. a .. %s end\n", f.name, luaQuote(before), luaQuote(after))
+		out[f.name] = luaKey{arg: true, before: before, after: after}
 	}
 	for _, f := range noArg {
-		fmt.Fprintf(&b, "K.%s = function() return %s end\n", f.name, luaQuote(f.fn()))
+		out[f.name] = luaKey{before: f.fn()}
 	}
-	return b.String()
+	return out
 }
 
 // luaQuote quotes s as a Lua string literal; every byte outside printable

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-//go:embed lua/*.lua
+//go:embed lua/*.lua lua/lib/*.lua
 var luaFiles embed.FS
 
 // scriptNames lists every script; each is lua/<name>.lua.
@@ -20,6 +20,45 @@ var scriptNames = []string{
 	"wait_poll", "unwait", "presence", "orphans", "leave", "resumable",
 }
 
+// partOrder lists the parts of the scripts' library (lua/lib/<part>.lua),
+// one concern each, in the order a script holds them: a part's
+// definitions use only those above them, in their part or an earlier one.
+var partOrder = []string{"clock", "pods", "placement", "ejection", "admission", "ended", "record", "recovery", "waits"}
+
+// scriptParts names the library parts each script uses. Of them, a script
+// holds only the definitions it reaches: Redis runs a script's definitions
+// on every call (each one a closure to make), so what a script does not
+// call costs it Redis time on every run. loadScripts refuses a script
+// that uses a definition of a part not named here, or names a part it
+// does not use.
+var scriptParts = map[string][]string{
+	"allocate":           {"clock", "pods", "placement", "admission", "ended", "record", "recovery", "waits"},
+	"release":            {"clock", "pods", "ended", "record", "waits"},
+	"renew":              {"clock", "pods", "admission", "ended", "recovery"},
+	"drain":              {"clock", "pods"},
+	"undrain":            {"clock", "pods", "waits"},
+	"unregister":         {"pods", "record"},
+	"status":             {"clock", "pods"},
+	"sync":               {"clock", "pods", "record"},
+	"sweep":              {"clock", "pods", "record", "waits"},
+	"rebalance":          {"clock", "pods"},
+	"leader_acquire":     {},
+	"leader_renew":       {},
+	"leader_release":     {},
+	"leader_lease_fence": {},
+	"claim":              {"clock"},
+	"unclaim":            {},
+	"move_call":          {"clock", "pods", "placement", "ejection", "admission"},
+	"pod_failure":        {"clock", "ejection"},
+	"reinstate":          {},
+	"wait_poll":          {"clock", "waits"},
+	"unwait":             {"waits"},
+	"presence":           {"clock", "ended", "recovery"},
+	"orphans":            {"clock", "pods"},
+	"leave":              {},
+	"resumable":          {},
+}
+
 // script is one Lua state change, run with EVALSHA (EVAL on NOSCRIPT, e.g.
 // after a Redis restart) through go-redis.
 type script struct {
@@ -27,25 +66,25 @@ type script struct {
 	*redis.Script
 }
 
-// loadScripts builds every script as: the key builders generated from keys,
-// then lib.lua and waitlib.lua, then the script's own file.
+// loadScripts builds every script as: the key builders it uses (generated
+// from keys), then the library definitions it reaches from its parts
+// (scriptParts), then the script's own file.
 func loadScripts(keys Keys) (map[string]*script, error) {
-	lib, err := luaFiles.ReadFile("lua/lib.lua")
+	lib, err := loadLuaLib()
 	if err != nil {
 		return nil, err
 	}
-	waitLib, err := luaFiles.ReadFile("lua/waitlib.lua")
-	if err != nil {
-		return nil, err
-	}
-	prelude := keys.luaKeyBuilders() + string(lib) + "\n" + string(waitLib)
 	out := make(map[string]*script, len(scriptNames))
 	for _, name := range scriptNames {
 		body, err := luaFiles.ReadFile("lua/" + name + ".lua")
 		if err != nil {
 			return nil, err
 		}
-		out[name] = &script{name: name, Script: redis.NewScript(prelude + "\n" + string(body))}
+		src, err := assembleScript(keys, lib, string(body), scriptParts[name])
+		if err != nil {
+			return nil, fmt.Errorf("script %s: %w", name, err)
+		}
+		out[name] = &script{name: name, Script: redis.NewScript(src)}
 	}
 	return out, nil
 }

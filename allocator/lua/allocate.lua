@@ -15,11 +15,11 @@
 -- then    -> wait budget in ms (admission.wait): a call that finds
 --            every pod of its chain busy waits this long (0: refused at once)
 -- then    -> the data set epoch the replica knows ("" none), the random
---            part of a new epoch to store if none is, and the recovery hold in ms (lib.lua's
+--            part of a new epoch to store if none is, and the recovery hold in ms (lib/recovery.lua's
 --            recovery_wait: after Redis lost its data, no pod is offered
 --            until the replicas have re-asserted their live calls)
 -- then    -> ended TTL in ms: how far back the compact marks of ended
---            calls are read (lib.lua's ended_mark)
+--            calls are read (lib/ended.lua's ended_mark)
 -- then    -> admission.demand.uncapped_calls: how many refused calls a
 --            merchant without max_calls adds to the demand signal at most
 -- then    -> the answering replica's name ("" none): recorded on a new
@@ -46,7 +46,7 @@
 --   {"none", reason ("no_pods"|"all_draining"|"at_capacity"|"merchant_at_cap"), warning, chain...}
 --   {"wait", deadline (unix ms), warning, chain...}
 --                    every pod of the chain is busy: the call waits in its
---                    merchant's queue (waitlib.lua) until a script gives it
+--                    merchant's queue (lib/waits.lua) until a script gives it
 --                    a pod or the deadline passes; asking again (same call
 --                    id) answers "ok" once it was served, "wait" until then
 --   {"limited", scope ("merchant"|"source"), retry_after_ms, warning}
@@ -261,7 +261,7 @@ if not pod then
     local deadline = start_wait(call_id, merchant, creator, ARGV[#ARGV], chain, tiers, cap,
       lease_ms, info_ms, budget_ms, now)
     if account ~= '' then
-      -- waitlib.lua's hand-off writes it with the call.
+      -- lib/waits.lua's hand-off writes it with the call.
       redis.call('HSET', K.wait_ticket(call_id), 'account', account)
     end
     local reply = {'wait', deadline, warning}

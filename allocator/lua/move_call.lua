@@ -117,7 +117,7 @@ elseif redis.call('HGET', K.pod_info(broken), 'allocated_call_sid') == call_id t
     'allocated_at', '', 'released_at', released_at)
 end
 
--- A record edge alone wrote stays so (edge_pod, lib.lua's
+-- A record edge alone wrote stays so (edge_pod, lib/record.lua's
 -- write_allocation) on its new pod.
 local fields = {'pod_name', pod, 'source_pool', source, 'pool_type', kind, 'moved_from', moved_from}
 if info[8] == broken then

@@ -1,6 +1,6 @@
 -- pod_failure.lua: record a failed dial, a pod lost mid-call or a failed
 -- health probe, ejecting the pod from allocation on every replica unless
--- its tier is at max_ejection_percent (see mark_failed in lib.lua). Calls
+-- its tier is at max_ejection_percent (see mark_failed in lib/ejection.lua). Calls
 -- are not touched: the media proxy releases or moves them itself.
 --
 -- ARGV[1] -> pod

@@ -1,5 +1,5 @@
 -- presence.lua: one replica's heartbeat, and its look at the data set's
--- epoch (lib.lua): every replica runs it about once a second.
+-- epoch (lib/recovery.lua): every replica runs it about once a second.
 --
 -- KEYS[1] -> K.replicas()
 -- ARGV[1] -> the replica's name
@@ -9,7 +9,7 @@
 -- ARGV[5] -> replica TTL in ms (0: no look at the other replicas)
 -- ARGV[6] -> ended TTL in ms (0: no look for marks of the layout before)
 -- ARGV[7] -> the hour of marks of the layout before to look at, in hours
---            before now's (lib.lua's look_legacy; the replica turns
+--            before now's (lib/ended.lua's look_legacy; the replica turns
 --            through the ended TTL, one hour a beat)
 -- then    -> calls this replica answered whose socket it has not seen
 --

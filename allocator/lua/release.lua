@@ -4,7 +4,7 @@
 -- KEYS[2] -> the call's tombstone (K.call_ended(call_id))
 -- ARGV[1] -> call id
 -- ARGV[2] -> call info TTL in ms (the tombstone's)
--- ARGV[3] -> ended TTL in ms (the call's compact mark, lib.lua's mark_ended)
+-- ARGV[3] -> ended TTL in ms (the call's compact mark, lib/ended.lua's mark_ended)
 -- ARGV[4] -> number of tiers N, then N pairs: tier name, pool type (to know
 --            a predecessor's call's pool type when its pool is absent)
 -- ARGV[5+2N] -> number of record fields M, then M field/value pairs the
@@ -48,7 +48,7 @@
 -- stale or not: either way the call is over), so a replayed webhook gets no
 -- pod; the tombstone keeps the call's record for its timeline. A pod or
 -- slot back in its pool goes to calls waiting for capacity first
--- (waitlib.lua's serve_waiters), in this same step.
+-- (lib/waits.lua's serve_waiters), in this same step.
 --
 -- The call may be the predecessor's (no pool_type: released its way, the
 -- pod's kind read from its pool), or a record both routers wrote: edge
@@ -156,7 +156,7 @@ if (by == 'unanswered' or by == 'refused' or by == 'provider') and f.media_claim
   return {'socket_open'}
 end
 
--- A record edge alone wrote (its edge_pod names its pod, lib.lua's
+-- A record edge alone wrote (its edge_pod names its pod, lib/record.lua's
 -- write_allocation: the predecessor never stored its pod over it) is
 -- released on what it says:
 -- its pool_type is its pod's kind (a tier with pods never changes type,

@@ -4,7 +4,7 @@
 -- KEYS[i] -> call info hash of the i-th call
 -- ARGV[1] -> lease TTL in ms
 -- ARGV[2] -> call info TTL in ms
--- ARGV[3] -> the data set epoch this replica knows ("" none; see lib.lua)
+-- ARGV[3] -> the data set epoch this replica knows ("" none; see lib/recovery.lua)
 -- ARGV[4] -> the random part of a new epoch, stored if none is
 -- ARGV[5] -> recovery hold in ms
 -- ARGV[6] -> this replica's name (the socket_replica of what it re-asserts)

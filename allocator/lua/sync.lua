@@ -18,7 +18,7 @@
 -- then 4 per pod: op ("ready"|"unready"), pod, tier ("" = assign one), address
 -- ARGV[#ARGV] -> migration mode: the predecessor's lease in ms, else "0"; an
 --            exclusive pod whose recorded call may be the predecessor's
---            live one without a lease key (lib.lua's recent_owner) is busy,
+--            live one without a lease key (lib/pods.lua's recent_owner) is busy,
 --            as the sweep takes it
 --
 -- Returns {"fenced"} or {"ok", then 2 per pod: outcome, tier}, outcome one of

@@ -1,6 +1,5 @@
--- waitlib.lua: waiting for capacity (admission.wait), shared by
--- the scripts that start, serve, poll and end waits. The loader puts it
--- after lib.lua. Keys (allocator/keys.go): a queue per merchant
+-- waits.lua: waiting for capacity (admission.wait), for the scripts
+-- that start, serve, poll and end waits. Keys (allocator/keys.go): a queue per merchant
 -- (K.wait_queue, FIFO), the ring of merchants with waiters (K.wait_ring,
 -- round robin), every waiter's deadline (K.wait_deadline) and a ticket per
 -- waiting call (K.wait_ticket). A merchant is in the ring exactly while its
