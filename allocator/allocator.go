@@ -89,7 +89,7 @@ func (a *Allocator) store(cfg Config) {
 	s.poolsArgs = append(s.poolsArgs, len(names))
 	for _, name := range names {
 		t := cfg.Tiers.Tiers[name]
-		s.tierArgs = append(s.tierArgs, name, string(t.Type), t.MaxConcurrent, string(t.EffectivePlacement()))
+		s.tierArgs = append(s.tierArgs, name, string(t.Type), t.MaxConcurrent, string(t.effectivePlacement()))
 		s.poolsArgs = append(s.poolsArgs, name, string(t.Type))
 	}
 	s.tierArgs = append(s.tierArgs, len(cfg.Tiers.DefaultChain))

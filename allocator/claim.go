@@ -19,18 +19,18 @@ import (
 // that ends while its call lives on drops it with DropMediaClaim.
 //
 // It returns the pod the call is on: pod, or the one the call was moved to
-// after a failed connect to pod (MoveCall), so that the media URL the
+// after a failed connect to pod (moveCall), so that the media URL the
 // provider holds, signed for pod, still reaches the call.
 func (a *Allocator) ClaimMedia(ctx context.Context, callID, pod, holder string) (string, error) {
-	c, err := a.ClaimMediaOn(ctx, callID, pod, holder, "")
+	c, err := a.claimMediaOn(ctx, callID, pod, holder, "")
 	return c.Pod, err
 }
 
-// ClaimMediaTraced is ClaimMedia that also returns the traceparent the
+// claimMediaTraced is ClaimMedia that also returns the traceparent the
 // call's webhook was allocated under (Request.TraceParent; "" when none),
 // read in the same round trip, for the media socket's span link.
-func (a *Allocator) ClaimMediaTraced(ctx context.Context, callID, pod, holder string) (at, traceParent string, err error) {
-	c, err := a.ClaimMediaOn(ctx, callID, pod, holder, "")
+func (a *Allocator) claimMediaTraced(ctx context.Context, callID, pod, holder string) (at, traceParent string, err error) {
+	c, err := a.claimMediaOn(ctx, callID, pod, holder, "")
 	return c.Pod, c.TraceParent, err
 }
 
@@ -38,10 +38,10 @@ func (a *Allocator) ClaimMediaTraced(ctx context.Context, callID, pod, holder st
 // says of it.
 type ClaimedMedia = mediacontract.Claimed
 
-// ClaimMediaOn is ClaimMedia for a socket on replica (stamped on the call
+// claimMediaOn is ClaimMedia for a socket on replica (stamped on the call
 // info with the socket's opening time, the first time holder claims), and
 // it returns the call's merchant, creator and the pods it left.
-func (a *Allocator) ClaimMediaOn(ctx context.Context, callID, pod, holder, replica string) (ClaimedMedia, error) {
+func (a *Allocator) claimMediaOn(ctx context.Context, callID, pod, holder, replica string) (ClaimedMedia, error) {
 	if err := ValidateID("call_sid", callID); err != nil {
 		return ClaimedMedia{}, err
 	}
@@ -87,11 +87,11 @@ func (a *Allocator) DropMediaClaim(ctx context.Context, callID, holder string) (
 	return a.dropMediaClaim(ctx, callID, holder, "")
 }
 
-// DropFailedMediaClaim is DropMediaClaim for a socket that reached no pod
+// dropFailedMediaClaim is DropMediaClaim for a socket that reached no pod
 // while its call is kept for the provider's own retry of the handshake:
 // it also counts the failure in the call info (failed_handshakes), which
-// ClaimMediaOn returns to the retry's socket on any replica.
-func (a *Allocator) DropFailedMediaClaim(ctx context.Context, callID, holder string) (bool, error) {
+// claimMediaOn returns to the retry's socket on any replica.
+func (a *Allocator) dropFailedMediaClaim(ctx context.Context, callID, holder string) (bool, error) {
 	return a.dropMediaClaim(ctx, callID, holder, "failed")
 }
 

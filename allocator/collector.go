@@ -101,7 +101,7 @@ func (c *PoolCollector) read() ([]PoolStatus, []TierDemand, int64, error) {
 		c.lastDemand, c.lastErr = c.a.demandOf(ctx, c.last)
 	}
 	if c.lastErr == nil {
-		c.lastWait, c.lastErr = c.a.Waiters(ctx)
+		c.lastWait, c.lastErr = c.a.waiterCount(ctx)
 	}
 	c.at = time.Now()
 	return c.last, c.lastDemand, c.lastWait, c.lastErr

@@ -94,7 +94,7 @@ func (a *Allocator) MerchantConfigs(ctx context.Context) (good map[string]Mercha
 
 // SetMerchantConfig validates and writes one merchant's entry.
 func (a *Allocator) SetMerchantConfig(ctx context.Context, id string, mc MerchantConfig) error {
-	if err := a.current.Load().cfg.Tiers.ValidateMerchantConfig(id, mc); err != nil {
+	if err := a.current.Load().cfg.Tiers.validateMerchantConfig(id, mc); err != nil {
 		return err
 	}
 	data, err := json.Marshal(mc)

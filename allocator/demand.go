@@ -11,7 +11,7 @@ import (
 
 // DemandWindow is how long a call refused for want of a pod counts in the
 // demand signal after its last refusal: long enough to span a burst and the
-// autoscaler's reaction, short enough to forget it. lib.lua's
+// autoscaler's reaction, short enough to forget it. lua/lib/admission.lua's
 // DEMAND_WINDOW_MS is the same.
 const DemandWindow = 60 * time.Second
 
@@ -34,9 +34,9 @@ type TierDemand struct {
 	Pods int
 }
 
-// Demand reads every pool's demand: Status, then the refused calls
+// demand reads every pool's demand: Status, then the refused calls
 // pending in each pool (Keys.DemandPending), counted in one pipeline.
-func (a *Allocator) Demand(ctx context.Context) ([]TierDemand, error) {
+func (a *Allocator) demand(ctx context.Context) ([]TierDemand, error) {
 	pools, err := a.Status(ctx)
 	if err != nil {
 		return nil, err

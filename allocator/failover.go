@@ -43,18 +43,7 @@ type Failover struct {
 	ProbeDue time.Time
 }
 
-// MoveCall moves callID off pod, which holder's socket could not reach for
-// reason, to another pod of the call's chain, in one round trip: the pod's
-// failure recorded (and the pod ejected), the call info, lease and pod
-// owner moved, the media claim kept. ErrCallNotFound when the call is not
-// on pod any more, ErrMediaClaimed when holder does not hold its claim,
-// ErrNoOtherPod (with the failure still recorded) when the chain has no
-// other pod.
-func (a *Allocator) MoveCall(ctx context.Context, callID, pod, holder, reason string, ej Ejection) (Failover, error) {
-	return a.moveCall(ctx, callID, pod, holder, reason, ej, moveConnect)
-}
-
-// ResumeCall is MoveCall for a call whose pod died while holder's socket
+// ResumeCall is a move (moveCall) for a call whose pod died while holder's socket
 // relayed it: the socket goes on with the new pod, and the call's record
 // counts the move (CallTimeline.Resumptions, ResumedAt). With blame, the
 // pod's failure is recorded as "lost"; without, nothing of the pod is
@@ -74,6 +63,14 @@ const (
 	moveMidCallSpared = "2" // mid-call, the instance gone: counted, nobody blamed
 )
 
+// moveCall moves callID off pod, which holder's socket could not reach for
+// reason (mode moveConnect: MediaLeases.MoveCall), or whose pod died under
+// it (ResumeCall), to another pod of the call's chain, in one round trip:
+// the pod's failure recorded (and the pod ejected) as mode says, the call
+// info, lease and pod owner moved, the media claim kept. ErrCallNotFound
+// when the call is not on pod any more, ErrMediaClaimed when holder does
+// not hold its claim, ErrNoOtherPod (with the failure still recorded) when
+// the chain has no other pod.
 func (a *Allocator) moveCall(ctx context.Context, callID, pod, holder, reason string, ej Ejection, mode string) (Failover, error) {
 	if err := ValidateID("call_sid", callID); err != nil {
 		return Failover{}, err
@@ -124,9 +121,9 @@ func (a *Allocator) PodFailed(ctx context.Context, pod, reason string, ej Ejecti
 	return rep.int(0) == 1, time.UnixMilli(rep.int(1)), nil
 }
 
-// Reinstate takes pod back into allocation after a successful probe and
+// reinstate takes pod back into allocation after a successful probe and
 // resets its failure count; it reports whether the pod was ejected.
-func (a *Allocator) Reinstate(ctx context.Context, pod string) (bool, error) {
+func (a *Allocator) reinstate(ctx context.Context, pod string) (bool, error) {
 	if err := ValidateID("pod_name", pod); err != nil {
 		return false, err
 	}
@@ -164,7 +161,7 @@ func parseMillis(s string) time.Time {
 // MarkResumable marks the call as one holder's media socket moves to
 // another pod when its pod dies or leaves the registry (the proxy's
 // proxy.resume): UnregisterPod then leaves the call to the socket
-// (RenewSockets reports it RenewalPodGone) instead of ending it. It
+// (renewSockets reports it RenewalPodGone) instead of ending it. It
 // reports false when holder does not hold the call's media claim.
 func (a *Allocator) MarkResumable(ctx context.Context, callID, holder string) (bool, error) {
 	if err := ValidateID("call_sid", callID); err != nil {

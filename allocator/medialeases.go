@@ -18,17 +18,12 @@ type MediaLeases struct {
 }
 
 func (l MediaLeases) Claim(ctx context.Context, callID, pod, holder string) (mediacontract.Claimed, error) {
-	c, err := l.Alloc.ClaimMediaOn(ctx, callID, pod, holder, l.Replica)
+	c, err := l.Alloc.claimMediaOn(ctx, callID, pod, holder, l.Replica)
 	return c, noAllocation(err)
 }
 
-func (l MediaLeases) ClaimTraced(ctx context.Context, callID, pod, holder string) (string, string, error) {
-	at, tp, err := l.Alloc.ClaimMediaTraced(ctx, callID, pod, holder)
-	return at, tp, noAllocation(err)
-}
-
 func (l MediaLeases) MoveCall(ctx context.Context, callID, pod, holder, reason string, ej mediacontract.Ejection) (string, bool, error) {
-	f, err := l.Alloc.MoveCall(ctx, callID, pod, holder, reason, ej)
+	f, err := l.Alloc.moveCall(ctx, callID, pod, holder, reason, ej, moveConnect)
 	if errors.Is(err, ErrNoOtherPod) {
 		return "", f.Ejected, fmt.Errorf("%w: %w", mediacontract.ErrNoOtherPod, err)
 	}
@@ -53,7 +48,7 @@ func (l MediaLeases) Ejected(ctx context.Context) ([]mediacontract.EjectedPod, e
 }
 
 func (l MediaLeases) Reinstate(ctx context.Context, pod string) (bool, error) {
-	return l.Alloc.Reinstate(ctx, pod)
+	return l.Alloc.reinstate(ctx, pod)
 }
 
 func (l MediaLeases) Unclaim(ctx context.Context, callID, holder string) error {
@@ -62,7 +57,7 @@ func (l MediaLeases) Unclaim(ctx context.Context, callID, holder string) error {
 }
 
 func (l MediaLeases) UnclaimFailed(ctx context.Context, callID, holder string) error {
-	dropped, err := l.Alloc.DropFailedMediaClaim(ctx, callID, holder)
+	dropped, err := l.Alloc.dropFailedMediaClaim(ctx, callID, holder)
 	if err == nil && !dropped {
 		// The call ended or another socket took it: nothing was kept.
 		return fmt.Errorf("drop the failed media claim of %s: %w", callID, mediacontract.ErrNoAllocation)
@@ -88,7 +83,7 @@ func (l MediaLeases) Renew(ctx context.Context, ls []mediacontract.Lease) ([]med
 	for i, x := range ls {
 		in[i] = Lease{CallID: x.CallID, PodName: x.Pod, Holder: x.Holder}
 	}
-	return l.Alloc.RenewSockets(ctx, in)
+	return l.Alloc.renewSockets(ctx, in)
 }
 
 func (l MediaLeases) MarkResumable(ctx context.Context, callID, holder string) error {
@@ -100,7 +95,7 @@ func (l MediaLeases) MarkResumable(ctx context.Context, callID, holder string) e
 }
 
 func (l MediaLeases) Release(ctx context.Context, callID string, end mediacontract.SocketEnd) (string, error) {
-	r, err := l.Alloc.ReleaseSocketEnd(ctx, callID, end)
+	r, err := l.Alloc.releaseSocketEnd(ctx, callID, end)
 	switch {
 	case errors.Is(err, ErrUnavailable):
 		// Redis is down for now: the release is retried until it answers,

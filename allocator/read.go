@@ -306,7 +306,7 @@ func (a *Allocator) Status(ctx context.Context) ([]PoolStatus, error) {
 			Ejected:   int(rep.int(6)),
 		})
 		if t, ok := s.cfg.Tiers.Tiers[rep.str(0)]; ok && t.Type == Shared {
-			out[len(out)-1].Placement = t.EffectivePlacement()
+			out[len(out)-1].Placement = t.effectivePlacement()
 		}
 	}
 	return out, nil

@@ -45,7 +45,7 @@ type trackedCall struct {
 	pendingUntil time.Time
 }
 
-// tracker holds the calls whose sockets this replica admitted (ClaimMediaOn)
+// tracker holds the calls whose sockets this replica admitted (claimMediaOn)
 // until their socket's release, and the calls it answered until their
 // socket comes.
 type tracker struct {
@@ -226,9 +226,9 @@ type dataLoss struct {
 	back, gone int
 }
 
-// Tracked is how many calls this replica would write back if Redis lost
+// trackedCalls is how many calls this replica would write back if Redis lost
 // its data now.
-func (a *Allocator) Tracked() int {
+func (a *Allocator) trackedCalls() int {
 	a.tracked.mu.Lock()
 	defer a.tracked.mu.Unlock()
 	return len(a.tracked.calls)

@@ -34,11 +34,11 @@ func (a *Allocator) Release(ctx context.Context, callID string) (Released, error
 	return a.release(ctx, callID, recordArgs(ReleasedByAPI, nil), "", "")
 }
 
-// ReleaseSocketEnd is Release by the end of the call's media socket: the
+// releaseSocketEnd is Release by the end of the call's media socket: the
 // tombstone keeps the socket's close and counters (the call's timeline).
 // A socket's end that finds no call (Redis lost it) still marks the call
 // ended, so that no replica writes it back.
-func (a *Allocator) ReleaseSocketEnd(ctx context.Context, callID string, end SocketEnd) (Released, error) {
+func (a *Allocator) releaseSocketEnd(ctx context.Context, callID string, end SocketEnd) (Released, error) {
 	// The socket is over whatever the release answers: nothing of the
 	// call is this replica's to write back any more.
 	a.tracked.untrack(callID)

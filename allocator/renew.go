@@ -29,7 +29,7 @@ const RenewBatch = 500
 // removed) or the socket lost its claim, and its media should stop. On error, the batches
 // already renewed stay renewed.
 func (a *Allocator) Renew(ctx context.Context, leases []Lease) (held []bool, err error) {
-	rs, err := a.RenewSockets(ctx, leases)
+	rs, err := a.renewSockets(ctx, leases)
 	if err != nil {
 		return nil, err
 	}
@@ -40,11 +40,11 @@ func (a *Allocator) Renew(ctx context.Context, leases []Lease) (held []bool, err
 	return held, nil
 }
 
-// RenewSockets is Renew for media sockets: a call whose pod left the
+// renewSockets is Renew for media sockets: a call whose pod left the
 // registry while a socket that moves its call holds it (MarkResumable) is
 // reported as mediacontract.RenewalPodGone, for that socket to move it
 // (ResumeCall), rather than lost.
-func (a *Allocator) RenewSockets(ctx context.Context, leases []Lease) ([]mediacontract.Renewal, error) {
+func (a *Allocator) renewSockets(ctx context.Context, leases []Lease) ([]mediacontract.Renewal, error) {
 	if len(leases) == 0 {
 		return nil, nil
 	}

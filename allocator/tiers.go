@@ -51,8 +51,8 @@ type Tier struct {
 	Placement Placement `json:"placement,omitempty"`
 }
 
-// EffectivePlacement is the tier's placement with the default applied.
-func (t Tier) EffectivePlacement() Placement {
+// effectivePlacement is the tier's placement with the default applied.
+func (t Tier) effectivePlacement() Placement {
 	if t.Placement == "" {
 		return Spread
 	}
@@ -243,8 +243,8 @@ type MerchantConfig struct {
 // (no fleet edge serves has a million pods).
 const MaxMerchantCalls = 1_000_000
 
-// ValidateMerchantConfig checks a merchant entry against the tiers.
-func (tc TierConfig) ValidateMerchantConfig(id string, mc MerchantConfig) error {
+// validateMerchantConfig checks a merchant entry against the tiers.
+func (tc TierConfig) validateMerchantConfig(id string, mc MerchantConfig) error {
 	var errs []error
 	if err := ValidateID("merchant_id", id); err != nil {
 		errs = append(errs, err)

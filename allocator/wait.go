@@ -16,7 +16,7 @@ import (
 // (no extra round trip) and its goroutine sleeps here. The hand-off is
 // Redis-side: the script that frees room (a release on any replica, a
 // sweep, an allocate, a poll) gives it to the waiters in order
-// (waitlib.lua's serve_waiters) and publishes their call ids; the Waker of
+// (lua/lib/waits.lua's serve_waiters) and publishes their call ids; the Waker of
 // the replica where each one waits wakes it, and its allocate picks the
 // pod up. Each replica also polls its waiters every PollInterval, for
 // room that appears without a script that serves waiters and for a lost
@@ -121,13 +121,6 @@ func (r *waitRegistry) ids() []string {
 		out = append(out, id)
 	}
 	return out
-}
-
-// Waiting is the number of calls waiting for capacity on this replica.
-func (a *Allocator) Waiting() int {
-	a.waits.mu.Lock()
-	defer a.waits.mu.Unlock()
-	return a.waits.n
 }
 
 // waitBudget is how long this allocation may wait: the configured budget,
@@ -258,9 +251,9 @@ func (a *Allocator) unwait(ctx context.Context, callID, creator string, gaveUp b
 	return reply(r).str(0), nil
 }
 
-// Waiters is how many calls wait for capacity on every replica (their
+// waiterCount is how many calls wait for capacity on every replica (their
 // deadline not yet passed), read from Redis: edge_admission_waiters.
-func (a *Allocator) Waiters(ctx context.Context) (int64, error) {
+func (a *Allocator) waiterCount(ctx context.Context) (int64, error) {
 	n, err := a.rdb.ZCount(ctx, a.keys.WaitDeadline(), strconv.FormatInt(time.Now().UnixMilli(), 10), "+inf").Result()
 	if err != nil {
 		return 0, fmt.Errorf("count waiters: %w", unavailable(err))

@@ -7,9 +7,9 @@
 // them) share the calls: each call's webhook lands on a random replica
 // (its nonce, then Allocate), its media socket on another random one
 // (Claim, then MarkResumable for -resumable of the calls), which renews
-// it with every other socket it holds in one batched RenewSockets per
+// it with every other socket it holds in one batched Renew per
 // renew_interval, and releases it when the call ends
-// (ReleaseSocketEnd); the provider's status callback then reaches a
+// (Release); the provider's status callback then reaches a
 // random replica (its nonce, then EndByProvider). Every replica also runs
 // what edge runs whatever its calls: the presence beat (poolmgr.Presence,
 // with the dead-replica check), the tier refresher, leader election and,
@@ -419,7 +419,7 @@ func (g *generator) arrivals(ctx context.Context) {
 }
 
 // renewLoop is the proxy's: every renew interval after the last pass,
-// every socket of the replica in one RenewSockets (batches of
+// every socket of the replica in one Renew (batches of
 // allocator.RenewBatch).
 func (g *generator) renewLoop(ctx context.Context, r *replica, offset time.Duration) {
 	if !sleep(ctx, offset) {
