@@ -210,8 +210,9 @@ func topLevelComma(code string) bool {
 // (those it uses of the parts it names, and what they use in turn) and
 // its own code (body), with every key builder call written out
 // (inlineKeys). It fails when the script uses a definition of a part it
-// does not name, names a part none of whose definitions it uses, calls a
-// name nothing defines, or uses a key builder Keys does not have.
+// does not name, names a part none of whose definitions it uses, reaches a
+// definition that uses one below it, calls a name nothing defines, or uses
+// a key builder Keys does not have.
 func assembleScript(keys Keys, lib []luaDef, body string, parts []string) (string, error) {
 	byName := map[string]int{}
 	for i, d := range lib {
@@ -252,11 +253,23 @@ func assembleScript(keys Keys, lib []luaDef, body string, parts []string) (strin
 			return "", fmt.Errorf("names lib part %s but uses none of its definitions", p)
 		}
 	}
+	// A local is visible only below its definition: a definition that uses
+	// one further down would read a global Redis refuses, when it runs.
 	var defs strings.Builder
+	defined := map[string]bool{}
 	for i, d := range lib {
-		if used[i] {
-			defs.WriteString(d.code)
+		if !used[i] {
+			continue
 		}
+		for _, n := range d.names {
+			defined[n] = true
+		}
+		for _, r := range d.refs {
+			if j, ok := byName[r]; ok && !defined[r] {
+				return "", fmt.Errorf("lib part %s's %s uses %s of part %s, defined after it", d.part, d.names[0], r, lib[j].part)
+			}
+		}
+		defs.WriteString(d.code)
 	}
 	src, err := inlineKeys(defs.String()+body, keys.luaKeys())
 	if err != nil {

@@ -77,6 +77,13 @@ func TestAssemblyRefusesAScriptWhosePartsDoNotFit(t *testing.T) {
 			t.Errorf("%s: err %v, want one saying %q", c.name, err, c.want)
 		}
 	}
+	// A helper that calls one defined below it.
+	upsideDown := append(parseLuaPart("clock", "local function f()\n  return g()\nend\n"),
+		parseLuaPart("pods", "local function g()\n  return 1\nend\n")...)
+	if _, err := assembleScript(keys, upsideDown, "return f()", []string{"clock"}); err == nil ||
+		!strings.Contains(err.Error(), "uses g of part pods, defined after it") {
+		t.Errorf("a helper using one defined after it: err %v", err)
+	}
 }
 
 // A script holds the definitions it reaches and nothing more of the
