@@ -425,10 +425,16 @@ func (l *uloop) sweep() {
 			continue
 		}
 		if e.moving {
-			if !e.resuming && l.now-e.movedAt > int64(closeGrace) {
+			switch waited := l.now - e.movedAt; {
+			case e.resuming:
+			case waited > 2*int64(closeGrace):
 				// The provider does not take what the dead pod sent
 				// it: its send fails, and nothing moves.
 				unix.Shutdown(e.fds[0], unix.SHUT_RDWR)
+			case waited > int64(closeGrace) && e.fds[1] >= 0:
+				// A pod that left the registry does not take its
+				// leave frame: cut.
+				unix.Shutdown(e.fds[1], unix.SHUT_RDWR)
 			}
 			continue
 		}

@@ -31,16 +31,22 @@ func (l *uloop) startMove(e *usock) {
 	e.moving, e.movedAt = true, l.now
 	pfd := e.fds[1]
 	d0 := &e.dirs[0]
-	if f := e.pol.Dirs[0].LeaveFrame(); f != nil && !d0.sending && errors.Is(e.s.LostCause(), relay.ErrPodLeft) {
-		// A pod that left the registry still serves: it hears the socket
-		// go away, not a cut (best effort, as on the epoll loops).
-		relay.RawWrite(pfd, f)
-	}
-	unix.Shutdown(pfd, unix.SHUT_RDWR)
 	// What the dead pod was not given is lost with it, as a write that
 	// failed; nothing more is received from it.
 	d0.next, d0.recvAfter, d0.owed = nil, false, false
 	e.dirs[1].recvAfter = false
+	how := unix.SHUT_RDWR
+	if f := e.pol.Dirs[0].LeaveFrame(); f != nil && errors.Is(e.s.LostCause(), relay.ErrPodLeft) {
+		// A pod that left the registry still serves: it hears the socket
+		// go away, not a cut, behind the send in flight if there is one
+		// (its connection is shut for writing once that is out, quiet).
+		if d0.sending {
+			d0.next, how = f, unix.SHUT_RD
+		} else {
+			relay.RawWrite(pfd, f)
+		}
+	}
+	unix.Shutdown(pfd, how)
 	if d0.recving && !d0.sending {
 		// The provider's receive waits for its next message: cancelled,
 		// so that the move need not wait for it. (One linked behind a
@@ -112,6 +118,10 @@ func (l *uloop) movingReceived(e *usock, i int, res int32, b []byte, peerEnd boo
 func (l *uloop) movingSent(e *usock, i int, failed bool) {
 	d := &e.dirs[i]
 	if i == 0 {
+		if b := d.next; b != nil && !failed {
+			d.next = nil
+			l.sendOut(e, 0, b, false) // the leave frame, startMove
+		}
 		d.next = nil
 		if !failed && d.recving {
 			// The send went out before the shutdown: the provider's
