@@ -123,15 +123,27 @@ end
 local tiers, default_chain, rate_i = parse_tiers(6)
 local known_epoch = ARGV[rate_i + 5] or ''
 local w, e, r, l = K.wait_deadline(), K.ejected(), K.recovering(), K.ended_legacy()
+-- Most calls find none of the first five and the epoch seen: a count of
+-- each once (the epoch's six times, more than the others can make) says
+-- so in fewer arguments, each of which costs Redis time; any other count
+-- asks again with the bits.
 local present
 if known_epoch ~= '' then
   local s = K.epoch_seen(known_epoch)
-  present = redis.call('EXISTS', KEYS[2], w, w, e, e, e, e, r, r, r, r, r, r, r, r,
-    l, l, l, l, l, l, l, l, l, l, l, l, l, l, l, l,
-    s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s)
+  present = redis.call('EXISTS', KEYS[2], w, e, r, l, s, s, s, s, s, s)
+  if present == 0 or present == 6 then
+    present = present == 6 and 32 or 0
+  else
+    present = redis.call('EXISTS', KEYS[2], w, w, e, e, e, e, r, r, r, r, r, r, r, r,
+      l, l, l, l, l, l, l, l, l, l, l, l, l, l, l, l,
+      s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s)
+  end
 else
-  present = redis.call('EXISTS', KEYS[2], w, w, e, e, e, e, r, r, r, r, r, r, r, r,
-    l, l, l, l, l, l, l, l, l, l, l, l, l, l, l, l)
+  present = redis.call('EXISTS', KEYS[2], w, e, r, l)
+  if present ~= 0 then
+    present = redis.call('EXISTS', KEYS[2], w, w, e, e, e, e, r, r, r, r, r, r, r, r,
+      l, l, l, l, l, l, l, l, l, l, l, l, l, l, l, l)
+  end
 end
 local function has(bit)
   return math.floor(present / 2 ^ bit) % 2 == 1
@@ -286,5 +298,7 @@ end
 if account ~= '' then
   more[#more + 1], more[#more + 2] = 'account', account
 end
-write_allocation(call_id, merchant, creator, ARGV[#ARGV], pod, source, kind, avail, lease_ms, info_ms, now, more)
+-- The TTLs as the caller sent them: as numbers, Redis would format them
+-- back into text for each command.
+write_allocation(call_id, merchant, creator, ARGV[#ARGV], pod, source, kind, avail, ARGV[3], ARGV[4], now, more)
 return {'ok', pod, source, 0, kind, warning, creator, account}

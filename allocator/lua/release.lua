@@ -167,7 +167,9 @@ if f.edge_pod == pod and kind then
   local tier = tier_of_source(source)
   local avail = pools_of(tier)
   local now = now_ms()
-  local released_at = tostring(math.floor(now / 1000))
+  -- now as text once: unix ms has 13 digits, its first 10 the seconds.
+  local now_text = tostring(now)
+  local released_at = string.sub(now_text, 1, -4)
   local function clear(draining)
     redis.call('HSET', K.pod_info(pod), 'status', draining and 'draining' or 'available',
       'allocated_call_sid', '', 'allocated_at', '', 'released_at', released_at)
@@ -220,7 +222,9 @@ if f.edge_pod == pod and kind then
       reply = {'stale', pod, source, merchant_id, creator}
     end
   end
-  end_call_record(call_id, 'released', tonumber(ARGV[2]), tonumber(ARGV[3]), extra, fields, true, now, lease_key)
+  -- The tombstone's TTL as the caller sent it: a number would be
+  -- formatted back into text for PEXPIRE.
+  end_call_record(call_id, 'released', ARGV[2], tonumber(ARGV[3]), extra, fields, true, now, lease_key, f, now_text)
   serve_waiters(now)
   return reply
 end

@@ -19,7 +19,7 @@ local function count_call(merchant, call_id, expiry, now, sometimes)
     return
   end
   local key = K.merchant_calls(merchant)
-  if now and (not sometimes or string.sub(redis.sha1hex(call_id), 6, 6) == '0') then
+  if now and (not sometimes or string.sub(call_sha1(call_id), 6, 6) == '0') then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. now)
   end
   redis.call('ZADD', key, expiry, call_id)

@@ -15,7 +15,7 @@ local ENDED_HOW_NAME = {[0] = 'released', 'released', 'expired', 'unregistered'}
 -- write of this call's mark trims its shard: one call in 16, by a hex
 -- digit of the hash the shard does not use.
 local function ended_mark_shard(call_id)
-  local h = redis.sha1hex(call_id)
+  local h = call_sha1(call_id)
   return tonumber(string.sub(h, 1, 4), 16) % ENDED_MARK_SHARDS, string.sub(h, 5, 5) == '0'
 end
 

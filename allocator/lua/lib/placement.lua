@@ -155,8 +155,9 @@ end
 
 -- Gives pod to call_id: pod info, lease, and on a shared pod its slot and
 -- per-call lease (the writes of allocate.lua, shared with move_call.lua).
-local function assign(pod, call_id, source, kind, avail, lease_ms, now)
-  local now_s = tostring(math.floor(now / 1000))
+-- now_s is now's unix seconds as text, when the caller has it.
+local function assign(pod, call_id, source, kind, avail, lease_ms, now, now_s)
+  now_s = now_s or tostring(math.floor(now / 1000))
   redis.call('HSET', K.pod_info(pod), 'status', 'allocated', 'allocated_call_sid', call_id,
     'allocated_at', now_s, 'source_pool', source)
   if kind == 'shared' then

@@ -4,8 +4,8 @@
 -- assigned key, and the source_pool label the seeds store ("pool:gold",
 -- "merchant:<id>").
 local function pools_of(tier)
-  local merchant = string.match(tier, '^merchant:(.+)$')
-  if merchant then
+  if string.find(tier, 'merchant:', 1, true) == 1 and #tier > 9 then
+    local merchant = string.sub(tier, 10)
     return K.merchant_pods(merchant), K.merchant_assigned(merchant), tier
   end
   return K.pool_available(tier), K.pool_assigned(tier), 'pool:' .. tier

@@ -13,21 +13,27 @@
 -- edge_pod is its pod_name), so the predecessor's per-pod set cannot list the
 -- call. now is Redis' time if the caller read it (nil: read here);
 -- also_del is nil or one more key to delete with the call info (a lease
--- the release gives up). Returns the time it ended (unix ms).
-local function end_call_record(call_id, how, ttl_ms, horizon_ms, extra, fields, edge_only, now, also_del)
+-- the release gives up). f is fields by name when the caller has made
+-- it (nil: made here), now_text is now as text when it has that: each
+-- saves Redis time per call. Returns the time it ended (unix ms).
+local function end_call_record(call_id, how, ttl_ms, horizon_ms, extra, fields, edge_only, now, also_del, f, now_text)
   local call_key, tomb = K.call(call_id), K.call_ended(call_id)
   if not fields then
     fields = redis.call('HGETALL', call_key)
   end
-  local f = {}
-  for i = 1, #fields - 1, 2 do
-    f[fields[i]] = fields[i + 1]
+  if not f then
+    f = {}
+    for i = 1, #fields - 1, 2 do
+      f[fields[i]] = fields[i + 1]
+    end
   end
   uncount_call(call_id, f.merchant_id or '')
-  for _, replica in ipairs({f.socket_replica or '', f.answered_by or ''}) do
-    if replica ~= '' then
-      redis.call('SREM', K.replica_calls(replica), call_id)
-    end
+  local socket_replica, answered_by = f.socket_replica or '', f.answered_by or ''
+  if socket_replica ~= '' then
+    redis.call('SREM', K.replica_calls(socket_replica), call_id)
+  end
+  if answered_by ~= '' then
+    redis.call('SREM', K.replica_calls(answered_by), call_id)
   end
   -- The predecessor's per-pod call set, which its reconciler reads when a
   -- pod dies: a call ended here (sweep, sync, unregister) leaves it too.
@@ -41,7 +47,7 @@ local function end_call_record(call_id, how, ttl_ms, horizon_ms, extra, fields, 
     redis.call('DEL', tomb, call_key)
   end
   now = now or now_ms()
-  local record = {'how', how, 'ended_at', tostring(now)}
+  local record = {'how', how, 'ended_at', now_text or tostring(now)}
   for i = 1, #fields - 1, 2 do
     local name = fields[i]
     if name ~= 'media_claim' and name ~= 'resumable' and name ~= 'how' and name ~= 'ended_at' then
@@ -68,8 +74,12 @@ end
 -- skips its checks for records both routers wrote.
 local function write_allocation(call_id, merchant, creator, traceparent, pod, source, kind, avail, lease_ms, info_ms, now, more)
   local call_key = K.call(call_id)
+  -- now as text once (a number's formatting costs about as much as a
+  -- command): unix ms has 13 digits, its first 10 the seconds.
+  local now_ms_s = tostring(now)
+  local now_s = string.sub(now_ms_s, 1, -4)
   local fields = {'pod_name', pod, 'source_pool', source, 'merchant_id', merchant,
-    'allocated_at', tostring(math.floor(now / 1000)), 'allocated_at_ms', tostring(now), 'pool_type', kind,
+    'allocated_at', now_s, 'allocated_at_ms', now_ms_s, 'pool_type', kind,
     'creator', creator, 'edge_pod', pod}
   if traceparent and traceparent ~= '' then
     fields[#fields + 1], fields[#fields + 2] = 'traceparent', traceparent
@@ -83,7 +93,7 @@ local function write_allocation(call_id, merchant, creator, traceparent, pod, so
     redis.call('HDEL', call_key, '_lock')
   end
   redis.call('PEXPIRE', call_key, info_ms)
-  assign(pod, call_id, source, kind, avail, lease_ms, now)
+  assign(pod, call_id, source, kind, avail, lease_ms, now, now_s)
   count_call(merchant, call_id, now + lease_ms, now, true)
 end
 
