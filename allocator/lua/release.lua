@@ -167,8 +167,9 @@ if f.edge_pod == pod and kind then
   local tier = tier_of_source(source)
   local avail = pools_of(tier)
   local now = now_ms()
-  -- now as text once: unix ms has 13 digits, its first 10 the seconds.
-  local now_text = tostring(now)
+  -- now as text once, with '%d' (tostring is a floating point printf):
+  -- unix ms has 13 digits, its first 10 the seconds.
+  local now_text = string.format('%d', now)
   local released_at = string.sub(now_text, 1, -4)
   local function clear(draining)
     redis.call('HSET', K.pod_info(pod), 'status', draining and 'draining' or 'available',

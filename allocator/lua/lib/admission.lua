@@ -19,10 +19,12 @@ local function count_call(merchant, call_id, expiry, now, sometimes)
     return
   end
   local key = K.merchant_calls(merchant)
+  -- The times are whole ms: '%d' formats them several times faster than
+  -- Lua's and Redis' number to text (a floating point printf).
   if now and (not sometimes or string.sub(call_sha1(call_id), 6, 6) == '0') then
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. now)
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. string.format('%d', now))
   end
-  redis.call('ZADD', key, expiry, call_id)
+  redis.call('ZADD', key, string.format('%d', expiry), call_id)
 end
 
 -- Takes an ending call out of its merchant's set; call before its call

@@ -74,9 +74,10 @@ end
 -- skips its checks for records both routers wrote.
 local function write_allocation(call_id, merchant, creator, traceparent, pod, source, kind, avail, lease_ms, info_ms, now, more)
   local call_key = K.call(call_id)
-  -- now as text once (a number's formatting costs about as much as a
-  -- command): unix ms has 13 digits, its first 10 the seconds.
-  local now_ms_s = tostring(now)
+  -- now as text once, with '%d' (Lua's tostring is a floating point
+  -- printf that costs about as much as a command): unix ms has 13
+  -- digits, its first 10 the seconds.
+  local now_ms_s = string.format('%d', now)
   local now_s = string.sub(now_ms_s, 1, -4)
   local fields = {'pod_name', pod, 'source_pool', source, 'merchant_id', merchant,
     'allocated_at', now_s, 'allocated_at_ms', now_ms_s, 'pool_type', kind,
