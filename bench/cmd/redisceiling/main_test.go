@@ -14,19 +14,22 @@ import (
 func TestHoldsTheCallsItIsAskedFor(t *testing.T) {
 	for _, cluster := range []int{0, 3} {
 		o := options{replicas: 2, duration: time.Minute, resumable: 0.5, callback: true, slots: 4, headroom: 1.5,
-			merchants: 5, warmup: 0, window: 2500 * time.Millisecond, scrape: time.Second, workers: 16,
+			merchants: 5, warmup: 0, window: 4500 * time.Millisecond, scrape: time.Second, workers: 16,
 			cluster: cluster, renew: time.Second, lifecycles: 20}
 		r, err := run(o, 200)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Calls of a minute on average, at 200 / 60 a second: the count
-		// moves by a few over a 2.5 s window.
+		// moves by a few over the window.
 		if r.live < 180 || r.live > 220 {
 			t.Errorf("cluster %d: held %.0f calls on average, asked for 200", cluster, r.live)
 		}
+		// Four passes a replica are due in the window: every socket's
+		// lease renewed at least once, even with passes late on a loaded
+		// machine (one pass of the window's four was seen to miss it).
 		if r.renewed < 200 {
-			t.Errorf("cluster %d: %d leases renewed in a window of two passes a replica, want every socket's", cluster, r.renewed)
+			t.Errorf("cluster %d: %d leases renewed in a window of four passes a replica, want every socket's", cluster, r.renewed)
 		}
 		if r.notHeld > 10 {
 			t.Errorf("cluster %d: %d renewals not held (only calls ending meanwhile may be)", cluster, r.notHeld)
