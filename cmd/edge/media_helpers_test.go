@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"syscall"
 	"testing"
@@ -56,19 +55,5 @@ func mediaPost(t *testing.T, url, body string, out any) int {
 // and its cleanups (the edge replicas first, registered later) are done.
 func mediaAgent(t *testing.T) *fakeagent.Agent {
 	t.Helper()
-	ag, err := fakeagent.Listen("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ag.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return ag
+	return edgetest.Agent(t, nil, "")
 }

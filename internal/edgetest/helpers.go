@@ -1,6 +1,7 @@
 package edgetest
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha1"
 	"encoding/base64"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edge-voice/edge/internal/fakeagent"
 	"github.com/edge-voice/edge/internal/testwait"
 )
 
@@ -153,4 +155,29 @@ func FindChild(parent int, s string) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// Agent is a fake voice agent on loopback that serves until the test and
+// its cleanups registered later (edge replicas first) are done; with rec,
+// its sessions are recorded as pod's.
+func Agent(tb testing.TB, rec *fakeagent.Recorder, pod string) *fakeagent.Agent {
+	tb.Helper()
+	ag, err := fakeagent.Listen("127.0.0.1:0", nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if rec != nil {
+		ag.Record(rec, pod)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ag.Run(ctx)
+	}()
+	tb.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return ag
 }

@@ -174,22 +174,7 @@ providers: {webhook_base_url: %q, plugins: {twilio: {auth_tokens: %q}}}
 // outsideAgent is a recording agent that serves until the test's end.
 func outsideAgent(t *testing.T, rec *fakeagent.Recorder, pod string) *fakeagent.Agent {
 	t.Helper()
-	ag, err := fakeagent.Listen("127.0.0.1:0", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ag.Record(rec, pod)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ag.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return ag
+	return edgetest.Agent(t, rec, pod)
 }
 
 // startReplica starts one more edge process and waits until it listens.

@@ -64,29 +64,42 @@ func (l *eloop) startMove(e *esock) {
 		l.moveDone(e, moved{fd: -1})
 		return
 	}
-	opening, _ := e.pol.Dirs[0].Kept()
-	m := relay.Move{Opening: opening, Torn: !e.pol.Dirs[1].BetweenMessages(), Cause: e.s.LostCause(), Relayed: e.pol.Counts()}
-	go l.resume(e, m)
+	m := moveOf(e.s, &e.pol)
+	go func() {
+		out := resumeOff(l.o.Host, e.s, m)
+		if !l.send(ecmd{e: e, moved: &out}) && out.fd >= 0 {
+			// The loop stopped under us (cannot happen while the socket
+			// is admitted): do not leak the fd.
+			unix.Close(out.fd)
+		}
+	}()
 }
 
-// resume asks the host for another pod for e, off the loop, and sends the
-// outcome back to it.
-func (l *eloop) resume(e *esock, m relay.Move) {
-	out := moved{fd: -1}
-	if mv, err := l.o.Host.Resume(e.s, m); err == nil {
-		if tc, ok := mv.Pod.(*net.TCPConn); ok {
-			if fd, err := detach(tc); err == nil {
-				out = moved{fd: fd, early: mv.Early, notice: mv.Notice}
-			}
-		} else {
-			mv.Pod.Close()
-		}
+// moveOf is how s stands for the host's move, p its policy.
+func moveOf(s *relay.Socket, p *relay.Policy) relay.Move {
+	opening, _ := p.Dirs[0].Kept()
+	return relay.Move{Opening: opening, Torn: !p.Dirs[1].BetweenMessages(), Cause: s.LostCause(), Relayed: p.Counts()}
+}
+
+// resumeOff asks h for another pod for s, off the loop (either loop's),
+// and returns the new pod's connection out of Go's netpoller (fd -1: no
+// move).
+func resumeOff(h relay.Host, s *relay.Socket, m relay.Move) moved {
+	mv, err := h.Resume(s, m)
+	if err != nil {
+		return moved{fd: -1}
 	}
-	if !l.send(ecmd{e: e, moved: &out}) && out.fd >= 0 {
-		// The loop stopped under us (cannot happen while the socket is
-		// admitted): do not leak the fd.
-		unix.Close(out.fd)
+	tc, ok := mv.Pod.(*net.TCPConn)
+	if !ok {
+		mv.Pod.Close()
+		return moved{fd: -1}
 	}
+	fd, err := detach(tc)
+	if err != nil {
+		tc.Close() // detach leaves it open on failure
+		return moved{fd: -1}
+	}
+	return moved{fd: fd, early: mv.Early, notice: mv.Notice}
 }
 
 // moveDone ends e's move: on to the new pod when there is one, else the

@@ -4,7 +4,6 @@ package loop
 
 import (
 	"errors"
-	"net"
 
 	"golang.org/x/sys/unix"
 
@@ -72,27 +71,13 @@ func (l *uloop) quiet(e *usock) {
 		return
 	}
 	e.resuming = true
-	opening, _ := e.pol.Dirs[0].Kept()
-	m := relay.Move{Opening: opening, Torn: !e.pol.Dirs[1].BetweenMessages(), Cause: e.s.LostCause(), Relayed: e.pol.Counts()}
-	go l.resume(e, m)
-}
-
-// resume asks the host for another pod for e, off the loop, and sends the
-// outcome back to it.
-func (l *uloop) resume(e *usock, m relay.Move) {
-	out := moved{fd: -1}
-	if mv, err := l.o.Host.Resume(e.s, m); err == nil {
-		if tc, ok := mv.Pod.(*net.TCPConn); ok {
-			if fd, err := detach(tc); err == nil {
-				out = moved{fd: fd, early: mv.Early, notice: mv.Notice}
-			}
-		} else {
-			mv.Pod.Close()
+	m := moveOf(e.s, &e.pol)
+	go func() {
+		out := resumeOff(l.o.Host, e.s, m)
+		if !l.send(ucmd{e: e, moved: &out}) && out.fd >= 0 {
+			unix.Close(out.fd) // the loop stopped under us, as on the epoll loops
 		}
-	}
-	if !l.send(ucmd{e: e, moved: &out}) && out.fd >= 0 {
-		unix.Close(out.fd) // the loop stopped under us, as on the epoll loops
-	}
+	}()
 }
 
 // movingReceived handles a receive's bytes b (res its result) on a moving
