@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,9 +51,9 @@ type Allocator struct {
 // out as script arguments.
 type settings struct {
 	cfg       Config
-	tierArgs  []any // N, then name, type, max_concurrent, placement per tier, then M, chain
-	poolsArgs []any // N, then tier, type per tier (status.lua)
-	rateArgs  []any // admission rates after tierArgs (allocate.lua)
+	tierArgs  []any  // N, then name, type (and max_concurrent, placement if shared) per tier, then M, chain
+	poolTypes string // every tier and its type, space separated pairs (release.lua)
+	rateArgs  []any  // admission rates after tierArgs (allocate.lua)
 }
 
 // New returns an allocator on rdb. Metrics are registered on reg (nil: not
@@ -86,16 +87,20 @@ func (a *Allocator) store(cfg Config) {
 	s := &settings{cfg: cfg}
 	names := cfg.Tiers.derivedChain() // every tier, in a stable order
 	s.tierArgs = append(s.tierArgs, len(names))
-	s.poolsArgs = append(s.poolsArgs, len(names))
+	var pools []string
 	for _, name := range names {
 		t := cfg.Tiers.Tiers[name]
-		s.tierArgs = append(s.tierArgs, name, string(t.Type), t.MaxConcurrent, string(t.effectivePlacement()))
-		s.poolsArgs = append(s.poolsArgs, name, string(t.Type))
+		s.tierArgs = append(s.tierArgs, name, string(t.Type))
+		if t.Type == Shared {
+			s.tierArgs = append(s.tierArgs, t.MaxConcurrent, string(t.effectivePlacement()))
+		}
+		pools = append(pools, name, string(t.Type))
 	}
 	s.tierArgs = append(s.tierArgs, len(cfg.Tiers.DefaultChain))
 	for _, step := range cfg.Tiers.DefaultChain {
 		s.tierArgs = append(s.tierArgs, step)
 	}
+	s.poolTypes = strings.Join(pools, " ")
 	s.rateArgs = cfg.Admission.rateArgs()
 	a.current.Store(s)
 }
@@ -271,7 +276,7 @@ func (a *Allocator) allocateOnce(ctx context.Context, req Request, s *settings, 
 	// Last but two, last but one and last, whatever comes before them
 	// (allocate.lua reads ARGV[#ARGV - 2], ARGV[#ARGV - 1], ARGV[#ARGV]).
 	args = append(args, staleAfter(ctx), req.Account, req.TraceParent)
-	keys := []string{a.keys.Call(req.CallID), a.keys.CallEnded(req.CallID)}
+	keys := []string{a.keys.Call(req.CallID), a.keys.CallEnded(req.CallID), a.keys.EndedMarksOf(req.CallID)}
 	r, err := a.run(ctx, "allocate", keys, args...)
 	if err != nil {
 		result := "error"

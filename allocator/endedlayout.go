@@ -20,7 +20,17 @@ import (
 // turn; meanwhile the call's tombstone (the call info TTL, an hour by
 // default), which allocate reads first, refuses its replays.
 
-// endedLayout is where a replica's look at marks of the layout before is.
+// Marks of ended calls have no TTL (a set per shard of call ids, each mark
+// written into it by a call's end): a mark past the ended TTL counts for
+// nothing, and a later write to its set drops it (one in 16). A set no
+// call ends into any more (an idle deployment) would keep its marks for
+// ever: each beat also drops the old marks of marksPerBeat sets, turning
+// through all EndedMarkShards of them in 1,024 beats (about 17 minutes at
+// a beat a second), so a mark outlives the ended TTL by that at most.
+const marksPerBeat = 16 // presence.lua's prune_marks
+
+// endedLayout is where a replica's look at marks of the layout before is,
+// and its turn through the sets of marks.
 type endedLayout struct {
 	beats atomic.Int64 // heartbeats that ran their look, since the start
 }
@@ -34,6 +44,11 @@ func endedHours(horizon time.Duration) int64 {
 // next is the hour the next beat looks at, in hours before now's.
 func (l *endedLayout) next(horizon time.Duration) int64 {
 	return l.beats.Load() % endedHours(horizon)
+}
+
+// pruneFrom is the first set of marks the next beat prunes.
+func (l *endedLayout) pruneFrom() int64 {
+	return l.beats.Load() * marksPerBeat % EndedMarkShards
 }
 
 // beat notes a beat whose look ran.

@@ -78,3 +78,32 @@ func TestNoMarksOfTheLayoutBeforeNoLegacyKey(t *testing.T) {
 		t.Fatalf("%s exists with no mark of the layout before", a.Keys().EndedLegacy())
 	}
 }
+
+// Marks of ended calls have no TTL: the replicas' beats drop the marks
+// past the ended TTL from every set within one turn through them (1,024
+// beats), so that a deployment no call ends in any more does not keep a
+// day of marks for ever; a mark within the TTL stays and still refuses
+// its call.
+func TestBeatsDropMarksPastTheEndedTTL(t *testing.T) {
+	ctx := context.Background()
+	rdb := backends[0].open(t)
+	a := allocatortest.New(t, rdb)
+	k := a.Keys()
+	register(t, a, "gold", "g0")
+	// As release.lua writes them: the end in unix ms times 4, plus 1
+	// (released).
+	score := func(ended time.Time) float64 { return float64(ended.UnixMilli()*4 + 1) }
+	rdb.ZAdd(ctx, k.EndedMarksOf("CA-old"), redis.Z{Score: score(time.Now().Add(-25 * time.Hour)), Member: "CA-old"})
+	rdb.ZAdd(ctx, k.EndedMarksOf("CA-recent"), redis.Z{Score: score(time.Now().Add(-time.Hour)), Member: "CA-recent"})
+	for range allocator.EndedMarkShards / 16 {
+		if _, err := a.Heartbeat(ctx, "r1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.ZScore(ctx, k.EndedMarksOf("CA-old"), "CA-old").Err(); !errors.Is(err, redis.Nil) {
+		t.Errorf("a mark 25 hours old is still there after a turn of beats: %v", err)
+	}
+	if _, err := a.Allocate(ctx, allocator.Request{CallID: "CA-recent"}); !errors.Is(err, allocator.ErrCallEnded) {
+		t.Errorf("a call ended an hour ago: %v, want ErrCallEnded", err)
+	}
+}

@@ -135,6 +135,13 @@ func (k Keys) WaitRing() string { return k.prefix + "wait:ring" }
 // died is dropped once its deadline passes, by whichever script looks next.
 func (k Keys) WaitDeadline() string { return k.prefix + "wait:deadline" }
 
+// WaitRecent (edge) STRING "1" while a call may be waiting: each wait
+// started makes it last at least that wait's ticket's life (its budget
+// and a minute). A release reads it with its pod's keys and looks for
+// waiters to hand the pod to only while it exists, which spares every
+// release a command when nobody waits.
+func (k Keys) WaitRecent() string { return k.prefix + "wait:recent" }
+
 // WaitTicket (edge) HASH of one waiting call: merchant, creator, account
 // (when the provider has several), traceparent, lease_ms and info_ms (what
 // its allocation writes), cap (the merchant's max_calls when it started
@@ -476,6 +483,7 @@ func (k Keys) luaKeys() map[string]luaKey {
 		{"ejected", k.Ejected},
 		{"wait_ring", k.WaitRing},
 		{"wait_deadline", k.WaitDeadline},
+		{"wait_recent", k.WaitRecent},
 		{"wait_wake", k.WaitWake},
 		{"epoch", k.Epoch},
 		{"recovering", k.Recovering},

@@ -259,7 +259,7 @@ func (a *Allocator) Heartbeat(ctx context.Context, replica string) (Beat, error)
 	known := a.tracked.knownEpoch()
 	s := a.current.Load()
 	args := []any{replica, known, randomEpoch(), s.cfg.RecoveryHold.Milliseconds(), s.cfg.ReplicaTTL.Milliseconds(),
-		s.cfg.EndedTTL.Milliseconds(), a.endedLayout.next(s.cfg.EndedTTL)}
+		s.cfg.EndedTTL.Milliseconds(), a.endedLayout.next(s.cfg.EndedTTL), a.endedLayout.pruneFrom()}
 	// The calls answered here whose socket has not come here: those whose
 	// socket another replica admitted, or that ended, are forgotten, so
 	// that a loss of Redis data never writes back a call that is over.

@@ -53,10 +53,11 @@ func (a *Allocator) release(ctx context.Context, callID string, record []any, cr
 		return Released{}, err
 	}
 	s := a.current.Load()
-	args := append([]any{callID, s.cfg.CallInfoTTL.Milliseconds(), s.cfg.EndedTTL.Milliseconds()}, s.poolsArgs...)
+	args := []any{callID, s.cfg.CallInfoTTL.Milliseconds(), s.cfg.EndedTTL.Milliseconds(), s.poolTypes}
 	args = append(args, record...)
 	args = append(args, creator, account)
-	r, err := a.run(ctx, "release", []string{a.keys.Call(callID), a.keys.CallEnded(callID)}, args...)
+	keys := []string{a.keys.Call(callID), a.keys.CallEnded(callID), a.keys.EndedMarksOf(callID)}
+	r, err := a.run(ctx, "release", keys, args...)
 	if err != nil {
 		a.metrics.releases.WithLabelValues("", "error").Inc()
 		return Released{}, fmt.Errorf("release %s: %w", callID, err)

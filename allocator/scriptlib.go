@@ -14,6 +14,10 @@ type luaDef struct {
 	names []string
 	code  string
 	refs  []string // identifiers the code uses (comments and strings left out)
+	// deferred: a function most runs of a script never call, marked by a
+	// comment line "-- deferred: <why>" above it. A script makes it, and
+	// what only it reaches, on its first call (deferDefs).
+	deferred bool
 }
 
 var (
@@ -29,7 +33,13 @@ var (
 	luaLocalNames = regexp.MustCompile(`\blocal\s+(?:function\s+)?([A-Za-z_][\w, ]*)`)
 	luaParams     = regexp.MustCompile(`\bfunction\s*[\w.:]*\s*\(([\w, .]*)\)`)
 	luaForNames   = regexp.MustCompile(`\bfor\s+([\w, ]+?)\s*(?:=|\bin\b)`)
+	// A deferred definition's mark, in the comment above it.
+	luaDeferredMark = regexp.MustCompile(`(?m)^-- deferred: \S`)
 )
+
+// luaMaxUpvalues is Lua 5.1's limit of the outer locals one function may
+// use (LUAI_MAXUPVALUES).
+const luaMaxUpvalues = 60
 
 // luaGlobals are the names a script may call without defining them:
 // Lua's base library as Redis gives it.
@@ -95,7 +105,7 @@ func parseLuaPart(part, src string) []luaDef {
 				names = append(names, strings.TrimSpace(n))
 			}
 		}
-		cur = &luaDef{part: part, names: names}
+		cur = &luaDef{part: part, names: names, deferred: luaDeferredMark.MatchString(strings.Join(comment, "\n"))}
 		body = append(comment, line)
 	}
 	flush(len(body))
@@ -255,7 +265,6 @@ func assembleScript(keys Keys, lib []luaDef, body string, parts []string) (strin
 	}
 	// A local is visible only below its definition: a definition that uses
 	// one further down would read a global Redis refuses, when it runs.
-	var defs strings.Builder
 	defined := map[string]bool{}
 	for i, d := range lib {
 		if !used[i] {
@@ -269,9 +278,12 @@ func assembleScript(keys Keys, lib []luaDef, body string, parts []string) (strin
 				return "", fmt.Errorf("lib part %s's %s uses %s of part %s, defined after it", d.part, d.names[0], r, lib[j].part)
 			}
 		}
-		defs.WriteString(d.code)
 	}
-	src, err := inlineKeys(defs.String()+body, keys.luaKeys())
+	code, err := deferDefs(lib, used, byName, body)
+	if err != nil {
+		return "", err
+	}
+	src, err := inlineKeys(code, keys.luaKeys())
 	if err != nil {
 		return "", err
 	}
@@ -279,6 +291,112 @@ func assembleScript(keys Keys, lib []luaDef, body string, parts []string) (strin
 		return "", err
 	}
 	return src, nil
+}
+
+// deferDefs writes a script's code: the definitions it uses (used) and
+// its body. Redis makes a script's closures anew on every run, each one
+// costing it about as much as an argument, so what most runs never call
+// is made only on a run's first call of it: the definitions the script
+// reaches only through deferred ones (luaDef.deferred) are locals of
+// make_deferred, which makes them once per run, below every other
+// definition, and returns the deferred functions by name; each call of
+// one from the rest of the code is written as make_deferred().name(...).
+func deferDefs(lib []luaDef, used []bool, byName map[string]int, body string) (string, error) {
+	// hot: what the script reaches without going through a deferred
+	// definition.
+	hot := make([]bool, len(lib))
+	entries := map[string]bool{}
+	var walk func(refs []string)
+	walk = func(refs []string) {
+		for _, r := range refs {
+			i, ok := byName[r]
+			if !ok || hot[i] {
+				continue
+			}
+			if lib[i].deferred {
+				entries[r] = true
+				continue
+			}
+			hot[i] = true
+			walk(lib[i].refs)
+		}
+	}
+	walk(luaIdent.FindAllString(stripLua(body), -1))
+	var eager, later strings.Builder
+	var entryFields []string
+	for i, d := range lib {
+		switch {
+		case !used[i]:
+		case hot[i]:
+			eager.WriteString(d.code)
+		default:
+			later.WriteString(d.code)
+			if entries[d.names[0]] {
+				entryFields = append(entryFields, d.names[0]+" = "+d.names[0])
+			}
+		}
+	}
+	if later.Len() == 0 {
+		return eager.String() + body, nil
+	}
+	// make_deferred's outer locals: what the deferred code uses of the
+	// rest, and its own answer.
+	upvalues := map[string]bool{"deferred": true}
+	for _, r := range luaIdent.FindAllString(stripLua(later.String()), -1) {
+		if i, ok := byName[r]; ok && hot[i] {
+			upvalues[r] = true
+		}
+	}
+	if len(upvalues) > luaMaxUpvalues {
+		return "", fmt.Errorf("its deferred definitions use %d outer locals, more than Lua's %d", len(upvalues), luaMaxUpvalues)
+	}
+	hotCode, err := callDeferred(eager.String(), entries)
+	if err != nil {
+		return "", err
+	}
+	bodyCode, err := callDeferred(body, entries)
+	if err != nil {
+		return "", err
+	}
+	// make_deferred is declared first (the definitions above it call it)
+	// and made below what it uses.
+	indented := strings.TrimRight(strings.ReplaceAll(later.String(), "\n", "\n  "), " ")
+	return "local make_deferred\n" + hotCode +
+		"-- The deferred definitions, made on a run's first call of one\n" +
+		"-- (scriptlib.go's deferDefs).\n" +
+		"local deferred\n" +
+		"make_deferred = function()\n" +
+		"  if deferred then\n    return deferred\n  end\n  " +
+		indented + "  deferred = {" + strings.Join(entryFields, ", ") + "}\n  return deferred\nend\n" + bodyCode, nil
+}
+
+// callDeferred writes every call in code of a name in entries as
+// make_deferred().name(, and fails on any other use of such a name: it is
+// nil until make_deferred ran.
+func callDeferred(code string, entries map[string]bool) (string, error) {
+	stripped := stripLua(code)
+	calls := map[int]bool{}
+	for _, m := range luaCall.FindAllStringSubmatchIndex(stripped, -1) {
+		if entries[stripped[m[4]:m[5]]] {
+			calls[m[4]] = true
+		}
+	}
+	var out strings.Builder
+	last := 0
+	for _, m := range luaIdent.FindAllStringIndex(stripped, -1) {
+		name := stripped[m[0]:m[1]]
+		if !entries[name] || (m[0] > 0 && (stripped[m[0]-1] == '.' || stripped[m[0]-1] == ':')) {
+			continue
+		}
+		if !calls[m[0]] {
+			return "", fmt.Errorf("uses deferred %s other than in a call", name)
+		}
+		out.WriteString(code[last:m[0]])
+		out.WriteString("make_deferred().")
+		last = m[0]
+	}
+	out.WriteString(code[last:])
+	return out.String(), nil
 }
 
 // checkLuaCalls fails when code calls a name it does not declare and Lua

@@ -1,9 +1,12 @@
 package allocator
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/edge-voice/edge/internal/testredis"
 )
 
 func testLuaLib(t *testing.T) []luaDef {
@@ -31,7 +34,9 @@ func TestScriptsNameTheLibPartsTheyCall(t *testing.T) {
 			continue
 		}
 		for _, d := range lib {
-			if strings.Contains(src, "\nlocal function "+d.names[0]+"(") || strings.Contains(src, "\nlocal "+strings.Join(d.names, ", ")+" =") {
+			// Made at the top, or deferred (in make_deferred).
+			if strings.Contains(src, "\nlocal function "+d.names[0]+"(") || strings.Contains(src, "\nlocal "+strings.Join(d.names, ", ")+" =") ||
+				strings.Contains(src, "\n  local function "+d.names[0]+"(") || strings.Contains(src, "\n  local "+strings.Join(d.names, ", ")+" =") {
 				reached[d.names[0]] = true
 			}
 		}
@@ -137,5 +142,47 @@ func TestInlinedKeysAreTheGoKeys(t *testing.T) {
 		if _, err := inlineKeys(bad, keys.luaKeys()); err == nil {
 			t.Errorf("%s: inlined without an error", bad)
 		}
+	}
+}
+
+// A deferred definition, and what only it reaches, is made on a run's
+// first call of it, not at the top of every run; a run that calls it gets
+// the same answer as before, one that does not never makes it. A use of
+// a deferred name other than a call is refused when the script is built.
+func TestDeferredDefinitionsAreMadeOnFirstCall(t *testing.T) {
+	lib := append(parseLuaPart("clock", "local function base(x)\n  return x + 1\nend\n"+
+		"local ONLY_RARE = 40\n"+
+		"local function helper(x)\n  return base(x) + ONLY_RARE\nend\n"+
+		"-- deferred: a test's rare path.\nlocal function rare(x)\n  return helper(x) * 2\nend\n"),
+		parseLuaPart("pods", "local function often(x)\n  if x > 10 then\n    return rare(x)\n  end\n  return base(x)\nend\n")...)
+	if !lib[3].deferred || lib[2].deferred {
+		t.Fatalf("deferred marks read as %v (helper), %v (rare)", lib[2].deferred, lib[3].deferred)
+	}
+	keys := NewKeys("voice:")
+	src, err := assembleScript(keys, lib, "local n = tonumber(ARGV[1])\nif n < 0 then\n  rare(n)\nend\nreturn often(n)", []string{"clock", "pods"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, unwanted := range []string{"\nlocal function rare(", "\nlocal function helper(", "\nlocal ONLY_RARE ="} {
+		if strings.Contains(src, unwanted) {
+			t.Errorf("the script makes %q on every run:\n%s", unwanted, src)
+		}
+	}
+	for _, want := range []string{"local function base(", "local function often(", "\n  local ONLY_RARE = 40", "make_deferred().rare(x)", "make_deferred().rare(n)"} {
+		if !strings.Contains(src, want) {
+			t.Errorf("the script lacks %q:\n%s", want, src)
+		}
+	}
+	rdb := testredis.Start(t).Client()
+	ctx := context.Background()
+	for arg, want := range map[string]int64{"3": 4, "11": 104, "-5": -4} {
+		got, err := rdb.Eval(ctx, src, nil, arg).Int64()
+		if err != nil || got != want {
+			t.Errorf("run with %s: %d, %v; want %d", arg, got, err, want)
+		}
+	}
+	if _, err := assembleScript(keys, lib, "local f = rare\nreturn f(1)", []string{"clock"}); err == nil ||
+		!strings.Contains(err.Error(), "uses deferred rare other than in a call") {
+		t.Errorf("a deferred function used as a value: err %v", err)
 	}
 }

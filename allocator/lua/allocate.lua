@@ -2,13 +2,15 @@
 --
 -- KEYS[1] -> call info hash (K.call(call_id))
 -- KEYS[2] -> the call's tombstone (K.call_ended(call_id))
+-- KEYS[3] -> the set of the call's compact mark (K.ended_marks, keys.go's
+--            EndedMarksOf: lib/ended.lua's ended_mark)
 -- ARGV[1] -> call id
 -- ARGV[2] -> merchant id ("" for none)
 -- ARGV[3] -> lease TTL in ms (the window for the media socket to arrive)
 -- ARGV[4] -> call info TTL in ms
 -- ARGV[5] -> creator: who asks ("provider:twilio", "token:<name>", or "")
--- ARGV[6] -> number of tiers N, then N quadruples: name, type, max_concurrent,
---            placement ("spread"|"pack")
+-- ARGV[6] -> number of tiers N, then per tier: name, type, and for a
+--            shared tier max_concurrent and placement ("spread"|"pack")
 -- then    -> number of default chain steps M, then M step names
 -- then    -> admission rates (admission.rate.*): merchant per second, merchant
 --            burst, source per second, source burst (0 per second: off)
@@ -76,7 +78,7 @@
 -- allocation is real.
 
 local call_key, call_id, merchant = KEYS[1], ARGV[1], ARGV[2]
-local lease_ms, info_ms, creator = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local creator = ARGV[5]
 local account = ARGV[#ARGV - 1] or ''
 
 -- The call's allocation, if it has one: was_existing, unless a waiter's
@@ -145,10 +147,15 @@ else
       l, l, l, l, l, l, l, l, l, l, l, l, l, l, l, l)
   end
 end
-local function has(bit)
-  return math.floor(present / 2 ^ bit) % 2 == 1
+-- The bits as booleans: most runs find the epoch's alone.
+local tomb, waiting, any_ejected, holding, legacy_marks, seen = false, false, false, false, false, present == 32
+if present ~= 0 and present ~= 32 then
+  local function has(bit)
+    return math.floor(present / 2 ^ bit) % 2 == 1
+  end
+  tomb, waiting, any_ejected, holding, legacy_marks, seen = has(0), has(1), has(2), has(3), has(4), has(5)
 end
-if has(0) then
+if tomb then
   -- The tombstone is the call's record (a HASH, its "how"); an older
   -- replica wrote the how as a STRING.
   if redis.call('TYPE', KEYS[2])['ok'] == 'hash' then
@@ -156,7 +163,6 @@ if has(0) then
   end
   return {'ended', redis.call('GET', KEYS[2])}
 end
-local waiting, any_ejected = has(1), has(2)
 
 local now = now_ms()
 if stale(ARGV[#ARGV - 2], now) then
@@ -166,18 +172,17 @@ end
 -- providers' retry horizon; marks of the layout before are read while
 -- they may exist, or while this replica has not yet looked whether they
 -- do (ARGV[rate_i + 11] "1").
-local ended_how = ended_mark(call_id, tonumber(ARGV[rate_i + 8] or 0), now,
-  has(4) or ARGV[rate_i + 11] == '1')
+local ended_how = ended_mark(KEYS[3], call_id, tonumber(ARGV[rate_i + 8] or 0), now,
+  legacy_marks or ARGV[rate_i + 11] == '1')
 if ended_how then
   return {'ended', ended_how}
 end
-local hold_wait = recovery_wait(ARGV[rate_i + 5] or '', ARGV[rate_i + 6] or '', tonumber(ARGV[rate_i + 7] or 0), now,
-  has(3), has(5))
+local hold_wait = recovery_wait(ARGV[rate_i + 5] or '', ARGV[rate_i + 6] or '', ARGV[rate_i + 7] or '0', now,
+  holding, seen)
 if hold_wait > 0 then
   return {'recovering', hold_wait}
 end
 local chain, warning, mc = chain_of(merchant, default_chain, tiers)
-local budget_ms = tonumber(ARGV[rate_i + 4] or 0)
 
 -- A waiting call asking again (its replica was woken, polls, or its budget
 -- ran out; or a duplicate webhook of it): room goes to the waiters in
@@ -223,13 +228,17 @@ if merchant ~= '' then
     return reply
   end
 end
-local m_rate, m_burst, rate_note = merchant_rate_of(merchant, mc, tonumber(ARGV[rate_i] or 0),
-  tonumber(ARGV[rate_i + 1] or 1))
-if warning == '' then warning = rate_note end
-local limited, retry_ms = take_rate(merchant, creator, m_rate, m_burst,
-  tonumber(ARGV[rate_i + 2] or 0), tonumber(ARGV[rate_i + 3] or 1), now)
-if limited then
-  return {'limited', limited, retry_ms, warning}
+-- With both rates off and no rate of the merchant's own, nothing to take
+-- (the rates are read as text first: a number costs Redis a conversion).
+if ARGV[rate_i] ~= '0' or ARGV[rate_i + 2] ~= '0' or (mc and mc.rate_per_second ~= nil) then
+  local m_rate, m_burst, rate_note = merchant_rate_of(merchant, mc, tonumber(ARGV[rate_i] or 0),
+    tonumber(ARGV[rate_i + 1] or 1))
+  if warning == '' then warning = rate_note end
+  local limited, retry_ms = take_rate(merchant, creator, m_rate, m_burst,
+    tonumber(ARGV[rate_i + 2] or 0), tonumber(ARGV[rate_i + 3] or 1), now)
+  if limited then
+    return {'limited', limited, retry_ms, warning}
+  end
 end
 
 -- Calls waiting for capacity are served before this one may look (no
@@ -269,9 +278,10 @@ if not pod then
   note_refused(call_id, group, bound, chain, now)
   -- Only busy pods can free up within a webhook's budget: no_pods and
   -- all_draining are refused at once.
+  local budget_ms = tonumber(ARGV[rate_i + 4] or 0)
   if reason == 'at_capacity' and budget_ms > 0 then
     local deadline = start_wait(call_id, merchant, creator, ARGV[#ARGV], chain, tiers, cap,
-      lease_ms, info_ms, budget_ms, now)
+      tonumber(ARGV[3]), tonumber(ARGV[4]), budget_ms, now)
     if account ~= '' then
       -- lib/waits.lua's hand-off writes it with the call.
       redis.call('HSET', K.wait_ticket(call_id), 'account', account)

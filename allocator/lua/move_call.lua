@@ -21,8 +21,8 @@
 --            the call's record, resumptions and resumed_at); "2" the same,
 --            of an instance the pod's name no longer stands for (a
 --            replacement registered since): nothing of the pod is recorded
--- ARGV[10] -> number of tiers N, then N quadruples: name, type, max_concurrent,
---            placement ("spread"|"pack")
+-- ARGV[10] -> number of tiers N, then per tier: name, type, and for a
+--            shared tier max_concurrent and placement ("spread"|"pack")
 -- then    -> number of default chain steps M, then M step names
 -- last    -> stale after: unix ms past which the caller has given up (its
 --            deadline and a margin for the clocks, "0": none): a move

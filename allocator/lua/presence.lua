@@ -11,6 +11,9 @@
 -- ARGV[7] -> the hour of marks of the layout before to look at, in hours
 --            before now's (lib/ended.lua's look_legacy; the replica turns
 --            through the ended TTL, one hour a beat)
+-- ARGV[8] -> the first of the 16 sets of compact marks whose marks past
+--            the ended TTL this beat drops (lib/ended.lua's prune_marks;
+--            the replica turns through them, 16 a beat)
 -- then    -> calls this replica answered whose socket it has not seen
 --
 -- Returns {epoch, n, then the n calls given that are settled, then the
@@ -34,10 +37,11 @@ end
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 if tonumber(ARGV[6]) > 0 then
   look_legacy(now, tonumber(ARGV[6]), tonumber(ARGV[7]))
+  prune_marks(tonumber(ARGV[8]), 16, tonumber(ARGV[6]), now)
 end
 local out = {epoch, 0}
 if ARGV[2] == '' or epoch == ARGV[2] then
-  for i = 8, #ARGV do
+  for i = 9, #ARGV do
     local info = redis.call('HMGET', K.call(ARGV[i]), 'pod_name', 'media_claim')
     if not info[1] or info[2] then
       out[#out + 1] = ARGV[i]

@@ -2,18 +2,22 @@
 --
 -- KEYS[1] -> call info hash (K.call(call_id))
 -- KEYS[2] -> the call's tombstone (K.call_ended(call_id))
+-- KEYS[3] -> the set of the call's compact mark (K.ended_marks, keys.go's
+--            EndedMarksOf: lib/ended.lua's mark_ended)
 -- ARGV[1] -> call id
 -- ARGV[2] -> call info TTL in ms (the tombstone's)
 -- ARGV[3] -> ended TTL in ms (the call's compact mark, lib/ended.lua's mark_ended)
--- ARGV[4] -> number of tiers N, then N pairs: tier name, pool type (to know
---            a predecessor's call's pool type when its pool is absent)
--- ARGV[5+2N] -> number of record fields M, then M field/value pairs the
+-- ARGV[4] -> every tier and its pool type, as one text of space separated
+--            pairs ("gold exclusive basic shared"): read only to know a
+--            predecessor's call's pool type when its pool is absent, and
+--            one argument costs Redis less than a pair of them per tier
+-- ARGV[5] -> number of record fields M, then M field/value pairs the
 --            tombstone keeps beside the call info's (who released, and the
 --            media socket's close code and counters when its end released)
--- ARGV[6+2N+2M] -> the creator the call must have ("" or absent: any): a
+-- ARGV[6+2M] -> the creator the call must have ("" or absent: any): a
 --            provider's status callback ends only the calls its own
 --            webhooks created
--- ARGV[7+2N+2M] -> with a creator, the provider account asking ("" or
+-- ARGV[7+2M] -> with a creator, the provider account asking ("" or
 --            absent: none): a call stored with an account (allocate.lua)
 --            is ended only by that account's callbacks; a call stored
 --            without one, by any of its creator's
@@ -68,31 +72,35 @@
 -- after is its pod's keys it read and keys only edge writes.
 
 local call_key, call_id = KEYS[1], ARGV[1]
--- The whole call info, read once: what the release decides on, and what
--- its record (the tombstone) keeps.
-local fields = redis.call('HGETALL', call_key)
-local f = {}
-for i = 1, #fields - 1, 2 do
-  f[fields[i]] = fields[i + 1]
-end
-local info = {f.pod_name or false, f.source_pool or false, f.pool_type or false, f.merchant_id or false,
-  f.socket_replica or false, f.creator or false, f.account or false}
-local pod, source, kind = info[1], info[2] or '', info[3]
--- Who the call was, for the release's log line.
-local merchant_id, creator = info[4] or '', info[6] or ''
-local ntiers = tonumber(ARGV[4] or 0)
 local extra = {}
-local at = 5 + 2 * ntiers
-for i = at + 1, at + 2 * tonumber(ARGV[at] or 0) do
+for i = 6, 5 + 2 * tonumber(ARGV[5] or 0) do
   extra[#extra + 1] = ARGV[i]
 end
-local must_creator = ARGV[at + 1 + #extra] or ''
-local must_account = ARGV[at + 2 + #extra] or ''
+local must_creator = ARGV[6 + #extra] or ''
+local must_account = ARGV[7 + #extra] or ''
+local by = extra[1] == 'released_by' and extra[2] or ''
+-- What the release decides on, read once (the record itself becomes the
+-- tombstone without passing through the script: end_call_record). The
+-- call's account and who said it ended matter only to a provider's
+-- callback: each field named costs Redis a walk of the record.
+local g
+if must_creator ~= '' or by == 'provider' then
+  g = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type', 'merchant_id', 'socket_replica',
+    'creator', 'edge_pod', 'answered_by', 'media_claim', 'resumable', 'account', 'ended_by')
+else
+  g = redis.call('HMGET', call_key, 'pod_name', 'source_pool', 'pool_type', 'merchant_id', 'socket_replica',
+    'creator', 'edge_pod', 'answered_by', 'media_claim', 'resumable')
+end
+local f = {pod_name = g[1], source_pool = g[2], pool_type = g[3], merchant_id = g[4], socket_replica = g[5],
+  creator = g[6], edge_pod = g[7], answered_by = g[8], media_claim = g[9], resumable = g[10], account = g[11],
+  ended_by = g[12]}
+local pod, source, kind = f.pod_name, f.source_pool or '', f.pool_type
+-- Who the call was, for the release's log line.
+local merchant_id, creator = f.merchant_id or '', f.creator or ''
 -- Whether account (a call's or its wait ticket's) lets the asker end it.
 local function account_ok(account)
   return must_creator == '' or (account or '') == '' or account == must_account
 end
-local by = extra[1] == 'released_by' and extra[2] or ''
 if not pod then
   -- A provider says the call ended while it still waits for capacity
   -- (admission.wait: the caller hung up during the wait): the wait ends,
@@ -113,7 +121,7 @@ if not pod then
         redis.call('HSET', tomb, 'account', account)
       end
       redis.call('PEXPIRE', tomb, tonumber(ARGV[2]))
-      mark_ended(call_id, 'released', tonumber(ARGV[3]), now)
+      mark_ended(KEYS[3], call_id, 'released', tonumber(ARGV[3]), now)
       redis.call('PUBLISH', K.wait_wake(), call_id)
       return {'unwaited'}
     end
@@ -123,14 +131,14 @@ if not pod then
     -- no replica wrote it back yet. The call is over all the same: marked
     -- ended, so that a replica that answered its webhook does not write
     -- it back (renew.lua) and hold its pod for a lease.
-    mark_ended(call_id, 'released', tonumber(ARGV[3]), now_ms())
+    mark_ended(KEYS[3], call_id, 'released', tonumber(ARGV[3]), now_ms())
   end
   return {'not_found'}
 end
 if must_creator ~= '' and creator ~= must_creator then
   return {'not_found'}
 end
-if not account_ok(info[7]) then
+if not account_ok(f.account) then
   return {'other_account'}
 end
 -- A webhook edge answered "cannot serve" may have allocated all the same
@@ -175,9 +183,11 @@ if f.edge_pod == pod and kind then
     redis.call('HSET', K.pod_info(pod), 'status', draining and 'draining' or 'available',
       'allocated_call_sid', '', 'allocated_at', '', 'released_at', released_at)
   end
-  local reply, lease_key
+  -- waiters: whether a call may be waiting for a pod (K.wait_recent()).
+  local reply, lease_key, waiters
   if kind == 'shared' then
-    local s = redis.call('MGET', K.pod_draining(pod), K.pod_tier(pod))
+    local s = redis.call('MGET', K.pod_draining(pod), K.pod_tier(pod), K.wait_recent())
+    waiters = s[3] ~= false
     local calls = K.pod_calls(pod)
     local per_call = redis.call('ZSCORE', calls, call_id) ~= false
     local draining = s[1] ~= false
@@ -202,7 +212,8 @@ if f.edge_pod == pod and kind then
   else
     -- Draining, registered in the call's tier, and the lease's call; then
     -- the pod info's owner and readiness.
-    local s = redis.call('MGET', K.pod_draining(pod), K.pod_tier(pod), K.lease(pod))
+    local s = redis.call('MGET', K.pod_draining(pod), K.pod_tier(pod), K.lease(pod), K.wait_recent())
+    waiters = s[4] ~= false
     local p = redis.call('HMGET', K.pod_info(pod), 'allocated_call_sid', 'unready')
     local draining, leased = s[1] ~= false, s[3] == call_id
     -- A pod info with no owner under the call's lease: the predecessor's
@@ -225,8 +236,10 @@ if f.edge_pod == pod and kind then
   end
   -- The tombstone's TTL as the caller sent it: a number would be
   -- formatted back into text for PEXPIRE.
-  end_call_record(call_id, 'released', ARGV[2], tonumber(ARGV[3]), extra, fields, true, now, lease_key, f, now_text)
-  serve_waiters(now)
+  end_call_record(call_id, KEYS[3], 'released', ARGV[2], tonumber(ARGV[3]), extra, f, true, now, now_text, lease_key)
+  if waiters then
+    serve_waiters(now)
+  end
   return reply
 end
 
@@ -241,8 +254,8 @@ local function typed(key, want)
   end
   return true
 end
-if info[4] and info[4] ~= '' then typed(K.merchant_calls(info[4]), 'zset') end
-if info[5] and info[5] ~= '' then typed(K.replica_calls(info[5]), 'set') end
+if merchant_id ~= '' then typed(K.merchant_calls(merchant_id), 'zset') end
+if f.socket_replica and f.socket_replica ~= '' then typed(K.replica_calls(f.socket_replica), 'set') end
 
 -- What release reads of one pod before it writes: p is the pod, tier its
 -- call's tier, kind its pool's kind. A shared pod's per_call says it holds
@@ -283,8 +296,8 @@ end
 -- call's pool_type.
 local tier = tier_of_source(source)
 local tier_type = {}
-for i = 5, 4 + 2 * ntiers, 2 do
-  tier_type[ARGV[i]] = ARGV[i + 1]
+for name, kind in string.gmatch(ARGV[4], '(%S+) (%S+)') do
+  tier_type[name] = kind
 end
 local pool_t = redis.call('TYPE', (pools_of(tier)))['ok']
 local pod_kind
@@ -331,9 +344,9 @@ if named and mixed then
       end
     end
     local sets = {}
-    for i = 5, 4 + 2 * ntiers, 2 do
-      if ARGV[i + 1] == kind then
-        local _, assigned = pools_of(ARGV[i])
+    for name, t in string.gmatch(ARGV[4], '(%S+) (%S+)') do
+      if t == kind then
+        local _, assigned = pools_of(name)
         sets[#sets + 1] = assigned
       end
     end
@@ -367,7 +380,7 @@ if bad then
 end
 
 -- Phase 2: the writes.
-end_call_record(call_id, 'released', tonumber(ARGV[2]), tonumber(ARGV[3]), extra, fields)
+end_call_record(call_id, KEYS[3], 'released', ARGV[2], tonumber(ARGV[3]), extra, f)
 if pred_listed then
   redis.call('SREM', pred_set, call_id)
 end

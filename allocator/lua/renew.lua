@@ -43,7 +43,7 @@ local emptied = known ~= '' and epoch ~= nil and epoch ~= known
 
 local function reassert(call_key, call_id, pod, holder, source, kind, merchant, creator, account)
   if kind == '' or source == '' or redis.call('EXISTS', K.call_ended(call_id)) == 1
-      or ended_mark(call_id, ended_ms, now) then
+      or ended_mark(ended_mark_key(call_id), call_id, ended_ms, now) then
     return 0
   end
   if kind ~= 'shared' then

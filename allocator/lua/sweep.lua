@@ -65,7 +65,7 @@ end
 local ended = {}
 local function end_call(call_id, pod)
   if call_id and call_id ~= '' and redis.call('HGET', K.call(call_id), 'pod_name') == pod then
-    end_call_record(call_id, 'expired', info_ms, ended_ms)
+    end_call_record(call_id, ended_mark_key(call_id), 'expired', info_ms, ended_ms)
     ended[#ended + 1] = call_id
   end
 end

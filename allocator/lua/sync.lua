@@ -114,7 +114,7 @@ local function end_dead_call(call_id, pod)
   if ttl <= 0 then
     ttl = 3600000
   end
-  end_call_record(call_id, 'expired', ttl, ended_ms)
+  end_call_record(call_id, ended_mark_key(call_id), 'expired', ttl, ended_ms)
 end
 
 local function place(pod, tier, addr, now, pinned)

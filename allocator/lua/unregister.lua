@@ -47,7 +47,7 @@ local function end_call(call_id)
     kept = kept + 1
     return
   end
-  end_call_record(call_id, 'unregistered', tonumber(ARGV[3]), tonumber(ARGV[4]))
+  end_call_record(call_id, ended_mark_key(call_id), 'unregistered', tonumber(ARGV[3]), tonumber(ARGV[4]))
   ended = ended + 1
   ended_ids[#ended_ids + 1] = call_id
 end

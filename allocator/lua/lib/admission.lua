@@ -11,9 +11,8 @@
 -- empties, and Redis drops it, as the merchant's calls end. Entries whose
 -- lease ran out (a call the predecessor's release ended, which does not
 -- know the set) count for nothing and are dropped on the way: with now
--- for every call (renewals), with sometimes for one call in 16 (by a hex
--- digit of its id's hash: allocate's cheaper form); merchant_live drops
--- them too.
+-- for every call (renewals), with sometimes in one run in 16 (by Redis'
+-- clock: allocate's cheaper form); merchant_live drops them too.
 local function count_call(merchant, call_id, expiry, now, sometimes)
   if not merchant or merchant == '' then
     return
@@ -21,7 +20,7 @@ local function count_call(merchant, call_id, expiry, now, sometimes)
   local key = K.merchant_calls(merchant)
   -- The times are whole ms: '%d' formats them several times faster than
   -- Lua's and Redis' number to text (a floating point printf).
-  if now and (not sometimes or string.sub(call_sha1(call_id), 6, 6) == '0') then
+  if now and (not sometimes or now % 16 == 0) then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. string.format('%d', now))
   end
   redis.call('ZADD', key, string.format('%d', expiry), call_id)
@@ -137,6 +136,7 @@ end
 -- bound, its max_calls less its live calls, or the uncapped bound. So no
 -- caller moves the signal past its merchants' caps.
 local DEMAND_WINDOW_MS = 60000
+-- deferred: only a refused call counts.
 local function note_refused(call_id, group, bound, chain, now)
   local last = chain[#chain]
   if not last then

@@ -21,14 +21,4 @@ local function stale(stale_after, now)
   return at > 0 and now > at
 end
 
--- A call id's SHA-1 (hex), which shards its ended mark and picks the runs
--- that trim: an allocate wants it twice (ended_mark_shard, count_call),
--- and redis.sha1hex costs about as much as a command.
-local hashed_id, hashed_hex = nil, nil
-local function call_sha1(call_id)
-  if call_id ~= hashed_id then
-    hashed_id, hashed_hex = call_id, redis.sha1hex(call_id)
-  end
-  return hashed_hex
-end
 

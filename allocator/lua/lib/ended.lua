@@ -1,36 +1,52 @@
 -- ended.lua: ended calls' compact marks, and those of the layout before.
 
--- An ended call's compact mark (K.ended_marks, keys.go): in a sorted set
--- per shard of call ids, the call id scored by when it ended (unix ms) times
--- 4 plus how (ENDED_HOW), so that one ZSCORE tells whether and how the call
--- ended within the providers' retry horizon (allocator.ended_ttl), long
--- after its full record is gone. A mark older than the horizon counts for
--- nothing and is dropped by a later write to its shard. The constant is
--- keys.go's EndedMarkShards.
+-- An ended call's compact mark: in a sorted set per shard of call ids
+-- (K.ended_marks, keys.go's EndedMarksOf), the call id scored by when it
+-- ended (unix ms) times 4 plus how (1 released, 2 expired, 3
+-- unregistered), so that one ZSCORE tells whether and how the call ended
+-- within the providers' retry horizon (allocator.ended_ttl), long after
+-- its full record is gone. A mark older than the horizon counts for
+-- nothing and is dropped by a later write to its shard. allocate and
+-- release are handed their call's set as a key (keys.go computes the
+-- shard, sparing Redis a SHA-1 per run); other scripts find it with
+-- ended_mark_key. The constant is keys.go's EndedMarkShards.
 local ENDED_MARK_SHARDS = 16384
-local ENDED_HOW = {released = 1, expired = 2, unregistered = 3}
-local ENDED_HOW_NAME = {[0] = 'released', 'released', 'expired', 'unregistered'}
 
--- The shard of a call's mark (keys.go's EndedMarkShard), and whether a
--- write of this call's mark trims its shard: one call in 16, by a hex
--- digit of the hash the shard does not use. The shard is text ('%d' is
--- several times cheaper than the floating point printf a number in a
--- key would cost).
-local function ended_mark_shard(call_id)
-  local h = call_sha1(call_id)
-  return string.format('%d', tonumber(string.sub(h, 1, 4), 16) % ENDED_MARK_SHARDS), string.sub(h, 5, 5) == '0'
+-- The set of call_id's mark (keys.go's EndedMarksOf). The shard is text
+-- ('%d' is several times cheaper than the floating point printf a number
+-- in a key would cost).
+local function ended_mark_key(call_id)
+  local shard = tonumber(string.sub(redis.sha1hex(call_id), 1, 4), 16) % ENDED_MARK_SHARDS
+  return K.ended_marks(string.format('%d', shard))
 end
 
-local function mark_ended(call_id, how, horizon_ms, now)
+-- Marks call_id ended now in key (its ended_mark_key). One run in 16 (by
+-- Redis' clock) also drops the set's marks past the horizon.
+local function mark_ended(key, call_id, how, horizon_ms, now)
   if not horizon_ms or horizon_ms <= 0 then
     return
   end
-  local shard, trim = ended_mark_shard(call_id)
-  local key = K.ended_marks(shard)
-  if trim then
+  if now % 16 == 0 then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. string.format('%d', (now - horizon_ms) * 4))
   end
-  redis.call('ZADD', key, string.format('%d', now * 4 + (ENDED_HOW[how] or 0)), call_id)
+  local code = 1
+  if how == 'expired' then
+    code = 2
+  elseif how == 'unregistered' then
+    code = 3
+  end
+  redis.call('ZADD', key, string.format('%d', now * 4 + code), call_id)
+end
+
+-- Drops the marks past the horizon from n sets of marks, shard first on
+-- (each replica's beat, presence.lua, turning through them): a set no
+-- call ends into any more would keep its marks, and Redis their memory,
+-- for ever; an emptied set is gone.
+local function prune_marks(first, n, horizon_ms, now)
+  local before = '(' .. string.format('%d', (now - horizon_ms) * 4)
+  for shard = first, first + n - 1 do
+    redis.call('ZREMRANGEBYSCORE', K.ended_marks(string.format('%d', shard % ENDED_MARK_SHARDS)), '-inf', before)
+  end
 end
 
 -- The marks of the layout before: one hash per hour of end times
@@ -42,6 +58,7 @@ end
 -- endedlayout.go).
 local ENDED_BUCKET_MS, ENDED_SHARDS = 3600000, 1024
 
+-- deferred: read only while marks of the layout before may exist.
 local function legacy_ended_mark(call_id, horizon_ms, now)
   local shard = tonumber(string.sub(redis.sha1hex(call_id), 1, 4), 16) % ENDED_SHARDS
   local oldest = math.floor((now - horizon_ms) / ENDED_BUCKET_MS)
@@ -74,16 +91,22 @@ local function look_legacy(now, horizon_ms, back)
   end
 end
 
--- How the call ended according to its mark within the last horizon_ms, or
--- nil. legacy says whether marks of the layout before may exist (nil: look
--- whether K.ended_legacy() does).
-local function ended_mark(call_id, horizon_ms, now, legacy)
+-- How the call ended according to its mark in key (its ended_mark_key)
+-- within the last horizon_ms, or nil. legacy says whether marks of the
+-- layout before may exist (nil: look whether K.ended_legacy() does).
+local function ended_mark(key, call_id, horizon_ms, now, legacy)
   if not horizon_ms or horizon_ms <= 0 then
     return nil
   end
-  local score = tonumber(redis.call('ZSCORE', K.ended_marks((ended_mark_shard(call_id))), call_id) or '')
+  local score = tonumber(redis.call('ZSCORE', key, call_id) or '')
   if score and score >= (now - horizon_ms) * 4 then
-    return ENDED_HOW_NAME[score % 4]
+    local code = score % 4
+    if code == 2 then
+      return 'expired'
+    elseif code == 3 then
+      return 'unregistered'
+    end
+    return 'released'
   end
   if legacy == nil then
     legacy = redis.call('EXISTS', K.ended_legacy()) == 1
@@ -93,4 +116,3 @@ local function ended_mark(call_id, horizon_ms, now, legacy)
   end
   return nil
 end
-

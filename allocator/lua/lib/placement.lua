@@ -1,13 +1,19 @@
 -- placement.lua: the tiers and chain of an allocation and the walk that takes a pod from it.
 
 -- The tier table and default chain of allocate's argument layout, from
--- ARGV[i]: N, then N quadruples (name, type, max_concurrent, placement
--- "spread"|"pack"), then M, then M step names.
+-- ARGV[i]: N, then per tier its name and type, and for a shared one its
+-- max_concurrent and placement ("spread"|"pack") (an exclusive tier has
+-- neither: each argument costs Redis time), then M, then M step names.
 local function parse_tiers(i)
   local tiers = {}
   for _ = 1, tonumber(ARGV[i]) do
-    tiers[ARGV[i + 1]] = {type = ARGV[i + 2], max = tonumber(ARGV[i + 3]), pack = ARGV[i + 4] == 'pack'}
-    i = i + 4
+    if ARGV[i + 2] == 'shared' then
+      tiers[ARGV[i + 1]] = {type = 'shared', max = tonumber(ARGV[i + 3]), pack = ARGV[i + 4] == 'pack'}
+      i = i + 4
+    else
+      tiers[ARGV[i + 1]] = {type = ARGV[i + 2], max = 0, pack = false}
+      i = i + 2
+    end
   end
   i = i + 1
   local default_chain = {}

@@ -16,6 +16,7 @@ local function tier_of_source(source)
   return string.match(source, '^pool:(.+)$') or source
 end
 
+-- deferred: allocations read draining with the pod's other keys; this is for the rarer paths.
 local function is_draining(pod)
   return redis.call('EXISTS', K.pod_draining(pod)) == 1
 end
@@ -91,6 +92,7 @@ end
 
 -- Whether dials to the pod failed and it is out of allocation on every
 -- replica until a probe succeeds (K.ejected()).
+-- deferred: read only while some pod is ejected.
 local function is_ejected(pod)
   return redis.call('ZSCORE', K.ejected(), pod) ~= false
 end

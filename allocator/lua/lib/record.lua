@@ -1,31 +1,31 @@
 -- record.lua: a call's record: the allocation's writes and the end of a call.
 
--- end_call_record ends a call's info: its tombstone (K.call_ended) becomes
--- the call's record, the call info's fields but the media claim and the
--- resumable mark (a socket's identity, never shown), with how it ended, ended_at (unix ms) and extra,
--- a flat list of field/value pairs; it lives ttl_ms. The call's compact
--- mark (mark_ended) keeps it ended for horizon_ms. The caller has checked
--- that the call info is the one to end. The old tombstone is deleted first:
--- a replica of an older edge wrote it as a STRING. The call leaves its
--- merchant's count (admission) in the same step.
--- fields is the call info as HGETALL returned it when the caller read it
--- (nil: read here); edge_only says the record is edge's alone (its
--- edge_pod is its pod_name), so the predecessor's per-pod set cannot list the
--- call. now is Redis' time if the caller read it (nil: read here);
--- also_del is nil or one more key to delete with the call info (a lease
--- the release gives up). f is fields by name when the caller has made
--- it (nil: made here), now_text is now as text when it has that: each
--- saves Redis time per call. Returns the time it ended (unix ms).
-local function end_call_record(call_id, how, ttl_ms, horizon_ms, extra, fields, edge_only, now, also_del, f, now_text)
+-- end_call_record ends a call's info: RENAME makes it the call's tombstone
+-- (K.call_ended), the call's record, whole and without a field of it
+-- passing through the script (any tombstone of the call there goes, an
+-- older replica's STRING one too); the media claim and the resumable mark
+-- (a socket's identity, never shown) are taken out, how it ended, ended_at
+-- (unix ms) and extra (a flat list of field/value pairs) written over it;
+-- it lives ttl_ms. The call's compact mark (mark_ended) keeps it ended for
+-- horizon_ms, in mark_key (its ended_mark_key). The caller has checked that the call info exists and is the
+-- one to end. The call leaves its merchant's count (admission) in the same
+-- step.
+-- f is the call info's fields by name as the caller read them, at least
+-- those read here when it is nil; edge_only says the record is edge's
+-- alone (its edge_pod is its pod_name), so the predecessor's per-pod set
+-- cannot list the call. now is Redis' time if the caller read it (nil:
+-- read here), now_text now as text when it has that; also_del is nil or
+-- one more key to delete (a lease the release gives up). Returns the time
+-- it ended (unix ms).
+local function end_call_record(call_id, mark_key, how, ttl_ms, horizon_ms, extra, f, edge_only, now, now_text, also_del)
   local call_key, tomb = K.call(call_id), K.call_ended(call_id)
-  if not fields then
-    fields = redis.call('HGETALL', call_key)
-  end
   if not f then
-    f = {}
-    for i = 1, #fields - 1, 2 do
-      f[fields[i]] = fields[i + 1]
-    end
+    -- Who counts the call (its merchant, the replicas' sets), its pod, and
+    -- the fields a record never shows.
+    local got = redis.call('HMGET', call_key, 'merchant_id', 'socket_replica', 'answered_by', 'pod_name',
+      'media_claim', 'resumable')
+    f = {merchant_id = got[1], socket_replica = got[2], answered_by = got[3], pod_name = got[4],
+      media_claim = got[5], resumable = got[6]}
   end
   uncount_call(call_id, f.merchant_id or '')
   local socket_replica, answered_by = f.socket_replica or '', f.answered_by or ''
@@ -42,25 +42,17 @@ local function end_call_record(call_id, how, ttl_ms, horizon_ms, extra, fields, 
     redis.call('SREM', K.predecessor_pod_calls(pod), call_id)
   end
   if also_del then
-    redis.call('DEL', tomb, call_key, also_del)
-  else
-    redis.call('DEL', tomb, call_key)
+    redis.call('DEL', also_del)
+  end
+  redis.call('RENAME', call_key, tomb)
+  if f.media_claim or f.resumable then
+    redis.call('HDEL', tomb, 'media_claim', 'resumable')
   end
   now = now or now_ms()
-  local record = {'how', how, 'ended_at', now_text or tostring(now)}
-  for i = 1, #fields - 1, 2 do
-    local name = fields[i]
-    if name ~= 'media_claim' and name ~= 'resumable' and name ~= 'how' and name ~= 'ended_at' then
-      record[#record + 1], record[#record + 2] = name, fields[i + 1]
-    end
-  end
-  -- extra last: it overrides a field of the same name, as a second HSET did.
-  for i = 1, #(extra or {}) do
-    record[#record + 1] = extra[i]
-  end
-  redis.call('HSET', tomb, unpack(record))
+  -- extra last: it overrides a field of the same name.
+  redis.call('HSET', tomb, 'how', how, 'ended_at', now_text or string.format('%d', now), unpack(extra or {}))
   redis.call('PEXPIRE', tomb, ttl_ms)
-  mark_ended(call_id, how, horizon_ms, now)
+  mark_ended(mark_key, call_id, how, horizon_ms, now)
   return now
 end
 

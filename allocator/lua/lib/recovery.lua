@@ -38,6 +38,7 @@ end
 -- of a new one. A replica that knew one and finds none is the first to see
 -- Redis emptied: it starts the hold. The second value says whether a hold
 -- may have been started here.
+-- deferred: allocations read the epoch only when their replica's is not the one Redis holds.
 local function current_epoch(known, candidate, hold_ms, now)
   local epoch = redis.call('GET', K.epoch())
   if epoch then
@@ -62,12 +63,13 @@ end
 -- K.epoch_seen(known) did (nil: not known): with neither, a replica that
 -- knows no epoch, or whose epoch is still Redis' one, goes on without
 -- reading it (a fresh replica creates none here, and learns the epoch
--- from its heartbeat).
+-- from its heartbeat). hold_ms may be the text of the number: it is read
+-- only past that first test.
 local function recovery_wait(known, candidate, hold_ms, now, holding, seen)
   if holding == false and (known == '' or seen) then
     return 0
   end
-  local epoch, started = current_epoch(known, candidate, hold_ms, now)
+  local epoch, started = current_epoch(known, candidate, tonumber(hold_ms) or 0, now)
   if seen == false and known ~= '' and epoch == known then
     -- An epoch an older edge stored, without its mark.
     redis.call('SET', K.epoch_seen(epoch), '1')

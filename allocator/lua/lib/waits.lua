@@ -39,6 +39,7 @@ end
 -- Queues call_id as the last waiter of its merchant: its ticket holds what
 -- its allocation will write and the chain it waits for. Returns the
 -- deadline (unix ms).
+-- deferred: only a call that finds every pod busy waits.
 local function start_wait(call_id, merchant, creator, traceparent, chain, tiers, cap, lease_ms, info_ms, budget_ms, now)
   local deadline = now + budget_ms
   local used = {}
@@ -58,6 +59,11 @@ local function start_wait(call_id, merchant, creator, traceparent, chain, tiers,
   -- A safety net only: queue and ring empty themselves as waiters leave.
   redis.call('PEXPIRE', q, budget_ms + 60000)
   redis.call('PEXPIRE', K.wait_ring(), budget_ms + 60000)
+  -- Releases hand their pod to waiters only while K.wait_recent() exists:
+  -- it lasts as long as the longest wait started may.
+  if redis.call('PTTL', K.wait_recent()) < budget_ms + 60000 then
+    redis.call('SET', K.wait_recent(), '1', 'PX', budget_ms + 60000)
+  end
   return deadline
 end
 
@@ -119,6 +125,7 @@ end
 -- each merchant's oldest first, and publishes the calls served. At most
 -- 64 served per run; cheap (one ZCARD) when nobody waits. Returns the
 -- calls served.
+-- deferred: releases look for waiters only while a call may wait.
 local function serve_waiters(now)
   if redis.call('ZCARD', K.wait_deadline()) == 0 then
     return {}
@@ -146,6 +153,7 @@ end
 -- "served" (a script gave it a pod: the ticket stays, marked, unless
 -- drop_served, for its allocate to pick the pod up) or "gone" (no ticket:
 -- its deadline passed and it was pruned).
+-- deferred: only a waiting call ends a wait.
 local function end_wait(call_id, drop_served)
   local ticket = K.wait_ticket(call_id)
   local t = redis.call('HMGET', ticket, 'merchant', 'served')
