@@ -5,7 +5,7 @@ GO      ?= go
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PKGS    := ./...
 
-.PHONY: run build test deps lint unit fuzz kube-e2e bench bench-poolmgr bench-redis-ceiling faults faults-short faults-outside liveness-load migration-drill pod-deaths
+.PHONY: run build test deps lint unit fuzz kube-e2e bench bench-poolmgr bench-redis-ceiling bench-redis-instructions faults faults-short faults-outside liveness-load migration-drill pod-deaths
 
 # FUZZ lists "package target" pairs; `make fuzz` runs each briefly (CI), a
 # longer FUZZTIME hunts for real.
@@ -105,6 +105,13 @@ CEILING_CALLS ?= 10000,50000,100000
 bench-redis-ceiling: deps
 	$(GO) run ./bench/cmd/redisceiling -calls $(CEILING_CALLS) $(CEILING_ARGS)
 	$(GO) run ./bench/cmd/redisceiling -calls $(CEILING_CALLS) -cluster 3 $(CEILING_ARGS)
+
+# bench-redis-instructions counts the instructions redis-server runs per
+# allocate+release cycle under valgrind's callgrind (bench/redis-
+# instructions.sh): a figure the machine's other work does not move.
+# BASE=<commit> counts that commit's too. Needs valgrind.
+bench-redis-instructions: deps
+	bench/redis-instructions.sh
 
 # faults runs the fault suite (cmd/edge TestFaultSuite: 3 replicas, a real
 # Redis, 12 WebSocket pods, calls of 2-20 s, one fault at a time, invariants
