@@ -8,27 +8,10 @@ import (
 	"github.com/edge-voice/edge/internal/mediacontract"
 )
 
-// ClaimMedia admits one media socket for the call, across every replica, in
-// one round trip: the call must be live on pod, and no other socket may
-// hold it. holder is the socket's identity (a replica id and a per-socket
-// nonce); claiming again with the same holder succeeds. It returns
-// ErrCallNotFound when the call is not live on pod, ErrMediaClaimed when
-// another socket holds the call, ErrInvalidID for unfit ids.
-//
-// The claim ends with the call (Release, the sweep, UnregisterPod); a socket
-// that ends while its call lives on drops it with DropMediaClaim.
-//
-// It returns the pod the call is on: pod, or the one the call was moved to
-// after a failed connect to pod (moveCall), so that the media URL the
-// provider holds, signed for pod, still reaches the call.
-func (a *Allocator) ClaimMedia(ctx context.Context, callID, pod, holder string) (string, error) {
-	c, err := a.claimMediaOn(ctx, callID, pod, holder, "")
-	return c.Pod, err
-}
-
-// claimMediaTraced is ClaimMedia that also returns the traceparent the
-// call's webhook was allocated under (Request.TraceParent; "" when none),
-// read in the same round trip, for the media socket's span link.
+// claimMediaTraced claims as claimMediaOn does, with no replica named, and
+// also returns the traceparent the call's webhook was allocated under
+// (Request.TraceParent; "" when none), read in the same round trip, for the
+// media socket's span link.
 func (a *Allocator) claimMediaTraced(ctx context.Context, callID, pod, holder string) (at, traceParent string, err error) {
 	c, err := a.claimMediaOn(ctx, callID, pod, holder, "")
 	return c.Pod, c.TraceParent, err
@@ -38,9 +21,24 @@ func (a *Allocator) claimMediaTraced(ctx context.Context, callID, pod, holder st
 // says of it.
 type ClaimedMedia = mediacontract.Claimed
 
-// claimMediaOn is ClaimMedia for a socket on replica (stamped on the call
-// info with the socket's opening time, the first time holder claims), and
-// it returns the call's merchant, creator and the pods it left.
+// claimMediaOn admits one media socket for the call, across every replica,
+// in one round trip: the call must be live on pod, and no other socket may
+// hold it. holder is the socket's identity (a replica id and a per-socket
+// nonce); claiming again with the same holder succeeds. It returns
+// ErrCallNotFound when the call is not live on pod, ErrMediaClaimed when
+// another socket holds the call, ErrInvalidID for unfit ids.
+//
+// The claim ends with the call (Release, the sweep, UnregisterPod); a socket
+// that ends while its call lives on drops it (dropMediaClaim).
+//
+// replica, the socket's replica, is stamped on the call info with the
+// socket's opening time the first time holder claims. It returns the pod
+// the call is on: pod, or the one the call was moved to after a failed
+// connect to pod (moveCall), so that the media URL the provider holds,
+// signed for pod, still reaches the call; and the call's merchant, creator
+// and the pods it left.
+//
+// Outside the package it is MediaLeases.Claim, the media proxy's one way in.
 func (a *Allocator) claimMediaOn(ctx context.Context, callID, pod, holder, replica string) (ClaimedMedia, error) {
 	if err := ValidateID("call_sid", callID); err != nil {
 		return ClaimedMedia{}, err
@@ -79,15 +77,7 @@ func (a *Allocator) claimMediaOn(ctx context.Context, callID, pod, holder, repli
 	}
 }
 
-// DropMediaClaim ends holder's claim on the call's media, for a socket that
-// ends while its call lives on (e.g. its pod could not be dialled), so that
-// a retry can be admitted on any replica. It reports whether holder held
-// the claim; another holder's claim is left alone.
-func (a *Allocator) DropMediaClaim(ctx context.Context, callID, holder string) (bool, error) {
-	return a.dropMediaClaim(ctx, callID, holder, "")
-}
-
-// dropFailedMediaClaim is DropMediaClaim for a socket that reached no pod
+// dropFailedMediaClaim is dropMediaClaim for a socket that reached no pod
 // while its call is kept for the provider's own retry of the handshake:
 // it also counts the failure in the call info (failed_handshakes), which
 // claimMediaOn returns to the retry's socket on any replica.
@@ -95,6 +85,12 @@ func (a *Allocator) dropFailedMediaClaim(ctx context.Context, callID, holder str
 	return a.dropMediaClaim(ctx, callID, holder, "failed")
 }
 
+// dropMediaClaim ends holder's claim on the call's media, for a socket that
+// ends while its call lives on (e.g. its pod could not be dialled), so that
+// a retry can be admitted on any replica. It reports whether holder held
+// the claim; another holder's claim is left alone. how is "failed" for a
+// socket that reached no pod (dropFailedMediaClaim), "" otherwise.
+// Outside the package it is MediaLeases.Unclaim and UnclaimFailed.
 func (a *Allocator) dropMediaClaim(ctx context.Context, callID, holder, how string) (bool, error) {
 	if err := ValidateID("call_sid", callID); err != nil {
 		return false, err

@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"context"
+	"time"
 
 	"github.com/edge-voice/edge/internal/mediacontract"
 )
@@ -10,6 +11,32 @@ import (
 // allocator's own steps under the names the tests use. Nothing outside
 // the package calls them; the media proxy reaches them through
 // MediaLeases.
+
+// ClaimMedia is MediaLeases{Alloc: a}.Claim (no replica named) that
+// returns the pod alone, as most of the tests want it.
+func (a *Allocator) ClaimMedia(ctx context.Context, callID, pod, holder string) (string, error) {
+	c, err := a.claimMediaOn(ctx, callID, pod, holder, "")
+	return c.Pod, err
+}
+
+// DropMediaClaim reports whether holder held the claim, which
+// MediaLeases.Unclaim does not.
+func (a *Allocator) DropMediaClaim(ctx context.Context, callID, holder string) (bool, error) {
+	return a.dropMediaClaim(ctx, callID, holder, "")
+}
+
+// PodFailed returns the next probe's time too, which MediaLeases.PodFailed
+// does not.
+func (a *Allocator) PodFailed(ctx context.Context, pod, reason string, ej Ejection) (bool, time.Time, error) {
+	return a.podFailed(ctx, pod, reason, ej)
+}
+
+// RetriedReleases counts the socket releases waiting for Redis now.
+func (a *Allocator) RetriedReleases() int {
+	a.retry.mu.Lock()
+	defer a.retry.mu.Unlock()
+	return len(a.retry.pending) + a.retry.trying
+}
 
 func (a *Allocator) ClaimMediaOn(ctx context.Context, callID, pod, holder, replica string) (ClaimedMedia, error) {
 	return a.claimMediaOn(ctx, callID, pod, holder, replica)

@@ -106,10 +106,10 @@ func (a *Allocator) moveCall(ctx context.Context, callID, pod, holder, reason st
 	}
 }
 
-// PodFailed records a failed dial, a pod lost mid-call or a failed probe,
+// podFailed records a failed dial, a pod lost mid-call or a failed probe,
 // and ejects the pod unless its tier is at ej.MaxPercent. It reports
 // whether the pod is ejected and when its next probe is due.
-func (a *Allocator) PodFailed(ctx context.Context, pod, reason string, ej Ejection) (bool, time.Time, error) {
+func (a *Allocator) podFailed(ctx context.Context, pod, reason string, ej Ejection) (bool, time.Time, error) {
 	if err := ValidateID("pod_name", pod); err != nil {
 		return false, time.Time{}, err
 	}

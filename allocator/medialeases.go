@@ -9,7 +9,8 @@ import (
 )
 
 // MediaLeases is the allocator as the media proxy sees it (proxy.Leases):
-// the one adapter edge runs, and the one the proxy's tests use.
+// the one adapter edge runs, and the way other packages' tests claim,
+// drop claims and fail pods (the allocator's own steps are unexported).
 type MediaLeases struct {
 	Alloc *Allocator
 	// Replica names this replica on the calls whose sockets it admits
@@ -39,7 +40,7 @@ func (l MediaLeases) ResumeCall(ctx context.Context, callID, pod, holder string,
 }
 
 func (l MediaLeases) PodFailed(ctx context.Context, pod, reason string, ej mediacontract.Ejection) (bool, error) {
-	ejected, _, err := l.Alloc.PodFailed(ctx, pod, reason, ej)
+	ejected, _, err := l.Alloc.podFailed(ctx, pod, reason, ej)
 	return ejected, err
 }
 
@@ -52,7 +53,7 @@ func (l MediaLeases) Reinstate(ctx context.Context, pod string) (bool, error) {
 }
 
 func (l MediaLeases) Unclaim(ctx context.Context, callID, holder string) error {
-	_, err := l.Alloc.DropMediaClaim(ctx, callID, holder)
+	_, err := l.Alloc.dropMediaClaim(ctx, callID, holder, "")
 	return noAllocation(err)
 }
 

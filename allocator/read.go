@@ -215,7 +215,7 @@ type CallInfo struct {
 	// Creator is who created the call (Request.Creator), "" when unknown.
 	Creator string `json:"creator,omitempty"`
 	// MediaClaim is the identity of the media socket admitted for the call
-	// (ClaimMedia), "" when none is.
+	// (MediaLeases.Claim), "" when none is.
 	MediaClaim string `json:"media_claim,omitempty"`
 }
 

@@ -28,7 +28,7 @@ type Released struct {
 // happens once: it frees only what the call still holds, and a second release
 // of the same call returns ErrCallNotFound and changes nothing. The call
 // leaves a tombstone for the call info TTL: a later Allocate of it returns
-// ErrCallEnded. Its media claim (ClaimMedia) ends with it.
+// ErrCallEnded. Its media claim (MediaLeases.Claim) ends with it.
 func (a *Allocator) Release(ctx context.Context, callID string) (Released, error) {
 	a.tracked.untrack(callID)
 	return a.release(ctx, callID, recordArgs(ReleasedByAPI, nil), "", "")

@@ -55,13 +55,6 @@ func newReleaseRetry(reg prometheus.Registerer) releaseRetry {
 	return releaseRetry{counts: c, queued: map[string]struct{}{}}
 }
 
-// RetriedReleases counts the socket releases waiting for Redis now.
-func (a *Allocator) RetriedReleases() int {
-	a.retry.mu.Lock()
-	defer a.retry.mu.Unlock()
-	return len(a.retry.pending) + a.retry.trying
-}
-
 // releaseLater queues a release that failed for want of Redis: a socket's
 // (by ReleasedBySocket, with its end) or an unanswered webhook's.
 func (a *Allocator) releaseLater(callID, by string, end *SocketEnd) {

@@ -11,9 +11,10 @@ import (
 type Lease struct {
 	CallID  string
 	PodName string
-	// Holder, when set, is the media claim (ClaimMedia) the renewer holds:
-	// the lease is renewed only while that claim holds the call, so only the
-	// call's one admitted socket keeps it alive. "" renews without checking.
+	// Holder, when set, is the media claim (MediaLeases.Claim) the renewer
+	// holds: the lease is renewed only while that claim holds the call, so
+	// only the call's one admitted socket keeps it alive. "" renews without
+	// checking.
 	Holder string
 }
 

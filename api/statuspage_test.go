@@ -57,7 +57,7 @@ func TestStatusPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.alloc.Drain(ctx, "b0")
-	if _, _, err := e.alloc.PodFailed(ctx, "b1", "timeout", allocator.Ejection{Backoff: time.Second, MaxBackoff: time.Minute, MaxPercent: 100}); err != nil {
+	if _, err := (allocator.MediaLeases{Alloc: e.alloc}).PodFailed(ctx, "b1", "timeout", allocator.Ejection{Backoff: time.Second, MaxBackoff: time.Minute, MaxPercent: 100}); err != nil {
 		t.Fatal(err)
 	}
 	e.alloc.AcquireLeaderLock(ctx, "edge-0", time.Minute)
@@ -162,7 +162,7 @@ func TestStatusPageShowsResumptions(t *testing.T) {
 	if _, err := e.alloc.Allocate(ctx, allocator.Request{CallID: "CA2", MerchantID: "m1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.alloc.ClaimMedia(ctx, "CA1", first.PodName, "r/1"); err != nil {
+	if _, err := (allocator.MediaLeases{Alloc: e.alloc}).Claim(ctx, "CA1", first.PodName, "r/1"); err != nil {
 		t.Fatal(err)
 	}
 	moved, err := e.alloc.ResumeCall(ctx, "CA1", first.PodName, "r/1", allocator.Ejection{Backoff: time.Second, MaxBackoff: time.Minute, MaxPercent: 100}, true)

@@ -127,8 +127,11 @@ func TestRenewalNeedsTheClaim(t *testing.T) {
 	}
 	e.px.renewOnce(ctx)
 	echo(t, c, "still held")
-	if dropped, err := e.alloc.DropMediaClaim(ctx, "CA1", info.MediaClaim); err != nil || !dropped {
-		t.Fatalf("drop the claim = %v, %v", dropped, err)
+	if err := (allocator.MediaLeases{Alloc: e.alloc}).Unclaim(ctx, "CA1", info.MediaClaim); err != nil {
+		t.Fatalf("drop the claim: %v", err)
+	}
+	if after, err := e.alloc.Call(ctx, "CA1"); err != nil || after.MediaClaim != "" {
+		t.Fatalf("call info after the drop = %+v, %v; want the call live with no claim", after, err)
 	}
 	e.px.renewOnce(ctx)
 	if got := readClose(t, c); got != closePolicy {

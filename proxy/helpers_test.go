@@ -83,7 +83,9 @@ func newEnv(t testing.TB, o envOpt) *env {
 		DefaultChain: []string{"gold", "basic"},
 	}
 	var err error
-	e.alloc, err = allocator.New(e.rdb, allocator.Config{LeaseTTL: o.leaseTTL, CallInfoTTL: time.Hour, Tiers: tiers}, nil)
+	// The allocator's metrics on the proxy's registry, as edge registers
+	// them: tests read what the allocator did where an operator would.
+	e.alloc, err = allocator.New(e.rdb, allocator.Config{LeaseTTL: o.leaseTTL, CallInfoTTL: time.Hour, Tiers: tiers}, e.reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/edge-voice/edge/allocator"
 )
 
 // A client that keeps sending after its message went over the limit still
@@ -64,7 +66,7 @@ func TestLostLeaseWhileSendingCloses1008(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.alloc.DropMediaClaim(ctx, "CA1", info.MediaClaim); err != nil {
+		if err := (allocator.MediaLeases{Alloc: e.alloc}).Unclaim(ctx, "CA1", info.MediaClaim); err != nil {
 			t.Fatal(err)
 		}
 		e.px.renewOnce(ctx)

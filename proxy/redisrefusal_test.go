@@ -44,7 +44,7 @@ func TestSocketRefusedForRedisIsLoggedAndItsCallEnded(t *testing.T) {
 	heldPod, heldURL := e.allocate("CA-held", "")
 	// Another replica admitted CA-held's socket (a provider's retry there):
 	// its claim keeps the call whatever this replica queues.
-	if _, err := e.alloc.ClaimMedia(ctx, "CA-held", heldPod, "other-replica/1"); err != nil {
+	if _, err := (allocator.MediaLeases{Alloc: e.alloc}).Claim(ctx, "CA-held", heldPod, "other-replica/1"); err != nil {
 		t.Fatal(err)
 	}
 	cut.cut.Store(true)
@@ -72,7 +72,13 @@ func TestSocketRefusedForRedisIsLoggedAndItsCallEnded(t *testing.T) {
 	if owner := e.podOwner(pod); owner != "" {
 		t.Errorf("pod %s still held by %q after its call ended", pod, owner)
 	}
-	testwait.Until(t, 10*time.Second, "the queued releases done", func() bool { return e.alloc.RetriedReleases() == 0 })
+	// Every release queued is finished (done or expired) once the retry
+	// queue's counters agree; the refusals queued theirs before answering,
+	// so none is still to come. At least two: CA-cut's and CA-held's.
+	testwait.Until(t, 10*time.Second, "the queued releases done", func() bool {
+		queued := e.releaseRetries("queued")
+		return queued >= 2 && e.releaseRetries("done")+e.releaseRetries("expired") == queued
+	})
 	if tl, err := e.alloc.Timeline(ctx, "CA-held"); err != nil || tl.State != "live" {
 		t.Errorf("CA-held = %+v, %v; want live: another replica holds its socket", tl, err)
 	}
@@ -81,4 +87,28 @@ func TestSocketRefusedForRedisIsLoggedAndItsCallEnded(t *testing.T) {
 	if _, err := e.dial(u); err == nil {
 		t.Error("the ended call's socket was admitted")
 	}
+}
+
+// releaseRetries reads edge_release_retries_total{result}: the allocator's
+// count of the releases it queued for want of Redis and of how they ended.
+func (e *env) releaseRetries(result string) float64 {
+	e.t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "edge_release_retries_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	e.t.Fatalf("edge_release_retries_total{result=%q} is not registered", result)
+	return 0
 }

@@ -47,7 +47,7 @@ func TestAdminCallShowsResumptions(t *testing.T) {
 	if _, err := alloc.Allocate(ctx, allocator.Request{CallID: "CA2", MerchantID: "m1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := alloc.ClaimMedia(ctx, "CA1", first.PodName, "r/1"); err != nil {
+	if _, err := (allocator.MediaLeases{Alloc: alloc}).Claim(ctx, "CA1", first.PodName, "r/1"); err != nil {
 		t.Fatal(err)
 	}
 	moved, err := alloc.ResumeCall(ctx, "CA1", first.PodName, "r/1", allocator.Ejection{Backoff: time.Second, MaxBackoff: time.Minute, MaxPercent: 100}, true)
