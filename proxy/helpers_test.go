@@ -298,8 +298,6 @@ func (e *env) podOwner(pod string) string {
 	return info.Lease
 }
 
-// value reads a counter or gauge (prometheus/testutil would pull a module
-// edge does not otherwise need).
 // relayedSockets reads edge_proxy_relayed_sockets_total: the sockets relay
 // took whose client's transport is client ("tcp", "tls"; "": either).
 // relay "" sums the event loops' (epoll and uring).
@@ -321,6 +319,8 @@ func (e *env) relayedSockets(relay Relay, client string) int64 {
 	return int64(n)
 }
 
+// value reads a counter or gauge (prometheus/testutil would pull a module
+// edge does not otherwise need).
 func value(m prometheus.Metric) float64 {
 	var d dto.Metric
 	if err := m.Write(&d); err != nil {

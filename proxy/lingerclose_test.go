@@ -8,6 +8,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/edge-voice/edge/allocator"
+	"github.com/edge-voice/edge/internal/testwait"
 )
 
 // A client that keeps sending after its message went over the limit still
@@ -33,10 +34,7 @@ func TestOversizedWhileSendingClosesWith1009BothWays(t *testing.T) {
 			t.Errorf("client saw close %d, want %d", got, closeTooBig)
 		}
 		e.waitSockets(0)
-		deadline := time.Now().Add(5 * time.Second)
-		for len(e.agents[pod].CloseCodes()) == 0 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		testwait.Until(t, 5*time.Second, "the pod's close", func() bool { return len(e.agents[pod].CloseCodes()) > 0 })
 		if got := e.agents[pod].CloseCodes(); len(got) != 1 || got[0] != closeTooBig {
 			t.Errorf("pod saw closes %v, want [%d]", got, closeTooBig)
 		}
