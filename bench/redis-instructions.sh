@@ -9,7 +9,8 @@
 #   BASE=040e418 bench/redis-instructions.sh   # also a commit, side by side
 #
 # Needs valgrind and redis-server (apt-get install valgrind redis-server).
-# A commit is built from a git worktree with this tree's driver, so its
+# A commit is built from a git worktree with this tree's driver
+# (bench/cmd/rediscycles, bench/cycle.go), so its
 # allocator must have the API the driver calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +46,7 @@ if [ -n "${BASE:-}" ]; then
 	git worktree add -q --detach "$work/base" "$BASE"
 	mkdir -p "$work/base/bench/cmd/rediscycles"
 	cp bench/cmd/rediscycles/main.go "$work/base/bench/cmd/rediscycles/"
+	cp bench/cycle.go "$work/base/bench/"
 	(cd "$work/base" && go build -o "$work/rediscycles-base" ./bench/cmd/rediscycles)
 	echo "$BASE: $(per_cycle "$work/rediscycles-base") instructions per cycle"
 fi

@@ -44,48 +44,12 @@ func BenchmarkRedisCycle(b *testing.B) {
 		ctx := context.Background()
 		srv := testredis.Start(b, testredis.TCP())
 		rdb := srv.Client()
-		a, err := allocator.New(rdb, allocator.Config{
-			LeaseTTL: time.Minute, CallInfoTTL: time.Hour, DrainingTTL: 6 * time.Minute,
-			Tiers: allocator.TierConfig{
-				Tiers: map[string]allocator.Tier{
-					"gold":     {Type: allocator.Exclusive, Target: 40},
-					"standard": {Type: allocator.Exclusive, Target: 100},
-					"basic":    {Type: allocator.Shared, Target: 60, MaxConcurrent: 3},
-				},
-				DefaultChain: []string{"gold", "standard", "basic"},
-			},
-		}, nil)
+		a, err := CycleAllocator(ctx, rdb)
 		if err != nil {
 			b.Fatal(err)
 		}
-		for tier, n := range map[string]int{"gold": 40, "standard": 100, "basic": 60} {
-			for i := range n {
-				pod := allocator.Pod{Name: fmt.Sprintf("%s-%d", tier, i), Tier: tier, Address: "127.0.0.1:9"}
-				if _, err := a.RegisterPod(ctx, pod); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-		if err := a.Preload(ctx); err != nil {
-			b.Fatal(err)
-		}
-		// A replica as cmd/edge runs one: named (each call records the
-		// replica that answered it), and after its first 25 beats (25 s),
-		// so that it knows the data set's epoch and has looked through
-		// the ended TTL for marks of the layout before (none here).
-		a.SetReplica("bench")
-		for range 25 {
-			if _, err := a.Heartbeat(ctx, "bench"); err != nil {
-				b.Fatal(err)
-			}
-		}
 		driveRedisCycles(b, srv, rdb, func(call string) {
-			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			if _, err := a.Allocate(actx, allocator.Request{CallID: call, MerchantID: "acme", Creator: "token:bench"}); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := a.Release(ctx, call); err != nil {
+			if err := Cycle(ctx, a, call); err != nil {
 				b.Fatal(err)
 			}
 		})
